@@ -1,0 +1,17 @@
+//! Shared pieces of dmalab: one result schema, the host description, unit
+//! parsing, CPU lists and pinning, latency histograms, atomic output files and
+//! the stop flag that SIGINT/SIGTERM raise.
+//!
+//! Every command builds a [`schema::ResultDoc`] and hands it to
+//! [`output::write_result`]; nothing else serialises results.
+
+pub mod cpus;
+pub mod error;
+pub mod hist;
+pub mod host;
+pub mod output;
+pub mod schema;
+pub mod signal;
+pub mod units;
+
+pub use error::UsageError;

@@ -1,0 +1,1 @@
+//! dmalab probe: per-access memory latency histograms, MLC-style bandwidth and loaded latency.

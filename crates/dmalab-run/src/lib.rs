@@ -1,0 +1,1 @@
+//! dmalab run/report/compare: interference experiments, statistics and the HTML report.

@@ -1,0 +1,12 @@
+//! One module per subcommand. Shared flag groups live in `common`.
+
+pub mod cleanup;
+pub mod common;
+pub mod compare;
+pub mod info;
+pub mod load;
+pub mod page;
+pub mod probe;
+pub mod report;
+pub mod run;
+pub mod sim;

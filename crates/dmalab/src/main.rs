@@ -1,0 +1,80 @@
+//! The `dmalab` binary: a thin command line over the library crates.
+//!
+//! Each subcommand lives in `cmd/<name>.rs`: clap flags, validation into a
+//! resolved plan (errors are `UsageError`s: exit 2), then a call into its
+//! library crate.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use dmalab_core::UsageError;
+use std::process::ExitCode;
+
+/// dmalab: DMA load, memory probes, interference experiments and a cache
+/// simulator, to measure how device I/O hurts everything else's memory access.
+#[derive(Parser, Debug)]
+#[command(
+    name = "dmalab",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Generate precisely shaped DMA load into a host buffer.
+    Load(cmd::load::Args),
+    /// Describe a device (e.g. `dmalab info nvme /dev/ng0n1`).
+    Info(cmd::info::Args),
+    /// Measure what the CPU sees: memory latency histograms and bandwidth.
+    Probe(cmd::probe::Args),
+    /// Profile paging latency by fault class (pmbench, done right).
+    Page(cmd::page::Args),
+    /// Run an interference experiment file.
+    Run(cmd::run::Args),
+    /// Turn experiment results into a self-contained HTML report or CSV.
+    Report(cmd::report::Args),
+    /// Print the differences between two result files.
+    Compare(cmd::compare::Args),
+    /// Trace-driven simulator of CPU and DMA traffic.
+    Sim(cmd::sim::Args),
+    /// Remove leftovers (cgroups, swap devices, settings) of a killed run.
+    Cleanup(cmd::cleanup::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = dmalab_core::signal::install() {
+        eprintln!("dmalab: warning: could not install signal handlers: {e}");
+    }
+    let result = match cli.command {
+        Command::Load(a) => cmd::load::run(a),
+        Command::Info(a) => cmd::info::run(a),
+        Command::Probe(a) => cmd::probe::run(a),
+        Command::Page(a) => cmd::page::run(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Report(a) => cmd::report::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
+        Command::Sim(a) => cmd::sim::run(a),
+        Command::Cleanup(a) => cmd::cleanup::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => report_error(&e),
+    }
+}
+
+/// Prints an error as one line; bad input (a `UsageError` anywhere in the
+/// chain) exits 2, everything else 1.
+fn report_error(e: &anyhow::Error) -> ExitCode {
+    if let Some(u) = e.chain().find_map(|c| c.downcast_ref::<UsageError>()) {
+        eprintln!("dmalab: error: {u}");
+        return ExitCode::from(2);
+    }
+    eprintln!("dmalab: error: {e:#}");
+    ExitCode::from(1)
+}
