@@ -71,13 +71,6 @@ fn setup_err(what: &str) -> impl Fn(std::io::Error) -> PageError + '_ {
 
 /// Checks what can be checked before anything on the host changes.
 fn precheck(cfg: &PageConfig) -> Result<Option<cgroup::MemoryHierarchy>, PageError> {
-    if cfg.changes_host() && !is_root() {
-        return Err(PageError::NeedRoot(
-            "--memory-limit, --swap (other than existing), --page-cluster and --swappiness change the host: \
-             they need root (CAP_SYS_ADMIN for cgroups, swapon and sysctls); run dmalab as root, e.g. with sudo"
-                .into(),
-        ));
-    }
     match &cfg.swap {
         SwapSpec::Existing => {}
         SwapSpec::Zram { .. } => {
@@ -115,7 +108,17 @@ fn precheck(cfg: &PageConfig) -> Result<Option<cgroup::MemoryHierarchy>, PageErr
                 .into());
             }
         }
-        SwapSpec::Dev { path } => crate::devguard::check_swap_device(path)?,
+        SwapSpec::Dev { .. } => {}
+    }
+    if cfg.changes_host() && !is_root() {
+        return Err(PageError::NeedRoot(
+            "--memory-limit, --swap (other than existing), --page-cluster and --swappiness change the host: \
+             they need root (CAP_SYS_ADMIN for cgroups, swapon and sysctls); run dmalab as root, e.g. with sudo"
+                .into(),
+        ));
+    }
+    if let SwapSpec::Dev { path } = &cfg.swap {
+        crate::devguard::check_swap_device(path)?;
     }
     if cfg.memory_limit_bytes.is_some() {
         let h = cgroup::detect()
