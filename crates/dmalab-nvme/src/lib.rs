@@ -7,15 +7,19 @@
 //! - [`identify`]: Identify Controller/Namespace parsing (MDTS, LBA formats).
 //! - [`dev`]: opening a namespace, the synchronous ioctls, [`dev::NvmeInfo`].
 //! - [`uring`]: the io_uring passthrough queue (128-byte SQEs, 32-byte CQEs).
+//! - [`queue`]: one queue over either path, io_uring preferred, ioctl fallback.
 
 pub mod cmd;
 pub mod dev;
 pub mod identify;
+pub mod queue;
 pub mod uring;
 
 pub use cmd::PassthruCmd;
 pub use dev::{namespace_names, NvmeDevice, NvmeInfo};
 pub use identify::{IdController, IdNamespace, LbaFormat, RelativePerformance};
+pub use queue::{NvmeQueue, PassthruPath, PathChoice};
+pub use uring::UringCompletion;
 
 /// Errors of the NVMe layer.
 #[derive(Debug, thiserror::Error)]

@@ -13,6 +13,7 @@ use crate::Error;
 use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
 use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::time::Duration;
 
 /// One finished passthrough command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,14 +132,29 @@ impl UringQueue {
     }
 
     /// Submits everything queued and waits for at least `want` completions
-    /// (0: do not wait).
-    pub fn submit_and_wait(&mut self, want: usize) -> Result<(), Error> {
-        match self.ring.submit_and_wait(want) {
+    /// (0: do not wait), or until `timeout` has passed (None: no limit).
+    pub fn submit_and_wait(&mut self, want: usize, timeout: Option<Duration>) -> Result<(), Error> {
+        let r = match timeout {
+            Some(t) if want > 0 => {
+                let ts = types::Timespec::from(t);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(want, &args)
+            }
+            _ => self.ring.submit_and_wait(want),
+        };
+        match r {
             Ok(_) => Ok(()),
-            // A signal (SIGINT for a clean stop) interrupted the wait, or the
-            // completion queue overflowed (EBUSY): return so the caller
-            // reaps and looks at its stop flag.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => Ok(()),
+            // The timeout passed (ETIME), a signal (SIGINT for a clean stop)
+            // interrupted the wait, or the completion queue overflowed
+            // (EBUSY): return so the caller reaps and looks at its stop flag.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                ) =>
+            {
+                Ok(())
+            }
             Err(e) => Err(Error::io("io_uring_enter", e)),
         }
     }
