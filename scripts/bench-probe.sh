@@ -161,22 +161,24 @@ python3 - "$TMP/lat.json" <<'EOF'
 import json, statistics, sys
 d = json.load(open(sys.argv[1]))["result"]
 rounds = d["threads"][0]["rounds"]
-print(f"{'round':>5} {'clock_ns':>9} {'per_access_ns':>14} {'ratio':>7} {'timed_loop_ns':>14}")
+print("means over each round, and medians of ~1 ms windows (clock chunks / 2,048-sample batches), which leave out the windows a preemption hit:")
+print(f"{'round':>5} {'clock_ns':>9} {'per_access_ns':>14} {'ratio':>7} {'timed_loop_ns':>14} | {'clock_med_ns':>12} {'per_acc_med_ns':>14} {'ratio':>7}")
 for i, r in enumerate(rounds):
-    print(f"{i:>5} {r['clock_mean_ns']:>9.1f} {r['per_access_mean_ns']:>14.1f} {r['ratio']:>7.3f} {r['per_access_loop_ns']:>14.1f}")
-ratios = [r["ratio"] for r in rounds]
-print(f"per-access/clock ratio: median {statistics.median(ratios):.3f}, range {min(ratios):.3f} .. {max(ratios):.3f}")
+    print(f"{i:>5} {r['clock_mean_ns']:>9.1f} {r['per_access_mean_ns']:>14.1f} {r['ratio']:>7.3f} {r['per_access_loop_ns']:>14.1f} | {r['clock_median_chunk_ns']:>12.1f} {r['per_access_median_batch_ns']:>14.1f} {r['robust_ratio']:>7.3f}")
+for key, what in [("ratio", "means"), ("robust_ratio", "window medians")]:
+    v = [r[key] for r in rounds]
+    print(f"per-access/clock ratio of {what}: median {statistics.median(v):.3f}, range {min(v):.3f} .. {max(v):.3f}")
 p = d["per_access"]["percentile_ns"]
 print(f"per-access p50 {p['50.000000']} ns, p99 {p['99.000000']} ns (the mean carries every preemption; p50 does not)")
 
 print()
 print("-- 3. timing overhead in cycles")
 t, hz = d["timer"], d["tsc"]["tsc_hz"]
-loop_cyc = [(r["per_access_loop_ns"] - r["clock_mean_ns"]) * hz / 1e9 for r in rounds]
+loop_cyc = [(r["per_access_loop_median_ns"] - r["clock_median_chunk_ns"]) * hz / 1e9 for r in rounds]
 print(f"bare rdtscp pair (back to back):            {t['bare_rdtscp_pair_median_cycles']:>6} cycles")
 print(f"bare rdtsc pair (back to back):             {t['bare_rdtsc_pair_median_cycles']:>6} cycles")
 print(f"our rdtscp+lfence bracket (median / min):   {t['fenced_pair_median_cycles']:>6} / {t['fenced_pair_min_cycles']} cycles  (ratio to bare rdtscp pair {t['fenced_pair_median_cycles']/max(1,t['bare_rdtscp_pair_median_cycles']):.2f})")
 print(f"one rdtscp+lfence, repeated (its full cost): {t['fenced_read_cost_cycles']:>6.0f} cycles (only part of it falls between two counter samples)")
-print(f"our whole timed loop minus clock mean:      {statistics.median(loop_cyc):>6.0f} cycles per access (median of rounds; bracket, recording, preemption share)")
+print(f"our whole timed loop minus the clock loop:  {statistics.median(loop_cyc):>6.0f} cycles per access (window medians, median of rounds: brackets, lfences, recording)")
 print(f"TSC step (resolution of one sample):        {t['tsc_step_cycles']:>6} cycles = {t['tsc_step_cycles']*1e9/hz:.1f} ns")
 EOF

@@ -79,6 +79,31 @@ pub struct ClockFigures {
     pub elapsed_ns: u64,
     /// Mean per access, nanoseconds.
     pub mean_ns: f64,
+    /// Median over the ~1 ms chunks of each chunk's mean per access,
+    /// nanoseconds: robust to the chunks a preemption lands in.
+    pub median_chunk_ns: f64,
+}
+
+/// What a per-access phase measured.
+pub struct PerAccessRun {
+    /// All samples.
+    pub hist: LatHist,
+    /// Wall time per access of the timed loop, nanoseconds.
+    pub loop_ns: f64,
+    /// Median over batches (2,048 samples) of each batch's mean,
+    /// nanoseconds: robust to the batches a preemption lands in.
+    pub median_batch_ns: f64,
+    /// Median over batches of the loop's wall time per access (timing and
+    /// recording included), nanoseconds.
+    pub median_batch_loop_ns: f64,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 /// One clock/per-access round pair (mode `both`).
@@ -93,6 +118,15 @@ pub struct RoundFigures {
     pub per_access_loop_ns: f64,
     /// per_access_mean_ns / clock_mean_ns.
     pub ratio: f64,
+    /// Clock mode's median chunk mean, nanoseconds.
+    pub clock_median_chunk_ns: f64,
+    /// Per-access median batch mean, nanoseconds.
+    pub per_access_median_batch_ns: f64,
+    /// Per-access loop's median batch wall time per access, nanoseconds.
+    pub per_access_loop_median_ns: f64,
+    /// per_access_median_batch_ns / clock_median_chunk_ns: the same
+    /// comparison with preempted windows left out.
+    pub robust_ratio: f64,
 }
 
 /// Figures of one thread.
@@ -323,6 +357,7 @@ impl Worker {
         let mut accesses = 0u64;
         let (mut iv_acc, mut iv_t0) = (0u64, t_start);
         let mut iv_index = iv.map(|c| interval_of(c, rdtscp_fenced()));
+        let mut chunk_means = Vec::new();
         loop {
             let t0 = mono_ns();
             self.steps(chunk);
@@ -331,6 +366,7 @@ impl Worker {
             iv_acc += chunk as u64;
             // Aim for about 1 ms per chunk so stops and intervals are prompt.
             let per = (t1 - t0).max(1) as f64 / chunk as f64;
+            chunk_means.push(per);
             chunk = ((1e6 / per) as usize).clamp(256, 1 << 22);
             if let (Some(c), Some(idx)) = (iv, iv_index) {
                 let now = interval_of(c, rdtscp_fenced());
@@ -366,6 +402,11 @@ impl Worker {
             accesses,
             elapsed_ns: elapsed,
             mean_ns: elapsed as f64 / accesses.max(1) as f64,
+            // The first chunk is a small probe of the chunk size; skip it.
+            median_chunk_ns: {
+                let skip = 1.min(chunk_means.len());
+                median(&mut chunk_means[skip..])
+            },
         }
     }
 
@@ -378,7 +419,9 @@ impl Worker {
         iv: Option<&IntervalCtx>,
         tsc: &TscInfo,
         timer: &TimerCost,
-    ) -> (LatHist, f64) {
+    ) -> PerAccessRun {
+        let mut batch_means = Vec::new();
+        let mut batch_loops = Vec::new();
         let mut total = LatHist::new();
         let mut cur = LatHist::new();
         let mut samples = vec![0u32; BATCH];
@@ -387,14 +430,20 @@ impl Worker {
         let t_start = mono_ns();
         let mut accesses = 0u64;
         let mut iv_index = iv.map(|c| interval_of(c, rdtscp_fenced()));
+        let mut t_batch = mono_ns();
         loop {
             self.timed(&mut samples);
             accesses += BATCH as u64;
+            let mut sum = 0u64;
             for &c in &samples {
                 let ns = (u64::from(c).saturating_sub(sub) as f64 * ns_per_cycle).round() as u64;
                 cur.record(ns);
+                sum += ns;
             }
+            batch_means.push(sum as f64 / BATCH as f64);
             let t1 = mono_ns();
+            batch_loops.push((t1 - t_batch) as f64 / BATCH as f64);
+            t_batch = t1;
             if let (Some(c), Some(idx)) = (iv, iv_index) {
                 let now = interval_of(c, rdtscp_fenced());
                 if now != idx {
@@ -424,7 +473,12 @@ impl Worker {
                 });
             }
         }
-        (total, elapsed as f64 / accesses.max(1) as f64)
+        PerAccessRun {
+            hist: total,
+            loop_ns: elapsed as f64 / accesses.max(1) as f64,
+            median_batch_ns: median(&mut batch_means),
+            median_batch_loop_ns: median(&mut batch_loops),
+        }
     }
 }
 
@@ -607,7 +661,7 @@ pub fn run(
     let intervals = collector.finish(on_interval);
     let mut merged = LatHist::new();
     let mut any_hist = false;
-    let (mut c_acc, mut c_mean_sum) = (0u64, 0.0);
+    let (mut c_acc, mut c_mean_sum, mut c_med_sum) = (0u64, 0.0, 0.0);
     let mut c_elapsed = 0u64;
     let mut n_clock = 0usize;
     for t in &threads {
@@ -621,6 +675,7 @@ pub fn run(
             c_acc += c.accesses;
             c_elapsed = c_elapsed.max(c.elapsed_ns);
             c_mean_sum += c.mean_ns;
+            c_med_sum += c.median_chunk_ns;
             n_clock += 1;
         }
     }
@@ -634,6 +689,7 @@ pub fn run(
             accesses: c_acc,
             elapsed_ns: c_elapsed,
             mean_ns: c_mean_sum / n_clock as f64,
+            median_chunk_ns: c_med_sum / n_clock as f64,
         }),
         per_access: any_hist.then(|| merged.summary()),
         threads,
@@ -662,9 +718,9 @@ fn run_thread(
     match plan.mode {
         Mode::Clock => out.clock = Some(w.run_clock(plan.runtime_ns, stop, iv, tsc)),
         Mode::PerAccess => {
-            let (h, loop_ns) = w.run_per_access(plan.runtime_ns, stop, iv, tsc, timer);
-            out.per_access = Some(h.summary());
-            out.per_access_loop_ns = Some(loop_ns);
+            let r = w.run_per_access(plan.runtime_ns, stop, iv, tsc, timer);
+            out.per_access = Some(r.hist.summary());
+            out.per_access_loop_ns = Some(r.loop_ns);
         }
         Mode::Both => {
             let rounds = plan.rounds.max(1) as u64;
@@ -672,15 +728,26 @@ fn run_thread(
             let mut total = LatHist::new();
             let mut clock = ClockFigures::default();
             let mut loop_sum = 0.0;
+            let mut clock_medians = Vec::new();
             for _ in 0..rounds {
                 let c = w.run_clock(half, stop, iv, tsc);
-                let (h, loop_ns) = w.run_per_access(half, stop, iv, tsc, timer);
+                let PerAccessRun {
+                    hist: h,
+                    loop_ns,
+                    median_batch_ns,
+                    median_batch_loop_ns,
+                } = w.run_per_access(half, stop, iv, tsc, timer);
                 out.rounds.push(RoundFigures {
                     clock_mean_ns: c.mean_ns,
                     per_access_mean_ns: h.mean(),
                     per_access_loop_ns: loop_ns,
                     ratio: h.mean() / c.mean_ns,
+                    clock_median_chunk_ns: c.median_chunk_ns,
+                    per_access_median_batch_ns: median_batch_ns,
+                    per_access_loop_median_ns: median_batch_loop_ns,
+                    robust_ratio: median_batch_ns / c.median_chunk_ns,
                 });
+                clock_medians.push(c.median_chunk_ns);
                 clock.accesses += c.accesses;
                 clock.elapsed_ns += c.elapsed_ns;
                 total.merge(&h);
@@ -690,6 +757,7 @@ fn run_thread(
                 }
             }
             clock.mean_ns = clock.elapsed_ns as f64 / clock.accesses.max(1) as f64;
+            clock.median_chunk_ns = median(&mut clock_medians);
             out.clock = Some(clock);
             out.per_access = Some(total.summary());
             out.per_access_loop_ns = Some(loop_sum / out.rounds.len().max(1) as f64);
@@ -732,7 +800,9 @@ pub fn matrix(
                         Some(mn),
                         plan.seed,
                     )?;
-                    let (h, _) = w.run_per_access(plan.runtime_ns, &stop, None, tsc, timer);
+                    let h = w
+                        .run_per_access(plan.runtime_ns, &stop, None, tsc, timer)
+                        .hist;
                     Ok(MatrixCell {
                         cpu_node: cn,
                         mem_node: mn,

@@ -114,7 +114,7 @@ pub fn run(
                 }
             };
             for dur in go_rx.iter() {
-                let (h, _) = w.run_per_access(dur, stop, None, tsc, timer);
+                let h = w.run_per_access(dur, stop, None, tsc, timer).hist;
                 if res_tx.send(Ok(h.summary())).is_err() {
                     return;
                 }

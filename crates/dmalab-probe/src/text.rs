@@ -162,20 +162,24 @@ pub fn latency(plan: &LatencyPlan, r: &LatencyResult) -> String {
     if let Some(c) = &r.clock {
         let _ = writeln!(
             s,
-            "clock mode: mean {} per access ({} accesses)",
+            "clock mode: mean {} per access ({} accesses); median of ~1 ms chunks {}",
             fmt_ns(c.mean_ns),
-            c.accesses
+            c.accesses,
+            fmt_ns(c.median_chunk_ns)
         );
     }
     for (i, t) in r.threads.iter().enumerate() {
         for (k, rd) in t.rounds.iter().enumerate() {
             let _ = writeln!(
                 s,
-                "  thread {i} round {k}: clock {}  per-access {}  ratio {:.3}  timed loop {} per access",
+                "  thread {i} round {k}: clock {}  per-access {}  ratio {:.3}  timed loop {} per access; medians of windows: clock {}  per-access {}  ratio {:.3}",
                 fmt_ns(rd.clock_mean_ns),
                 fmt_ns(rd.per_access_mean_ns),
                 rd.ratio,
-                fmt_ns(rd.per_access_loop_ns)
+                fmt_ns(rd.per_access_loop_ns),
+                fmt_ns(rd.clock_median_chunk_ns),
+                fmt_ns(rd.per_access_median_batch_ns),
+                rd.robust_ratio
             );
         }
     }
