@@ -3,10 +3,15 @@
 //!
 //! ## The chain
 //! The buffer is cut into groups of `group_pages` pages (the last group may
-//! be short). The groups are visited in a random order; inside a group every
-//! cache line is visited exactly once, in a random order across all pages of
-//! the group; then the chain moves on to the next group, and the last line
-//! of the last group points back to the first. Word 0 of each line holds the
+//! be short). The chain makes four passes; pass `c` visits the lines whose
+//! index is `c` modulo 4 (one line of every 256-byte block). In each pass the
+//! groups are visited in a random order; inside a group each of the pass's
+//! lines is visited exactly once, in a random order across all pages of the
+//! group; then the chain moves on to the next group. The last line of the
+//! last pass points back to the first. A line's neighbours within its
+//! 256-byte block come a quarter of the buffer later, so a prefetcher that
+//! fetches the adjacent line (Intel's spatial prefetcher, AMD's L2 up/down
+//! prefetcher) only fetches lines that are evicted before their turn. Word 0 of each line holds the
 //! address of the next line, so every load depends on the one before it and
 //! no prefetcher can guess the next address (the order within a group has no
 //! stride). The group size sets TLB pressure: a group whose pages fit in the
@@ -133,6 +138,9 @@ impl Pattern {
     }
 }
 
+/// Lines of a 256-byte block go to different passes of the chain.
+pub const CLASSES: usize = 4;
+
 /// The visiting order of the chain: line indices, grouped as described in
 /// the module docs. `group_lines == 0` means one group.
 pub fn chain_order(lines: usize, group_lines: usize, rng: &mut ChaCha8Rng) -> Vec<u32> {
@@ -142,15 +150,19 @@ pub fn chain_order(lines: usize, group_lines: usize, rng: &mut ChaCha8Rng) -> Ve
         group_lines
     };
     let groups = lines.div_ceil(group);
-    let mut group_order: Vec<usize> = (0..groups).collect();
-    group_order.shuffle(rng);
     let mut order = Vec::with_capacity(lines);
-    for g in group_order {
-        let lo = g * group;
-        let hi = (lo + group).min(lines);
-        let start = order.len();
-        order.extend((lo..hi).map(|i| i as u32));
-        order[start..].shuffle(rng);
+    for class in 0..CLASSES {
+        let mut group_order: Vec<usize> = (0..groups).collect();
+        group_order.shuffle(rng);
+        for g in group_order {
+            let lo = g * group;
+            let hi = (lo + group).min(lines);
+            // First line of this class at or after lo.
+            let first = lo + (class + CLASSES - lo % CLASSES) % CLASSES;
+            let start = order.len();
+            order.extend((first..hi).step_by(CLASSES).map(|i| i as u32));
+            order[start..].shuffle(rng);
+        }
     }
     order
 }
@@ -245,24 +257,41 @@ mod tests {
         let mut sorted = order.clone();
         sorted.sort_unstable();
         assert_eq!(sorted, (0..lines as u32).collect::<Vec<_>>());
-        // Each run of `group` consecutive entries stays inside one group.
-        let mut i = 0;
-        while i < order.len() {
-            let g = order[i] as usize / group;
-            let len = if g == lines / group {
-                lines % group
-            } else {
-                group
-            };
-            assert!(order[i..i + len].iter().all(|&x| x as usize / group == g));
-            i += len;
+        // Passes by class, in order; inside a pass every group is one
+        // contiguous run.
+        let classes: Vec<usize> = order.iter().map(|&x| x as usize % CLASSES).collect();
+        assert!(classes.windows(2).all(|w| w[0] <= w[1]));
+        for c in 0..CLASSES {
+            let pass: Vec<usize> = order
+                .iter()
+                .filter(|&&x| x as usize % CLASSES == c)
+                .map(|&x| x as usize / group)
+                .collect();
+            let runs = 1 + pass.windows(2).filter(|w| w[0] != w[1]).count();
+            assert_eq!(runs, lines.div_ceil(group), "class {c}");
         }
-        // Not the identity order, and not a constant stride.
-        let strides: std::collections::HashSet<i64> = order
-            .windows(2)
-            .map(|w| i64::from(w[1]) - i64::from(w[0]))
+        // No stride dominates, and adjacent lines are far apart in the chain.
+        let mut strides = std::collections::HashMap::<i64, usize>::new();
+        for w in order.windows(2) {
+            *strides
+                .entry(i64::from(w[1]) - i64::from(w[0]))
+                .or_default() += 1;
+        }
+        let most = strides.values().copied().max().unwrap_or(0);
+        assert!(most < order.len() / 10, "one stride {most} times");
+        let mut pos = vec![0usize; lines];
+        for (i, &x) in order.iter().enumerate() {
+            pos[x as usize] = i;
+        }
+        let mut gaps: Vec<usize> = (0..lines - 1)
+            .map(|i| pos[i].abs_diff(pos[i + 1]))
             .collect();
-        assert!(strides.len() > 100);
+        gaps.sort_unstable();
+        assert!(
+            gaps[gaps.len() / 2] >= lines / 8,
+            "median gap {}",
+            gaps[gaps.len() / 2]
+        );
     }
 
     #[test]
