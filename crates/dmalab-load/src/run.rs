@@ -97,6 +97,8 @@ pub struct Plan {
     pub max_total_blocks: Option<u64>,
     /// Live counters file.
     pub live_stats: Option<PathBuf>,
+    /// Workers run under SCHED_FIFO at this priority (None: normal).
+    pub realtime_priority: Option<i32>,
 }
 
 impl Plan {
@@ -175,6 +177,22 @@ struct WorkerOut {
     last_ns: u64,
 }
 
+/// The last stretch before a due time is spun, not slept: a sleep on a
+/// virtual machine overshoots by tens of microseconds, which would bunch
+/// Poisson arrivals.
+const SPIN_NS: u64 = 100_000;
+
+/// Sleeps until shortly before `until`, then spins to it.
+fn precise_wait_until(clock: &MonoClock, until: u64) {
+    let now = clock.now_ns();
+    if until > now + SPIN_NS {
+        clock.sleep_until(until - SPIN_NS);
+    }
+    while clock.now_ns() < until {
+        std::hint::spin_loop();
+    }
+}
+
 /// Most completion timestamps kept for the rate checker.
 const MAX_RECORDED: usize = 20_000_000;
 /// Longest a worker waits before looking at the stop flag again.
@@ -247,6 +265,7 @@ pub fn run(
             buffer.clone(),
         );
         let cache_always = plan.cache == CacheMode::Always;
+        let realtime = plan.realtime_priority;
         let h = std::thread::Builder::new()
             .name(format!("dmalab-load-{i}"))
             .spawn(move || -> Option<WorkerOut> {
@@ -255,6 +274,16 @@ pub fn run(
                     if let Err(e) = dmalab_core::cpus::pin_current_thread(&cpus) {
                         err = Some(RunError::Other(format!(
                             "worker {i}: cannot pin to CPUs {cpus:?}: {e}"
+                        )));
+                    }
+                }
+                if let (None, Some(prio)) = (&err, realtime) {
+                    let param = libc::sched_param { sched_priority: prio };
+                    // SAFETY: plain struct by pointer; 0 = the calling thread.
+                    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+                        err = Some(RunError::Other(format!(
+                            "worker {i}: cannot switch to SCHED_FIFO priority {prio}: {}; --realtime needs root or CAP_SYS_NICE",
+                            std::io::Error::last_os_error()
                         )));
                     }
                 }
@@ -367,8 +396,11 @@ pub fn run(
         workers.push(o.result);
     }
     let cpu_total = (cpu.usr_ns + cpu.sys_ns) as f64;
-    let rate_check =
-        record.then(|| rate_check(&plan.rate, &completions, plan.runtime_ns, runtime_ns));
+    let interrupted = stop.load(Ordering::Relaxed);
+    // Windows run to the planned end, or to the last completion when
+    // stopped early or by --commands/--blocks.
+    let planned_end = plan.runtime_ns.filter(|_| !interrupted);
+    let rate_check = record.then(|| rate_check(&plan.rate, &completions, planned_end, runtime_ns));
     let (rd, wr) = match (plan.stream.pattern.moves_data(), plan.direction) {
         (false, _) => (0, 0),
         (true, Direction::Write) => (totals.data_bytes, 0),
@@ -379,7 +411,7 @@ pub fn run(
         engine: workers
             .first()
             .map_or_else(|| plan.engine.as_str().to_string(), |w| w.engine.clone()),
-        interrupted: stop.load(Ordering::Relaxed),
+        interrupted,
         totals,
         rates: Rates::of(&totals, bs, runtime_ns),
         storage_read_bytes: rd,
@@ -441,7 +473,9 @@ fn rate_check(
     } else {
         spec.rate_iops.unwrap_or(1) as f64
     };
-    let end = runtime.unwrap_or(ran_ns).min(ran_ns);
+    // Only windows that end at least 100 ms before submission stopped: the
+    // window holding the stop loses the commands still in flight then.
+    let end = runtime.unwrap_or(ran_ns).saturating_sub(100_000_000);
     check_rate(
         completions,
         bytes_bind,
@@ -522,23 +556,22 @@ fn worker_loop(
             }
             if let Some((_, due)) = pending {
                 let until = due.min(deadline).min(now + POLL.as_nanos() as u64);
-                clock.sleep_until(until);
+                precise_wait_until(clock, until);
             }
             continue;
         }
+        let mut spin_to = None;
         let (min, timeout) = match pending {
             Some((_, due)) if !draining && !free.is_empty() => {
-                if due > now {
-                    (
-                        1,
-                        Some(
-                            Duration::from_nanos(
-                                (due - now).min(deadline.saturating_sub(now)).max(1),
-                            )
-                            .min(POLL),
-                        ),
-                    )
+                let until = due.min(deadline);
+                if until > now + SPIN_NS {
+                    // Sleep in the ring until shortly before the due time
+                    // (or a completion); the last stretch is spun below.
+                    let wait = Duration::from_nanos(until - now - SPIN_NS).min(POLL);
+                    (1, Some(wait))
                 } else {
+                    // Submit what is queued first, then spin to the due time.
+                    spin_to = Some(until);
                     (0, None)
                 }
             }
@@ -552,6 +585,9 @@ fn worker_loop(
             break;
         }
         if comps.is_empty() {
+            if let Some(until) = spin_to {
+                precise_wait_until(clock, until);
+            }
             continue;
         }
         let t = clock.now_ns();

@@ -132,6 +132,10 @@ pub struct LoadArgs {
     /// Keep live counters in this 4096-byte file (see docs/load.md).
     #[arg(long, value_name = "FILE")]
     pub live_stats: Option<PathBuf>,
+    /// Run the workers under SCHED_FIFO (priority 1) so pacing keeps its
+    /// precision on a busy machine (needs root or CAP_SYS_NICE).
+    #[arg(long)]
+    pub realtime: bool,
     /// Print the resolved plan and exit.
     #[arg(long)]
     pub dry_run: bool,
@@ -478,6 +482,7 @@ fn plan(a: &LoadArgs, t: &TargetInfo) -> Result<Plan, UsageError> {
         max_commands,
         max_total_blocks,
         live_stats: a.live_stats.clone(),
+        realtime_priority: a.realtime.then_some(1),
     })
 }
 
