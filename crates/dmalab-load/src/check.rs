@@ -80,8 +80,7 @@ pub fn check_rate(
             .windows(2)
             .map(|w| (w[1].0 - w[0].0) as f64 / 1e9)
             .collect();
-        let r = ks_exponential(&mut gaps, mean_gap_s);
-        r
+        ks_exponential(&mut gaps, mean_gap_s)
     });
     RateCheck {
         unit: if unit_bytes { "bytes" } else { "commands" }.into(),
