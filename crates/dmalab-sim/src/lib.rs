@@ -1,1 +1,7 @@
-//! dmalab sim: trace-driven simulator of CPU and DMA traffic through LLC, DDIO ways, a DMA cache and DRAM banks.
+//! dmalab sim: trace-driven simulator of CPU and DMA traffic through an LLC,
+//! DDIO ways, a dedicated DMA cache and DRAM banks.
+//!
+//! - [`trace`]: the trace format (binary and text), converters, and the
+//!   [`trace::TraceWriter`] that `dmalab load --trace` records into.
+
+pub mod trace;

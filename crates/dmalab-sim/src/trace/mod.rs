@@ -1,0 +1,408 @@
+//! The dmalab trace format: CPU and DMA memory references, and DMA transfers.
+//!
+//! # Stable API (used by `dmalab load --trace FILE`)
+//!
+//! ```no_run
+//! use dmalab_sim::trace::{DmaDir, TraceWriter};
+//! let w = TraceWriter::create("run.trace".as_ref())?; // Sync: share it (&w, Arc) across threads
+//! // A device wrote 128 KiB into host memory at 0x7f00_0000_0000 (a disk read),
+//! // submitted 1000 ns and completed 51000 ns after the run started:
+//! w.write_dma_transfer(0x7f00_0000_0000, 128 << 10, DmaDir::ToMemory, 1_000, 51_000)?;
+//! let summary = w.finish()?; // renames the file into place; dropped unfinished = removed
+//! # Ok::<(), dmalab_sim::trace::TraceError>(())
+//! ```
+//!
+//! - [`TraceWriter::create`] opens `PATH` (written whole or not at all: into a
+//!   temporary file beside it, renamed by [`TraceWriter::finish`]).
+//! - [`TraceWriter::write_dma_transfer`] takes `&self`; worker threads may call
+//!   it concurrently (a mutex orders the records), or one collector thread may.
+//!   Times are nanoseconds since any fixed origin (e.g. the start of the run).
+//!   Records are stored in call order; a submit time earlier than the previous
+//!   record's is stored with gap 0 and counted in
+//!   [`TraceSummary::reordered`].
+//! - [`TraceWriter::write_record`] writes any [`Record`].
+//!
+//! # Binary form (`.trace`), little endian
+//!
+//! A 16-byte header: magic `DMALTRC\0`, `u32` version (1), `u32` reserved (0).
+//! Then 16-byte records:
+//!
+//! | bytes | field |
+//! |-------|-------|
+//! | 0..8  | `addr` u64: physical (or any) byte address |
+//! | 8..12 | `len` u32: bytes (a reference's size, a transfer's length) |
+//! | 12..16| `ctl` u32: bits 0..4 kind, bit 4 write, bit 5 DMA source, bits 8..32 gap ns |
+//!
+//! Kinds: 0 `ref` (one memory reference), 1 `begin` and 2 `end` (markers
+//! around the references of one DMA transfer, as HMTT's DMA_BEGIN_TAG and
+//! DMA_END_TAG), 3 `xfer` (a whole DMA transfer whose line references the
+//! simulator generates itself; followed by one 16-byte extension slot:
+//! `u64` duration ns (complete - submit), `u64` reserved), 4 `gap` (`addr`
+//! holds a gap too long for 24 bits; it is added to the next record's gap).
+//! The gap is the time from the previous record to this one, nanoseconds.
+//!
+//! # Text form
+//!
+//! One record a line, `#` starts a comment:
+//! `GAP_NS OP ADDR LEN [DUR_NS]`, where OP is `cpu-r`, `cpu-w`, `dma-r`,
+//! `dma-w` (references), `begin-r`, `begin-w`, `end-r`, `end-w` (transfer
+//! markers) or `xfer-r`, `xfer-w` (whole transfers; DUR_NS optional). ADDR is
+//! decimal or `0x` hex. For DMA, `w` means the device writes memory (disk
+//! read, network receive), `r` the device reads memory.
+
+mod binary;
+mod text;
+mod writer;
+
+pub use binary::{BinaryDecoder, BinaryEncoder, HEADER_LEN, MAGIC, RECORD_LEN, VERSION};
+pub use text::{parse_text_line, TextDecoder, TextEncoder};
+pub use writer::{TraceSummary, TraceWriter};
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+use thiserror::Error;
+
+/// Errors reading or writing traces.
+#[derive(Debug, Error)]
+pub enum TraceError {
+    /// An I/O error on the named file.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The input is not a valid trace.
+    #[error("{path}: {message}")]
+    Format {
+        /// The file (and line, for text).
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A value does not fit the format.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl TraceError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        TraceError::Io {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+}
+
+/// What a record is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// One memory reference.
+    Ref = 0,
+    /// Start of a DMA transfer whose references follow.
+    Begin = 1,
+    /// End of a DMA transfer.
+    End = 2,
+    /// A whole DMA transfer; the simulator generates its line references.
+    Xfer = 3,
+}
+
+/// Who issued a reference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// The processor.
+    Cpu,
+    /// A device (DMA engine).
+    Dma,
+}
+
+/// Direction of a DMA transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DmaDir {
+    /// The device writes host memory (disk read, network receive).
+    ToMemory,
+    /// The device reads host memory (disk write, network transmit).
+    FromMemory,
+}
+
+impl DmaDir {
+    /// True when the device writes memory.
+    pub fn is_write(self) -> bool {
+        matches!(self, DmaDir::ToMemory)
+    }
+}
+
+/// One trace record, decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Nanoseconds since the previous record.
+    pub gap_ns: u64,
+    /// What the record is.
+    pub kind: Kind,
+    /// Issuer (markers and transfers are always `Dma`).
+    pub source: Source,
+    /// For references: a store. For DMA markers and transfers: the device
+    /// writes memory ([`DmaDir::ToMemory`]).
+    pub write: bool,
+    /// Byte address.
+    pub addr: u64,
+    /// Bytes.
+    pub len: u32,
+    /// For `Xfer`: completion minus submission time, ns (0 if unknown).
+    pub dur_ns: u64,
+}
+
+impl Default for Record {
+    fn default() -> Self {
+        Record {
+            gap_ns: 0,
+            kind: Kind::Ref,
+            source: Source::Cpu,
+            write: false,
+            addr: 0,
+            len: 0,
+            dur_ns: 0,
+        }
+    }
+}
+
+impl Record {
+    /// A CPU reference.
+    pub fn cpu(gap_ns: u64, write: bool, addr: u64, len: u32) -> Self {
+        Record {
+            gap_ns,
+            kind: Kind::Ref,
+            source: Source::Cpu,
+            write,
+            addr,
+            len,
+            dur_ns: 0,
+        }
+    }
+
+    /// A DMA reference.
+    pub fn dma(gap_ns: u64, write: bool, addr: u64, len: u32) -> Self {
+        Record {
+            source: Source::Dma,
+            ..Record::cpu(gap_ns, write, addr, len)
+        }
+    }
+
+    /// A DMA transfer marker (`Begin` or `End`) or a whole transfer (`Xfer`).
+    pub fn transfer(kind: Kind, gap_ns: u64, dir: DmaDir, addr: u64, len: u32) -> Self {
+        Record {
+            gap_ns,
+            kind,
+            source: Source::Dma,
+            write: dir.is_write(),
+            addr,
+            len,
+            dur_ns: 0,
+        }
+    }
+}
+
+/// Trace encoding on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// The binary form.
+    Binary,
+    /// The text form.
+    Text,
+}
+
+/// Anything that yields records one at a time.
+pub trait RecordSource {
+    /// Reads the next record into `rec`; false at the end.
+    fn next_record(&mut self, rec: &mut Record) -> Result<bool, TraceError>;
+}
+
+/// Reads a trace file of either form (told apart by the magic).
+pub enum TraceReader {
+    /// Binary.
+    Binary(BinaryDecoder<File>),
+    /// Text.
+    Text(TextDecoder<BufReader<File>>),
+}
+
+impl TraceReader {
+    /// Opens `path`, detecting the form.
+    pub fn open(path: &Path) -> Result<Self, TraceError> {
+        let mut f = File::open(path).map_err(|e| TraceError::io(path, e))?;
+        let mut head = [0u8; 8];
+        let mut got = 0;
+        while got < head.len() {
+            let n = f
+                .read(&mut head[got..])
+                .map_err(|e| TraceError::io(path, e))?;
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        let f = File::open(path).map_err(|e| TraceError::io(path, e))?;
+        if got == 8 && head == MAGIC {
+            Ok(TraceReader::Binary(BinaryDecoder::new(f, path)?))
+        } else {
+            Ok(TraceReader::Text(TextDecoder::new(
+                BufReader::with_capacity(1 << 16, f),
+                path,
+            )))
+        }
+    }
+
+    /// The form of the open file.
+    pub fn format(&self) -> Format {
+        match self {
+            TraceReader::Binary(_) => Format::Binary,
+            TraceReader::Text(_) => Format::Text,
+        }
+    }
+}
+
+impl RecordSource for TraceReader {
+    #[inline]
+    fn next_record(&mut self, rec: &mut Record) -> Result<bool, TraceError> {
+        match self {
+            TraceReader::Binary(d) => d.next_record(rec),
+            TraceReader::Text(d) => d.next_record(rec),
+        }
+    }
+}
+
+/// Records held in memory (tests, synthetic workloads, benchmarks).
+pub struct VecSource<'a> {
+    recs: &'a [Record],
+    pos: usize,
+}
+
+impl<'a> VecSource<'a> {
+    /// Iterates over `recs`.
+    pub fn new(recs: &'a [Record]) -> Self {
+        VecSource { recs, pos: 0 }
+    }
+}
+
+impl RecordSource for VecSource<'_> {
+    #[inline]
+    fn next_record(&mut self, rec: &mut Record) -> Result<bool, TraceError> {
+        match self.recs.get(self.pos) {
+            Some(r) => {
+                *rec = *r;
+                self.pos += 1;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+/// Counts of what a conversion copied.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConvertStats {
+    /// Records copied.
+    pub records: u64,
+}
+
+/// Copies the trace at `input` (either form) to `output` in `to` form;
+/// `output` is written whole or not at all.
+pub fn convert(input: &Path, output: &Path, to: Format) -> Result<ConvertStats, TraceError> {
+    let mut src = TraceReader::open(input)?;
+    let mut rec = Record::default();
+    let mut stats = ConvertStats::default();
+    match to {
+        Format::Binary => {
+            let w = TraceWriter::create(output)?;
+            while src.next_record(&mut rec)? {
+                w.write_record(&rec)?;
+                stats.records += 1;
+            }
+            w.finish()?;
+        }
+        Format::Text => {
+            let tmp = writer::tmp_path(output);
+            let result = (|| {
+                let f = File::create(&tmp).map_err(|e| TraceError::io(&tmp, e))?;
+                let mut enc = TextEncoder::new(std::io::BufWriter::new(f));
+                while src.next_record(&mut rec)? {
+                    enc.write(&rec).map_err(|e| TraceError::io(&tmp, e))?;
+                    stats.records += 1;
+                }
+                let mut bw = enc.into_inner();
+                std::io::Write::flush(&mut bw).map_err(|e| TraceError::io(&tmp, e))?;
+                std::fs::rename(&tmp, output).map_err(|e| TraceError::io(output, e))?;
+                Ok(())
+            })();
+            if result.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            result?;
+        }
+    }
+    Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<Record> {
+        let mut x = Record::transfer(Kind::Xfer, 5, DmaDir::FromMemory, 0x9000, 8192);
+        x.dur_ns = 777;
+        vec![
+            Record::cpu(0, false, 0x1000, 64),
+            Record::cpu(3, true, 0x1040, 8),
+            Record::transfer(Kind::Begin, 10, DmaDir::ToMemory, 0x200000, 128),
+            Record::dma(1, true, 0x200000, 64),
+            Record::dma(1, true, 0x200040, 64),
+            Record::transfer(Kind::End, 0, DmaDir::ToMemory, 0x200000, 128),
+            x,
+            // A gap too long for the 24-bit field.
+            Record::cpu(5_000_000_000, false, u64::MAX - 63, 64),
+        ]
+    }
+
+    #[test]
+    fn binary_and_text_roundtrip() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("a.trace");
+        let txt = dir.path().join("a.txt");
+        let bin2 = dir.path().join("b.trace");
+        let w = TraceWriter::create(&bin).unwrap();
+        for r in sample() {
+            w.write_record(&r).unwrap();
+        }
+        let s = w.finish().unwrap();
+        assert_eq!(s.records, 8);
+        assert_eq!(convert(&bin, &txt, Format::Text).unwrap().records, 8);
+        assert_eq!(convert(&txt, &bin2, Format::Binary).unwrap().records, 8);
+        for p in [&bin, &txt, &bin2] {
+            let mut rd = TraceReader::open(p).unwrap();
+            let mut got = Vec::new();
+            let mut r = Record::default();
+            while rd.next_record(&mut r).unwrap() {
+                got.push(r);
+            }
+            assert_eq!(got, sample(), "{}", p.display());
+        }
+        assert_eq!(std::fs::read(&bin).unwrap(), std::fs::read(&bin2).unwrap());
+    }
+
+    #[test]
+    fn truncated_binary_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("a.trace");
+        let w = TraceWriter::create(&bin).unwrap();
+        w.write_record(&Record::cpu(0, false, 64, 64)).unwrap();
+        w.finish().unwrap();
+        let mut bytes = std::fs::read(&bin).unwrap();
+        bytes.truncate(bytes.len() - 3);
+        std::fs::write(&bin, &bytes).unwrap();
+        let mut rd = TraceReader::open(&bin).unwrap();
+        let mut r = Record::default();
+        let e = rd.next_record(&mut r).unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+    }
+}

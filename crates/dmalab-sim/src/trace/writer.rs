@@ -1,0 +1,227 @@
+//! [`TraceWriter`]: a thread-safe, all-or-nothing binary trace file writer.
+
+use super::{BinaryEncoder, DmaDir, Kind, Record, TraceError};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// What [`TraceWriter::finish`] wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TraceSummary {
+    /// Records written.
+    pub records: u64,
+    /// DMA transfers written with [`TraceWriter::write_dma_transfer`].
+    pub transfers: u64,
+    /// Transfers whose submit time was earlier than the previous record's
+    /// (stored with gap 0: the trace keeps call order).
+    pub reordered: u64,
+}
+
+struct Inner {
+    enc: BinaryEncoder<BufWriter<File>>,
+    last_ns: Option<u64>,
+    summary: TraceSummary,
+    failed: bool,
+}
+
+/// Writes a binary trace; see the [module docs](super) for the API contract.
+pub struct TraceWriter {
+    inner: Mutex<Inner>,
+    path: PathBuf,
+    tmp: PathBuf,
+    done: bool,
+}
+
+pub(crate) fn tmp_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "trace".into());
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    dir.join(format!(".{name}.tmp-{}", std::process::id()))
+}
+
+/// Largest transfer one record holds; longer ones are split.
+const MAX_LEN: u64 = u32::MAX as u64 & !4095;
+
+impl TraceWriter {
+    /// Creates the trace; it appears at `path` only when [`finish`](Self::finish)
+    /// succeeds.
+    pub fn create(path: &Path) -> Result<Self, TraceError> {
+        let tmp = tmp_path(path);
+        let f = File::create(&tmp).map_err(|e| TraceError::io(&tmp, e))?;
+        let enc = BinaryEncoder::new(BufWriter::with_capacity(1 << 20, f))
+            .map_err(|e| TraceError::io(&tmp, e))?;
+        Ok(TraceWriter {
+            inner: Mutex::new(Inner {
+                enc,
+                last_ns: None,
+                summary: TraceSummary::default(),
+                failed: false,
+            }),
+            path: path.to_path_buf(),
+            tmp,
+            done: false,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic in another writer thread leaves the encoder usable (each
+        // record is one write_all into a BufWriter).
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes one record as given (its `gap_ns` is taken as is).
+    pub fn write_record(&self, r: &Record) -> Result<(), TraceError> {
+        let mut g = self.lock();
+        let res = g.enc.write(r);
+        match res {
+            Ok(()) => {
+                g.summary.records += 1;
+                Ok(())
+            }
+            Err(e) => {
+                g.failed = true;
+                Err(TraceError::io(&self.tmp, e))
+            }
+        }
+    }
+
+    /// Records one DMA transfer: `len` bytes at `buf_addr`, submitted and
+    /// completed at the given times (ns since a fixed origin). Transfers of
+    /// 4 GiB or more are split into several records.
+    pub fn write_dma_transfer(
+        &self,
+        buf_addr: u64,
+        len: u64,
+        dir: DmaDir,
+        submit_ns: u64,
+        complete_ns: u64,
+    ) -> Result<(), TraceError> {
+        let mut g = self.lock();
+        let gap = match g.last_ns {
+            Some(l) if submit_ns < l => {
+                g.summary.reordered += 1;
+                0
+            }
+            Some(l) => submit_ns - l,
+            None => 0,
+        };
+        g.last_ns = Some(submit_ns.max(g.last_ns.unwrap_or(0)));
+        let mut off = 0u64;
+        let mut first = true;
+        while off < len || (first && len == 0) {
+            let l = (len - off).min(MAX_LEN);
+            let mut r = Record::transfer(
+                Kind::Xfer,
+                if first { gap } else { 0 },
+                dir,
+                buf_addr.wrapping_add(off),
+                l as u32,
+            );
+            r.dur_ns = complete_ns.saturating_sub(submit_ns);
+            if let Err(e) = g.enc.write(&r) {
+                g.failed = true;
+                return Err(TraceError::io(&self.tmp, e));
+            }
+            g.summary.records += 1;
+            off += l;
+            first = false;
+        }
+        g.summary.transfers += 1;
+        Ok(())
+    }
+
+    /// Flushes, syncs and renames the trace into place.
+    pub fn finish(mut self) -> Result<TraceSummary, TraceError> {
+        let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+        if inner.failed {
+            return Err(TraceError::Invalid(format!(
+                "{}: an earlier write failed; the trace was not kept",
+                self.path.display()
+            )));
+        }
+        let summary = inner.summary;
+        let w = inner.enc.get_mut();
+        w.flush().map_err(|e| TraceError::io(&self.tmp, e))?;
+        w.get_ref()
+            .sync_all()
+            .map_err(|e| TraceError::io(&self.tmp, e))?;
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| TraceError::io(&self.path, e))?;
+        self.done = true;
+        Ok(summary)
+    }
+}
+
+impl Drop for TraceWriter {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{RecordSource, TraceReader};
+    use std::sync::Arc;
+
+    #[test]
+    fn threads_share_one_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.trace");
+        let w = Arc::new(TraceWriter::create(&p).unwrap());
+        let hs: Vec<_> = (0..4u64)
+            .map(|t| {
+                let w = Arc::clone(&w);
+                std::thread::spawn(move || {
+                    for i in 0..100u64 {
+                        let at = i * 1000 + t;
+                        w.write_dma_transfer(
+                            t << 32 | i << 12,
+                            4096,
+                            DmaDir::ToMemory,
+                            at,
+                            at + 500,
+                        )
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert!(!p.exists(), "nothing at the path before finish");
+        let w = Arc::into_inner(w).unwrap();
+        let s = w.finish().unwrap();
+        assert_eq!((s.records, s.transfers), (400, 400));
+        let mut rd = TraceReader::open(&p).unwrap();
+        let mut r = Record::default();
+        let mut n = 0;
+        while rd.next_record(&mut r).unwrap() {
+            assert_eq!(
+                (r.kind, r.len, r.dur_ns, r.write),
+                (Kind::Xfer, 4096, 500, true)
+            );
+            n += 1;
+        }
+        assert_eq!(n, 400);
+    }
+
+    #[test]
+    fn unfinished_writer_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.trace");
+        let w = TraceWriter::create(&p).unwrap();
+        w.write_dma_transfer(0, 4096, DmaDir::FromMemory, 0, 1)
+            .unwrap();
+        drop(w);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}
