@@ -7,9 +7,10 @@ use crate::engine::{self, Command, Completion, EngineKind, EngineSpec, Op};
 use crate::limiter::{Arrival, Clock, Limiter, MonoClock, RateSpec};
 use crate::live::{monotonic_ns, LiveStats};
 use crate::pattern::{PatternStream, StreamConfig};
-use crate::result::{CpuResult, LoadResult, Rates, Sample, Totals, WorkerResult};
+use crate::result::{CpuResult, LoadResult, Rates, Sample, Totals, TraceResult, WorkerResult};
 use dmalab_core::hist::LatHist;
 use dmalab_core::schema::CpuUsage;
+use dmalab_sim::trace::{DmaDir, TraceWriter};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,6 +100,8 @@ pub struct Plan {
     pub live_stats: Option<PathBuf>,
     /// Workers run under SCHED_FIFO at this priority (None: normal).
     pub realtime_priority: Option<i32>,
+    /// Record every DMA transfer into this dmalab-sim trace file.
+    pub trace: Option<PathBuf>,
 }
 
 impl Plan {
@@ -224,6 +227,12 @@ pub fn run(
     if plan.cache == CacheMode::Once {
         buffer.touch(0, buffer.len());
     }
+    let trace = match &plan.trace {
+        Some(p) => Some(Arc::new(TraceWriter::create(p).map_err(|e| {
+            RunError::Other(format!("--trace: cannot create {}: {e}", p.display()))
+        })?)),
+        None => None,
+    };
     let shared = Arc::new(Mutex::new(Shared {
         stream,
         limiter: Limiter::new(plan.rate.clone()),
@@ -266,6 +275,7 @@ pub fn run(
         );
         let cache_always = plan.cache == CacheMode::Always;
         let realtime = plan.realtime_priority;
+        let trace = trace.clone();
         let h = std::thread::Builder::new()
             .name(format!("dmalab-load-{i}"))
             .spawn(move || -> Option<WorkerOut> {
@@ -319,6 +329,7 @@ pub fn run(
                     deadline,
                     record,
                     cache_always,
+                    trace.as_deref(),
                 ))
             })
             .map_err(|e| RunError::Other(format!("cannot start worker thread: {e}")))?;
@@ -367,6 +378,20 @@ pub fn run(
     live.set_finished();
     if let Some(e) = failed {
         return Err(e);
+    }
+    let mut trace_summary = None;
+    if let (Some(w), Some(p)) = (trace, &plan.trace) {
+        let w = Arc::into_inner(w)
+            .ok_or_else(|| RunError::Other("--trace: the writer is still shared".into()))?;
+        let sum = w
+            .finish()
+            .map_err(|e| RunError::Other(format!("--trace: cannot write {}: {e}", p.display())))?;
+        trace_summary = Some(TraceResult {
+            path: p.display().to_string(),
+            transfers: sum.transfers,
+            records: sum.records,
+            reordered: sum.reordered,
+        });
     }
     let runtime_ns = outs.iter().map(|o| o.last_ns).max().unwrap_or(0).max(1);
     let cur = live.totals();
@@ -432,6 +457,7 @@ pub fn run(
         rate_check,
         first_error,
         reserved_huge_pages: buffer.reserved_huge_pages,
+        trace: trace_summary,
     })
 }
 
@@ -500,11 +526,14 @@ fn worker_loop(
     deadline: u64,
     record: bool,
     cache_always: bool,
+    trace: Option<&TraceWriter>,
 ) -> WorkerOut {
     let cpu0 = CpuUsage::thread();
     let mut free: Vec<u32> = (0..depth as u32).rev().collect();
     let mut slot_cmd = vec![(0u32, 0u32, Op::Noop); depth];
     let mut slot_t0 = vec![0u64; depth];
+    let mut slot_addr = vec![0u64; depth];
+    let base = buffer.as_ptr() as u64;
     let mut inflight = 0usize;
     let mut pending: Option<(Command, u64)> = None;
     let mut draining = false;
@@ -546,6 +575,7 @@ fn worker_loop(
                 free.pop();
                 slot_cmd[slot as usize] = (cmd.len, cmd.blocks, cmd.op);
                 slot_t0[slot as usize] = clock.now_ns();
+                slot_addr[slot as usize] = base + cmd.buf_offset;
                 inflight += 1;
                 pending = None;
             }
@@ -621,6 +651,15 @@ fn worker_loop(
                 continue;
             }
             hist.record(t.saturating_sub(slot_t0[s]));
+            if let (Some(w), Op::Read | Op::Write) = (trace, op) {
+                let dir = if op == Op::Read {
+                    DmaDir::ToMemory
+                } else {
+                    DmaDir::FromMemory
+                };
+                // A failed write is remembered by the writer; finish reports it.
+                let _ = w.write_dma_transfer(slot_addr[s], u64::from(len), dir, slot_t0[s], t);
+            }
             totals.add(u64::from(blocks), u64::from(len));
             if record && recorded.len() < MAX_RECORDED {
                 recorded.push((t, u64::from(len)));

@@ -601,3 +601,41 @@ fn hugetlb_pages_are_reserved_and_given_back() {
     assert_eq!(j["config"]["hugepages"], "2m");
     assert_eq!(std::fs::read_to_string(nr).unwrap(), before);
 }
+
+#[test]
+fn trace_records_every_transfer() {
+    use dmalab_sim::trace::{Kind, Record, RecordSource, TraceReader};
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("run.trace");
+    let (code, _, err, json) = load(&[
+        "--engine",
+        "null",
+        "--pattern",
+        "random",
+        "--max-blocks",
+        "4",
+        "--commands",
+        "100",
+        "--buffer",
+        "1M",
+        "-q",
+        "--trace",
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let j = json.unwrap();
+    assert_eq!(u(&j, "/result/trace/transfers"), 100);
+    let mut rd = TraceReader::open(&t).unwrap();
+    let mut r = Record::default();
+    let mut n = 0;
+    let mut addrs = std::collections::BTreeSet::new();
+    while rd.next_record(&mut r).unwrap() {
+        assert_eq!((r.kind, r.len, r.write), (Kind::Xfer, 4 * 4096, true));
+        addrs.insert(r.addr);
+        n += 1;
+    }
+    assert_eq!(n, 100);
+    // Random offsets inside one 1 MiB buffer.
+    let (lo, hi) = (*addrs.first().unwrap(), *addrs.last().unwrap());
+    assert!(addrs.len() > 10 && hi - lo < 1 << 20);
+}

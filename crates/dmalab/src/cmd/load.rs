@@ -136,6 +136,10 @@ pub struct LoadArgs {
     /// precision on a busy machine (needs root or CAP_SYS_NICE).
     #[arg(long)]
     pub realtime: bool,
+    /// Record every DMA transfer (buffer address, length, direction, submit
+    /// and completion times) into this dmalab-sim trace file.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
     /// Print the resolved plan and exit.
     #[arg(long)]
     pub dry_run: bool,
@@ -483,6 +487,7 @@ fn plan(a: &LoadArgs, t: &TargetInfo) -> Result<Plan, UsageError> {
         max_total_blocks,
         live_stats: a.live_stats.clone(),
         realtime_priority: a.realtime.then_some(1),
+        trace: a.trace.clone(),
     })
 }
 
@@ -524,6 +529,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Err(UsageError::new(
                 "--live-stats",
                 format!("the directory of {} does not exist", ls.display()),
+            )
+            .into());
+        }
+    }
+    if let Some(o) = &a.trace {
+        if o.parent()
+            .is_some_and(|p| !p.as_os_str().is_empty() && !p.is_dir())
+        {
+            return Err(UsageError::new(
+                "--trace",
+                format!("the directory of {} does not exist", o.display()),
             )
             .into());
         }
