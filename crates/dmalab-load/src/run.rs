@@ -180,16 +180,19 @@ struct WorkerOut {
     last_ns: u64,
 }
 
-/// The last stretch before a due time is spun, not slept: a sleep on a
-/// virtual machine overshoots by tens of microseconds, which would bunch
-/// Poisson arrivals.
-const SPIN_NS: u64 = 100_000;
+/// With Poisson arrival the last stretch before a due time is spun, not
+/// slept: a sleep on a virtual machine overshoots by tens of microseconds,
+/// which would bunch arrivals and distort the gaps. Uniform pacing only
+/// needs its 1-second windows right, and due times are absolute (an
+/// oversleep delays one command, not the schedule), so it never spins and
+/// leaves the CPU to the kernel's completion work.
+const POISSON_SPIN_NS: u64 = 100_000;
 
-/// Sleeps until shortly before `until`, then spins to it.
-fn precise_wait_until(clock: &MonoClock, until: u64) {
+/// Sleeps until `spin_ns` before `until`, then spins to it.
+fn precise_wait_until(clock: &MonoClock, until: u64, spin_ns: u64) {
     let now = clock.now_ns();
-    if until > now + SPIN_NS {
-        clock.sleep_until(until - SPIN_NS);
+    if until > now + spin_ns {
+        clock.sleep_until(until - spin_ns);
     }
     while clock.now_ns() < until {
         std::hint::spin_loop();
@@ -276,6 +279,7 @@ pub fn run(
         let cache_always = plan.cache == CacheMode::Always;
         let realtime = plan.realtime_priority;
         let trace = trace.clone();
+        let poisson = plan.rate.arrival == Arrival::Poisson;
         let h = std::thread::Builder::new()
             .name(format!("dmalab-load-{i}"))
             .spawn(move || -> Option<WorkerOut> {
@@ -330,6 +334,7 @@ pub fn run(
                     record,
                     cache_always,
                     trace.as_deref(),
+                    poisson,
                 ))
             })
             .map_err(|e| RunError::Other(format!("cannot start worker thread: {e}")))?;
@@ -527,8 +532,10 @@ fn worker_loop(
     record: bool,
     cache_always: bool,
     trace: Option<&TraceWriter>,
+    poisson: bool,
 ) -> WorkerOut {
     let cpu0 = CpuUsage::thread();
+    let spin_ns = if poisson { POISSON_SPIN_NS } else { 0 };
     let mut free: Vec<u32> = (0..depth as u32).rev().collect();
     let mut slot_cmd = vec![(0u32, 0u32, Op::Noop); depth];
     let mut slot_t0 = vec![0u64; depth];
@@ -586,7 +593,7 @@ fn worker_loop(
             }
             if let Some((_, due)) = pending {
                 let until = due.min(deadline).min(now + POLL.as_nanos() as u64);
-                precise_wait_until(clock, until);
+                precise_wait_until(clock, until, spin_ns);
             }
             continue;
         }
@@ -594,10 +601,10 @@ fn worker_loop(
         let (min, timeout) = match pending {
             Some((_, due)) if !draining && !free.is_empty() => {
                 let until = due.min(deadline);
-                if until > now + SPIN_NS {
+                if until > now + spin_ns {
                     // Sleep in the ring until shortly before the due time
                     // (or a completion); the last stretch is spun below.
-                    let wait = Duration::from_nanos(until - now - SPIN_NS).min(POLL);
+                    let wait = Duration::from_nanos(until - now - spin_ns).min(POLL);
                     (1, Some(wait))
                 } else {
                     // Submit what is queued first, then spin to the due time.
@@ -616,7 +623,7 @@ fn worker_loop(
         }
         if comps.is_empty() {
             if let Some(until) = spin_to {
-                precise_wait_until(clock, until);
+                precise_wait_until(clock, until, spin_ns);
             }
             continue;
         }
