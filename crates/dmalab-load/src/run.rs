@@ -360,15 +360,19 @@ pub fn run(
         while !handles.iter().all(|h| h.is_finished()) {
             let now = clock.now_ns();
             if now >= next {
+                // Stamp the sample when the counters were read (a loaded
+                // machine may wake us late), not at the nominal second.
                 let cur = live.totals();
-                let s = sample(cur, last, next, next - last_t);
+                let t = clock.now_ns();
+                let s = sample(cur, last, t, t - last_t);
                 on_sample(&s);
                 samples.push(s);
                 last = cur;
-                last_t = next;
+                last_t = t;
                 next += 1_000_000_000;
                 continue;
             }
+            // Short naps: notice finished workers quickly.
             std::thread::sleep(Duration::from_nanos((next - now).min(10_000_000)));
         }
     }
@@ -402,7 +406,12 @@ pub fn run(
     let cur = live.totals();
     if cur != last && runtime_ns > last_t {
         let s = sample(cur, last, runtime_ns, runtime_ns - last_t);
-        on_sample(&s);
+        // A sliver of a second after the last whole one gives a meaningless
+        // per-second rate on stderr; the JSON keeps it (samples sum to the
+        // totals).
+        if s.interval_s >= 0.1 {
+            on_sample(&s);
+        }
         samples.push(s);
     }
 
