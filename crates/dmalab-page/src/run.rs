@@ -533,7 +533,11 @@ fn build_result(
             ClassifyMethod::Perf => "perf".into(),
             ClassifyMethod::None => "none".into(),
         },
-        classifier_call_ns: out.classifier_call_ns,
+        classifier_call_ns: if cfg.classify == ClassifyMethod::Rusage {
+            out.classifier_call_ns
+        } else {
+            0.0
+        },
         major_faults: maj,
         minor_faults: min,
         major_outside_access: maj_out,
