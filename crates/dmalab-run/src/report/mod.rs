@@ -29,7 +29,7 @@ fn color(loads: &[String], load: &str) -> &'static str {
 
 fn short_value(v: f64, unit: &str) -> String {
     match unit {
-        "B/s" => format!("{}/s", dmalab_core::units::fmt_bytes(v)),
+        "B/s" => bw_fmt(v),
         "ns" => dmalab_core::units::fmt_ns(v),
         "s" if v != 0.0 && v.abs() < 1.0 => format!("{:.0} ms", v * 1e3),
         "s" => format!("{v:.1} s"),
@@ -326,13 +326,16 @@ fn hist_plot(res: &Results, victim: &str, config: &str) -> Option<String> {
     Some(cv.finish(&format!("histogram: {victim} {config}")))
 }
 
+/// A named, coloured set of (x, y) points.
+type Series = (String, String, Vec<(f64, f64)>);
+
 /// An XY plot of points (one per run) with a line through per-x means.
 #[allow(clippy::too_many_arguments)]
 fn xy_plot(
     title: &str,
     xlabel: &str,
     ylabel: &str,
-    series: &[(String, String, Vec<(f64, f64)>)],
+    series: &[Series],
     fx: &dyn Fn(f64) -> String,
     fy: &dyn Fn(f64) -> String,
     line_through_means: bool,
@@ -405,8 +408,24 @@ fn xy_plot(
     Some(cv.finish(aria))
 }
 
+/// Bandwidth in decimal units, so that axis ticks (0.5, 1, 1.5 GB/s) read
+/// as round numbers.
 fn bw_fmt(v: f64) -> String {
-    format!("{}/s", dmalab_core::units::fmt_bytes(v)).replace(".00 ", " ")
+    let (d, u) = if v >= 1e9 {
+        (1e9, "GB/s")
+    } else if v >= 1e6 {
+        (1e6, "MB/s")
+    } else if v >= 1e3 {
+        (1e3, "kB/s")
+    } else {
+        (1.0, "B/s")
+    };
+    let x = v / d;
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{x:.0} {u}")
+    } else {
+        format!("{x:.2} {u}").replace("0 ", " ")
+    }
 }
 
 fn rate_fmt(v: f64) -> String {
@@ -428,7 +447,7 @@ svg.plot{background:#fff;border:1px solid #e3e3e3;max-width:100%;height:auto}
 svg .title{font-size:13px;font-weight:600}svg .tick{font-size:11px;fill:#444}svg .small{font-size:10px;fill:#333}
 svg .label{font-size:12px;fill:#333}svg .grid{stroke:#eee}svg .frame{fill:none;stroke:#999}
 svg .dot{fill:#111;fill-opacity:.75}svg .whisker{stroke:#111;stroke-width:1.3}
-table.stats{border-collapse:collapse;font-size:.85em}table.stats th,table.stats td{border:1px solid #ddd;padding:3px 7px;text-align:right}
+table.stats{border-collapse:collapse;font-size:.85em}table.stats th,table.stats td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
 table.stats th{background:#f4f4f4}table.stats td.l{text-align:left}tr.noisy td{background:#fff6e0}td.sig{font-weight:600}
 pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:.85em}
 "#;
@@ -442,9 +461,9 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
     let mut fig = |body: &mut String, svg: Option<String>, caption: &str| {
         if let Some(s) = svg {
             plots += 1;
-            let _ = write!(
+            let _ = writeln!(
                 body,
-                "<figure>{s}<figcaption>{}</figcaption></figure>\n",
+                "<figure>{s}<figcaption>{}</figcaption></figure>",
                 esc(caption)
             );
         }
@@ -720,9 +739,9 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
         }
         body.push_str("</table>\n");
     }
-    let _ = write!(
+    let _ = writeln!(
         body,
-        "<h2>Experiment file</h2><pre>{}</pre>\n",
+        "<h2>Experiment file</h2><pre>{}</pre>",
         esc(&h.experiment_toml)
     );
 
