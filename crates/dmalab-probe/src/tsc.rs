@@ -350,6 +350,10 @@ pub struct TimerCost {
     pub bare_rdtscp_pair_median_cycles: u64,
     /// Median of two back-to-back bare `rdtsc`, cycles (for comparison).
     pub bare_rdtsc_pair_median_cycles: u64,
+    /// Smallest non-zero step between two back-to-back `rdtsc` reads,
+    /// cycles: the counter's granularity as this CPU (or hypervisor) shows
+    /// it, and so the resolution of every per-access sample.
+    pub tsc_step_cycles: u64,
     /// What is subtracted from every per-access sample, cycles.
     pub subtracted_cycles: u64,
     /// The same in nanoseconds.
@@ -403,6 +407,12 @@ impl TimerCost {
         bare_rdtscp_pairs(&mut v);
         let (rmed, _) = median_min(&mut v);
         bare_rdtsc_pairs(&mut v);
+        let step = v
+            .iter()
+            .copied()
+            .filter(|&d| d > 0)
+            .min()
+            .map_or(0, u64::from);
         let (tmed, _) = median_min(&mut v);
         TimerCost {
             samples,
@@ -410,6 +420,7 @@ impl TimerCost {
             fenced_pair_median_cycles: fmed,
             bare_rdtscp_pair_median_cycles: rmed,
             bare_rdtsc_pair_median_cycles: tmed,
+            tsc_step_cycles: step,
             subtracted_cycles: fmed,
             subtracted_ns: if tsc_hz > 0.0 {
                 fmed as f64 * 1e9 / tsc_hz
