@@ -191,6 +191,22 @@ pub struct LoadResult {
     pub first_error: Option<String>,
     /// Huge pages dmalab reserved for the buffer (given back afterwards).
     pub reserved_huge_pages: u64,
+    /// The DMA transfer trace written with --trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceResult>,
+}
+
+/// What `--trace` recorded.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceResult {
+    /// The trace file (dmalab-sim binary format).
+    pub path: String,
+    /// DMA transfers recorded (one per completed data command).
+    pub transfers: u64,
+    /// Records written.
+    pub records: u64,
+    /// Transfers whose submit time was earlier than the previous record's.
+    pub reordered: u64,
 }
 
 impl LoadResult {
@@ -285,6 +301,12 @@ impl LoadResult {
                     }
                 ));
             }
+        }
+        if let Some(t) = &self.trace {
+            s.push_str(&format!(
+                "  trace     {} DMA transfers in {}\n",
+                t.transfers, t.path
+            ));
         }
         if let Some(e) = &self.first_error {
             s.push_str(&format!("  first error: {e}\n"));

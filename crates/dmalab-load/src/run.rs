@@ -7,9 +7,10 @@ use crate::engine::{self, Command, Completion, EngineKind, EngineSpec, Op};
 use crate::limiter::{Arrival, Clock, Limiter, MonoClock, RateSpec};
 use crate::live::{monotonic_ns, LiveStats};
 use crate::pattern::{PatternStream, StreamConfig};
-use crate::result::{CpuResult, LoadResult, Rates, Sample, Totals, WorkerResult};
+use crate::result::{CpuResult, LoadResult, Rates, Sample, Totals, TraceResult, WorkerResult};
 use dmalab_core::hist::LatHist;
 use dmalab_core::schema::CpuUsage;
+use dmalab_sim::trace::{DmaDir, TraceWriter};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -97,6 +98,10 @@ pub struct Plan {
     pub max_total_blocks: Option<u64>,
     /// Live counters file.
     pub live_stats: Option<PathBuf>,
+    /// Workers run under SCHED_FIFO at this priority (None: normal).
+    pub realtime_priority: Option<i32>,
+    /// Record every DMA transfer into this dmalab-sim trace file.
+    pub trace: Option<PathBuf>,
 }
 
 impl Plan {
@@ -175,6 +180,25 @@ struct WorkerOut {
     last_ns: u64,
 }
 
+/// With Poisson arrival the last stretch before a due time is spun, not
+/// slept: a sleep on a virtual machine overshoots by tens of microseconds,
+/// which would bunch arrivals and distort the gaps. Uniform pacing only
+/// needs its 1-second windows right, and due times are absolute (an
+/// oversleep delays one command, not the schedule), so it never spins and
+/// leaves the CPU to the kernel's completion work.
+const POISSON_SPIN_NS: u64 = 100_000;
+
+/// Sleeps until `spin_ns` before `until`, then spins to it.
+fn precise_wait_until(clock: &MonoClock, until: u64, spin_ns: u64) {
+    let now = clock.now_ns();
+    if until > now + spin_ns {
+        clock.sleep_until(until - spin_ns);
+    }
+    while clock.now_ns() < until {
+        std::hint::spin_loop();
+    }
+}
+
 /// Most completion timestamps kept for the rate checker.
 const MAX_RECORDED: usize = 20_000_000;
 /// Longest a worker waits before looking at the stop flag again.
@@ -206,6 +230,12 @@ pub fn run(
     if plan.cache == CacheMode::Once {
         buffer.touch(0, buffer.len());
     }
+    let trace = match &plan.trace {
+        Some(p) => Some(Arc::new(TraceWriter::create(p).map_err(|e| {
+            RunError::Other(format!("--trace: cannot create {}: {e}", p.display()))
+        })?)),
+        None => None,
+    };
     let shared = Arc::new(Mutex::new(Shared {
         stream,
         limiter: Limiter::new(plan.rate.clone()),
@@ -247,6 +277,9 @@ pub fn run(
             buffer.clone(),
         );
         let cache_always = plan.cache == CacheMode::Always;
+        let realtime = plan.realtime_priority;
+        let trace = trace.clone();
+        let poisson = plan.rate.arrival == Arrival::Poisson;
         let h = std::thread::Builder::new()
             .name(format!("dmalab-load-{i}"))
             .spawn(move || -> Option<WorkerOut> {
@@ -255,6 +288,16 @@ pub fn run(
                     if let Err(e) = dmalab_core::cpus::pin_current_thread(&cpus) {
                         err = Some(RunError::Other(format!(
                             "worker {i}: cannot pin to CPUs {cpus:?}: {e}"
+                        )));
+                    }
+                }
+                if let (None, Some(prio)) = (&err, realtime) {
+                    let param = libc::sched_param { sched_priority: prio };
+                    // SAFETY: plain struct by pointer; 0 = the calling thread.
+                    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+                        err = Some(RunError::Other(format!(
+                            "worker {i}: cannot switch to SCHED_FIFO priority {prio}: {}; --realtime needs root or CAP_SYS_NICE",
+                            std::io::Error::last_os_error()
                         )));
                     }
                 }
@@ -290,6 +333,8 @@ pub fn run(
                     deadline,
                     record,
                     cache_always,
+                    trace.as_deref(),
+                    poisson,
                 ))
             })
             .map_err(|e| RunError::Other(format!("cannot start worker thread: {e}")))?;
@@ -339,6 +384,20 @@ pub fn run(
     if let Some(e) = failed {
         return Err(e);
     }
+    let mut trace_summary = None;
+    if let (Some(w), Some(p)) = (trace, &plan.trace) {
+        let w = Arc::into_inner(w)
+            .ok_or_else(|| RunError::Other("--trace: the writer is still shared".into()))?;
+        let sum = w
+            .finish()
+            .map_err(|e| RunError::Other(format!("--trace: cannot write {}: {e}", p.display())))?;
+        trace_summary = Some(TraceResult {
+            path: p.display().to_string(),
+            transfers: sum.transfers,
+            records: sum.records,
+            reordered: sum.reordered,
+        });
+    }
     let runtime_ns = outs.iter().map(|o| o.last_ns).max().unwrap_or(0).max(1);
     let cur = live.totals();
     if cur != last && runtime_ns > last_t {
@@ -367,8 +426,11 @@ pub fn run(
         workers.push(o.result);
     }
     let cpu_total = (cpu.usr_ns + cpu.sys_ns) as f64;
-    let rate_check =
-        record.then(|| rate_check(&plan.rate, &completions, plan.runtime_ns, runtime_ns));
+    let interrupted = stop.load(Ordering::Relaxed);
+    // Windows run to the planned end, or to the last completion when
+    // stopped early or by --commands/--blocks.
+    let planned_end = plan.runtime_ns.filter(|_| !interrupted);
+    let rate_check = record.then(|| rate_check(&plan.rate, &completions, planned_end, runtime_ns));
     let (rd, wr) = match (plan.stream.pattern.moves_data(), plan.direction) {
         (false, _) => (0, 0),
         (true, Direction::Write) => (totals.data_bytes, 0),
@@ -379,7 +441,7 @@ pub fn run(
         engine: workers
             .first()
             .map_or_else(|| plan.engine.as_str().to_string(), |w| w.engine.clone()),
-        interrupted: stop.load(Ordering::Relaxed),
+        interrupted,
         totals,
         rates: Rates::of(&totals, bs, runtime_ns),
         storage_read_bytes: rd,
@@ -400,6 +462,7 @@ pub fn run(
         rate_check,
         first_error,
         reserved_huge_pages: buffer.reserved_huge_pages,
+        trace: trace_summary,
     })
 }
 
@@ -441,7 +504,9 @@ fn rate_check(
     } else {
         spec.rate_iops.unwrap_or(1) as f64
     };
-    let end = runtime.unwrap_or(ran_ns).min(ran_ns);
+    // Only windows that end at least 100 ms before submission stopped: the
+    // window holding the stop loses the commands still in flight then.
+    let end = runtime.unwrap_or(ran_ns).saturating_sub(100_000_000);
     check_rate(
         completions,
         bytes_bind,
@@ -466,11 +531,16 @@ fn worker_loop(
     deadline: u64,
     record: bool,
     cache_always: bool,
+    trace: Option<&TraceWriter>,
+    poisson: bool,
 ) -> WorkerOut {
     let cpu0 = CpuUsage::thread();
+    let spin_ns = if poisson { POISSON_SPIN_NS } else { 0 };
     let mut free: Vec<u32> = (0..depth as u32).rev().collect();
     let mut slot_cmd = vec![(0u32, 0u32, Op::Noop); depth];
     let mut slot_t0 = vec![0u64; depth];
+    let mut slot_addr = vec![0u64; depth];
+    let base = buffer.as_ptr() as u64;
     let mut inflight = 0usize;
     let mut pending: Option<(Command, u64)> = None;
     let mut draining = false;
@@ -512,6 +582,7 @@ fn worker_loop(
                 free.pop();
                 slot_cmd[slot as usize] = (cmd.len, cmd.blocks, cmd.op);
                 slot_t0[slot as usize] = clock.now_ns();
+                slot_addr[slot as usize] = base + cmd.buf_offset;
                 inflight += 1;
                 pending = None;
             }
@@ -522,23 +593,22 @@ fn worker_loop(
             }
             if let Some((_, due)) = pending {
                 let until = due.min(deadline).min(now + POLL.as_nanos() as u64);
-                clock.sleep_until(until);
+                precise_wait_until(clock, until, spin_ns);
             }
             continue;
         }
+        let mut spin_to = None;
         let (min, timeout) = match pending {
             Some((_, due)) if !draining && !free.is_empty() => {
-                if due > now {
-                    (
-                        1,
-                        Some(
-                            Duration::from_nanos(
-                                (due - now).min(deadline.saturating_sub(now)).max(1),
-                            )
-                            .min(POLL),
-                        ),
-                    )
+                let until = due.min(deadline);
+                if until > now + spin_ns {
+                    // Sleep in the ring until shortly before the due time
+                    // (or a completion); the last stretch is spun below.
+                    let wait = Duration::from_nanos(until - now - spin_ns).min(POLL);
+                    (1, Some(wait))
                 } else {
+                    // Submit what is queued first, then spin to the due time.
+                    spin_to = Some(until);
                     (0, None)
                 }
             }
@@ -552,6 +622,9 @@ fn worker_loop(
             break;
         }
         if comps.is_empty() {
+            if let Some(until) = spin_to {
+                precise_wait_until(clock, until, spin_ns);
+            }
             continue;
         }
         let t = clock.now_ns();
@@ -585,6 +658,15 @@ fn worker_loop(
                 continue;
             }
             hist.record(t.saturating_sub(slot_t0[s]));
+            if let (Some(w), Op::Read | Op::Write) = (trace, op) {
+                let dir = if op == Op::Read {
+                    DmaDir::ToMemory
+                } else {
+                    DmaDir::FromMemory
+                };
+                // A failed write is remembered by the writer; finish reports it.
+                let _ = w.write_dma_transfer(slot_addr[s], u64::from(len), dir, slot_t0[s], t);
+            }
             totals.add(u64::from(blocks), u64::from(len));
             if record && recorded.len() < MAX_RECORDED {
                 recorded.push((t, u64::from(len)));

@@ -83,6 +83,10 @@ pub enum ClassifyMethod {
     /// `getrusage(RUSAGE_THREAD)` before and after every access: the kernel's
     /// own per-thread `min_flt`/`maj_flt` counters.
     Rusage,
+    /// Per-thread perf software events page-faults-maj/-min with period 1
+    /// into mmap'd rings: the same kernel accounting as `rusage`, but a hit
+    /// costs two user-memory loads instead of two system calls.
+    Perf,
     /// No classification (only to measure what the classifier costs).
     None,
 }

@@ -473,7 +473,7 @@ fn build_result(
     post_unmap: Vmstat,
     added_swap: Option<&Path>,
 ) -> Result<PageResult, PageError> {
-    let classified = cfg.classify == ClassifyMethod::Rusage;
+    let classified = cfg.classify != ClassifyMethod::None;
     let mut read = ClassHists::default();
     let mut write = ClassHists::default();
     let mut threads = Vec::new();
@@ -530,9 +530,14 @@ fn build_result(
     let faults = FaultAccounting {
         method: match cfg.classify {
             ClassifyMethod::Rusage => "rusage".into(),
+            ClassifyMethod::Perf => "perf".into(),
             ClassifyMethod::None => "none".into(),
         },
-        classifier_call_ns: out.classifier_call_ns,
+        classifier_call_ns: if cfg.classify == ClassifyMethod::Rusage {
+            out.classifier_call_ns
+        } else {
+            0.0
+        },
         major_faults: maj,
         minor_faults: min,
         major_outside_access: maj_out,

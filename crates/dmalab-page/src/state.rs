@@ -173,6 +173,10 @@ pub fn undo_changes(c: &HostChanges) -> (Vec<String>, Vec<String>) {
         }
     }
     for s in c.settings.iter().rev() {
+        // A setting inside our own cgroup went away with it.
+        if !s.path.exists() {
+            continue;
+        }
         let cur = fs::read_to_string(&s.path).map(|v| v.trim().to_string());
         if cur.as_deref().ok() == Some(s.old.as_str()) {
             continue;

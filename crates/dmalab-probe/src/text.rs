@@ -33,12 +33,13 @@ pub fn timing_lines(tsc: &TscInfo, timer: &TimerCost) -> String {
     s.push_str(")\n");
     let _ = writeln!(
         s,
-        "timer: rdtscp+lfence bracket {} cycles median (min {}) = {:.1} ns, subtracted from every sample; bare rdtscp pair {} cycles, bare rdtsc pair {} cycles; TSC steps by {} cycle(s) = {:.1} ns (the resolution of a sample)",
+        "timer: rdtscp+lfence bracket {} cycles median (min {}) = {:.1} ns, subtracted from every sample; bare rdtscp pair {} cycles, bare rdtsc pair {} cycles; one rdtscp+lfence costs {:.0} cycles when repeated; TSC steps by {} cycle(s) = {:.1} ns (the resolution of a sample)",
         timer.fenced_pair_median_cycles,
         timer.fenced_pair_min_cycles,
         timer.subtracted_ns,
         timer.bare_rdtscp_pair_median_cycles,
         timer.bare_rdtsc_pair_median_cycles,
+        timer.fenced_read_cost_cycles,
         timer.tsc_step_cycles,
         tsc.ns(timer.tsc_step_cycles as f64)
     );
@@ -146,6 +147,15 @@ pub fn latency(plan: &LatencyPlan, r: &LatencyResult) -> String {
                 "CPU {}: {} of the buffer on transparent huge pages",
                 t.cpu,
                 fmt_bytes(b as f64)
+            );
+        }
+    }
+    for t in &r.threads {
+        if let Some(n) = t.hugetlb_pages_added {
+            let _ = writeln!(
+                s,
+                "CPU {}: raised the hugetlb pool by {n} page(s) for the run (restored at exit)",
+                t.cpu
             );
         }
     }

@@ -350,6 +350,12 @@ pub struct TimerCost {
     pub bare_rdtscp_pair_median_cycles: u64,
     /// Median of two back-to-back bare `rdtsc`, cycles (for comparison).
     pub bare_rdtsc_pair_median_cycles: u64,
+    /// Cycles one `rdtscp; lfence` occupies when read over and over (total
+    /// TSC cycles over a long loop / reads). Larger than half the bracket
+    /// when the instruction does much of its work outside the window
+    /// between two counter samples; this is the timing's real cost per
+    /// access (twice this), and it slows the probe's own access rate.
+    pub fenced_read_cost_cycles: f64,
     /// Smallest non-zero step between two back-to-back `rdtsc` reads,
     /// cycles: the counter's granularity as this CPU (or hypervisor) shows
     /// it, and so the resolution of every per-access sample.
@@ -367,6 +373,16 @@ fn fenced_pairs(out: &mut [u32]) {
         let b = rdtscp_fenced();
         *s = b.saturating_sub(a).min(u64::from(u32::MAX)) as u32;
     }
+}
+
+#[inline(never)]
+fn fenced_read_cost(n: usize) -> f64 {
+    let t0 = rdtscp_fenced();
+    for _ in 0..n {
+        std::hint::black_box(rdtscp_fenced());
+    }
+    let t1 = rdtscp_fenced();
+    t1.saturating_sub(t0) as f64 / n.max(1) as f64
 }
 
 #[inline(never)]
@@ -420,6 +436,7 @@ impl TimerCost {
             fenced_pair_median_cycles: fmed,
             bare_rdtscp_pair_median_cycles: rmed,
             bare_rdtsc_pair_median_cycles: tmed,
+            fenced_read_cost_cycles: fenced_read_cost(samples),
             tsc_step_cycles: step,
             subtracted_cycles: fmed,
             subtracted_ns: if tsc_hz > 0.0 {

@@ -304,45 +304,58 @@ fn zram_memory_limit_run_classifies_majors_like_the_cgroup() {
     }
     let _lock = HOST.lock().unwrap_or_else(|e| e.into_inner());
     let _guard = HostGuard::new();
-    let pc = page_cluster();
-    let d = run_json(&[
-        "--map",
-        "128M",
-        "--memory-limit",
-        "32M",
-        "--swap",
-        "zram",
-        "--runtime",
-        "2",
-        "--page-cluster",
-        "0",
-        "--media-latency",
-        "1us",
-    ]);
-    let r = &d["result"];
-    let majors = r["faults"]["major_faults"].as_u64().unwrap();
-    let cg = r["faults"]["cgroup"]["pgmajfault"].as_u64().unwrap();
-    assert!(majors > 1000, "only {majors} major faults");
-    let diff = (majors as f64 - cg as f64).abs() / cg as f64;
-    assert!(diff < 0.01, "classified {majors} vs cgroup {cg}");
-    assert!(r["total"]["major"]["accesses"].as_u64().unwrap() > 1000);
-    assert!(r["total"]["hit"]["accesses"].as_u64().unwrap() > 0);
-    assert!(r["table2"]["avg_major_ns"].as_f64().unwrap() > 0.0);
-    assert!(r["table2"]["os_overhead_ns"].is_number());
-    assert!(r["vmstat"]["run_delta"]["pswpin"].as_u64().unwrap() > 0);
-    let zram = added_zram(&d).expect("a zram device was added");
-    let sw = r["swap"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["path"] == zram.as_str())
-        .unwrap();
-    assert_eq!(sw["received_pages"], true);
-    assert_eq!(r["setup"]["settings"][0]["new"], "0");
-    assert!(r["setup"]["cleanup_errors"].as_array().unwrap().is_empty());
-    let pid_cg = r["setup"]["cgroup"].as_str().unwrap().to_string();
-    let pid: u32 = pid_cg.rsplit('-').next().unwrap().parse().unwrap();
-    assert_clean(pid, Some(&zram), &pc);
+    for classify in ["perf", "rusage"] {
+        let pc = page_cluster();
+        let d = run_json(&[
+            "--map",
+            "128M",
+            "--memory-limit",
+            "32M",
+            "--swap",
+            "zram",
+            "--runtime",
+            "2",
+            "--page-cluster",
+            "0",
+            "--media-latency",
+            "1us",
+            "--classify",
+            classify,
+        ]);
+        let r = &d["result"];
+        assert_eq!(r["faults"]["method"], classify);
+        let majors = r["faults"]["major_faults"].as_u64().unwrap();
+        let cg = r["faults"]["cgroup"]["pgmajfault"].as_u64().unwrap();
+        assert!(majors > 1000, "{classify}: only {majors} major faults");
+        let diff = (majors as f64 - cg as f64).abs() / cg as f64;
+        assert!(
+            diff < 0.01,
+            "{classify}: classified {majors} vs cgroup {cg}"
+        );
+        assert!(r["total"]["major"]["accesses"].as_u64().unwrap() > 1000);
+        assert!(r["total"]["hit"]["accesses"].as_u64().unwrap() > 0);
+        assert!(r["table2"]["avg_major_ns"].as_f64().unwrap() > 0.0);
+        assert!(r["table2"]["os_overhead_ns"].is_number());
+        assert!(r["vmstat"]["run_delta"]["pswpin"].as_u64().unwrap() > 0);
+        assert!(
+            d["warnings"].as_array().is_none_or(|w| w.is_empty()),
+            "{:?}",
+            d["warnings"]
+        );
+        let zram = added_zram(&d).expect("a zram device was added");
+        let sw = r["swap"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["path"] == zram.as_str())
+            .unwrap();
+        assert_eq!(sw["received_pages"], true);
+        assert_eq!(r["setup"]["settings"][0]["new"], "0");
+        assert!(r["setup"]["cleanup_errors"].as_array().unwrap().is_empty());
+        let pid_cg = r["setup"]["cgroup"].as_str().unwrap().to_string();
+        let pid: u32 = pid_cg.rsplit('-').next().unwrap().parse().unwrap();
+        assert_clean(pid, Some(&zram), &pc);
+    }
 }
 
 /// Starts a long run and waits until its worker is inside its cgroup.

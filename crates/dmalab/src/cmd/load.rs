@@ -132,6 +132,14 @@ pub struct LoadArgs {
     /// Keep live counters in this 4096-byte file (see docs/load.md).
     #[arg(long, value_name = "FILE")]
     pub live_stats: Option<PathBuf>,
+    /// Run the workers under SCHED_FIFO (priority 1) so pacing keeps its
+    /// precision on a busy machine (needs root or CAP_SYS_NICE).
+    #[arg(long)]
+    pub realtime: bool,
+    /// Record every DMA transfer (buffer address, length, direction, submit
+    /// and completion times) into this dmalab-sim trace file.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
     /// Print the resolved plan and exit.
     #[arg(long)]
     pub dry_run: bool,
@@ -441,7 +449,7 @@ fn plan(a: &LoadArgs, t: &TargetInfo) -> Result<Plan, UsageError> {
         engine: a.engine,
         target: t.path.clone(),
         target_kind: t.kind.into(),
-        target_created: !t.exists,
+        target_created: !t.exists && a.engine != EngineKind::Null,
         keep: a.keep,
         target_size_bytes: t.size,
         logical_block_size_bytes: t.lbs,
@@ -478,6 +486,8 @@ fn plan(a: &LoadArgs, t: &TargetInfo) -> Result<Plan, UsageError> {
         max_commands,
         max_total_blocks,
         live_stats: a.live_stats.clone(),
+        realtime_priority: a.realtime.then_some(1),
+        trace: a.trace.clone(),
     })
 }
 
@@ -519,6 +529,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Err(UsageError::new(
                 "--live-stats",
                 format!("the directory of {} does not exist", ls.display()),
+            )
+            .into());
+        }
+    }
+    if let Some(o) = &a.trace {
+        if o.parent()
+            .is_some_and(|p| !p.as_os_str().is_empty() && !p.is_dir())
+        {
+            return Err(UsageError::new(
+                "--trace",
+                format!("the directory of {} does not exist", o.display()),
             )
             .into());
         }
