@@ -199,6 +199,14 @@ pub struct LoadResult {
     /// The DMA transfer trace written with --trace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceResult>,
+    /// SHA-256 of the whole DMA buffer after the run, hex (only with
+    /// --buffer-checksum): a storage read of what a storage write wrote
+    /// brings back the same checksum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer_sha256: Option<String>,
+    /// Identify Controller/Namespace of the target (nvme engine only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvme: Option<dmalab_nvme::NvmeInfo>,
 }
 
 /// What `--trace` recorded.

@@ -102,6 +102,9 @@ pub struct Plan {
     pub realtime_priority: Option<i32>,
     /// Record every DMA transfer into this dmalab-sim trace file.
     pub trace: Option<PathBuf>,
+    /// Compute the buffer's SHA-256 after the run (`--buffer-checksum`).
+    #[serde(default)]
+    pub buffer_checksum: bool,
 }
 
 impl Plan {
@@ -475,8 +478,24 @@ pub fn run(
         first_error,
         reserved_huge_pages: buffer.reserved_huge_pages,
         trace: trace_summary,
+<<<<<<< HEAD
         pacing_lateness_ns: record.then(|| late_hist.summary()),
+=======
+        buffer_sha256: plan.buffer_checksum.then(|| buffer_sha256(&buffer)),
+        nvme: None,
+>>>>>>> main
     })
+}
+
+/// SHA-256 of the whole buffer, hex. Called after every worker has stopped,
+/// so no DMA is in flight.
+fn buffer_sha256(buffer: &DmaBuffer) -> String {
+    use sha2::Digest;
+    // SAFETY: the buffer is allocated for len bytes and alive; every worker
+    // and engine is done, so nothing writes it while the slice lives.
+    let bytes = unsafe { std::slice::from_raw_parts(buffer.as_ptr(), buffer.len() as usize) };
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn sample(cur: (u64, u64, u64), last: (u64, u64, u64), t_ns: u64, interval_ns: u64) -> Sample {

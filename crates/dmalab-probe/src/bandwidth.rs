@@ -231,6 +231,10 @@ pub struct BandwidthResult {
     pub elapsed_ns: u64,
     /// Sum of the per-thread bandwidths, bytes per second.
     pub bw_bytes: f64,
+    /// Measured cost of one delay iteration, TSC cycles (when a delay was
+    /// asked for).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_iteration_cycles: Option<f64>,
 }
 
 /// Starts one pinned thread per CPU, each preparing a [`BwWorker`]; returns
@@ -336,13 +340,17 @@ pub fn run(plan: &BandwidthPlan) -> Result<BandwidthResult, ProbeError> {
         }
     }
     let stop = AtomicBool::new(false);
-    Ok(run_workers(
+    let mut r = run_workers(
         &mut workers,
         &plan.cpus,
         plan.delay_cycles,
         plan.runtime_ns,
         &stop,
-    ))
+    );
+    if plan.delay_cycles > 0 {
+        r.delay_iteration_cycles = Some(kernels::spin_cycles_per_iteration());
+    }
+    Ok(r)
 }
 
 #[cfg(test)]

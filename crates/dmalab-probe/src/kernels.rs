@@ -143,6 +143,19 @@ pub fn spin(n: u32) {
     }
 }
 
+/// Measured cost of one [`spin`] iteration, TSC cycles (best of three
+/// runs of a million iterations).
+pub fn spin_cycles_per_iteration() -> f64 {
+    (0..3)
+        .map(|_| {
+            let t0 = rdtscp_fenced();
+            spin(1_000_000);
+            let t1 = rdtscp_fenced();
+            t1.saturating_sub(t0) as f64 / 1e6
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
 /// Bandwidth kernels over 64-byte lines (SSE2, which every x86_64 has).
 #[cfg(target_arch = "x86_64")]
 pub mod bw {

@@ -103,6 +103,10 @@ pub struct ThreadLatency {
     /// Bytes of its buffer backed by transparent huge pages (THP only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thp_backed_bytes: Option<u64>,
+    /// hugetlbfs pages added to the kernel's pool for this thread's buffer
+    /// (the pool is restored afterwards).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hugetlb_pages_added: Option<u64>,
     /// First touch and chain construction, nanoseconds.
     pub setup_ns: u64,
     /// Clock-mode figures (all clock rounds together).
@@ -651,6 +655,7 @@ fn run_thread(
     let mut out = ThreadLatency {
         cpu,
         thp_backed_bytes: w.thp_backed_bytes(),
+        hugetlb_pages_added: Some(w.buf.hugetlb_pages_added()).filter(|&n| n > 0),
         setup_ns: w.setup_ns,
         ..Default::default()
     };

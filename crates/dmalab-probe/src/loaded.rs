@@ -61,6 +61,8 @@ pub struct LoadedResult {
     pub tsc: TscInfo,
     /// Timer cost.
     pub timer: TimerCost,
+    /// Measured cost of one delay iteration, TSC cycles.
+    pub delay_iteration_cycles: f64,
     /// The curve: idle first, then light to heavy load.
     pub points: Vec<LoadedPoint>,
 }
@@ -156,5 +158,14 @@ pub fn run(
         }
         Ok(())
     })?;
-    Ok((LoadedResult { tsc, timer, points }, warnings))
+    let delay_iteration_cycles = crate::kernels::spin_cycles_per_iteration();
+    Ok((
+        LoadedResult {
+            tsc,
+            timer,
+            delay_iteration_cycles,
+            points,
+        },
+        warnings,
+    ))
 }

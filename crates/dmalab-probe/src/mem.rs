@@ -374,6 +374,12 @@ impl Buffer {
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 
+    /// Huge pages this buffer added to the hugetlb pool (given back when it
+    /// is dropped).
+    pub fn hugetlb_pages_added(&self) -> u64 {
+        self._reservation.as_ref().map_or(0, |r| r.added)
+    }
+
     /// Bytes of the mapping backed by transparent huge pages right now
     /// (`AnonHugePages` in /proc/self/smaps), when it can be read.
     pub fn thp_backed_bytes(&self) -> Option<u64> {

@@ -33,12 +33,15 @@ pub fn timing_lines(tsc: &TscInfo, timer: &TimerCost) -> String {
     s.push_str(")\n");
     let _ = writeln!(
         s,
-        "timer: rdtscp+lfence bracket {} cycles median (min {}) = {:.1} ns, subtracted from every sample; bare rdtscp pair {} cycles, bare rdtsc pair {} cycles",
+        "timer: rdtscp+lfence bracket {} cycles median (min {}) = {:.1} ns, subtracted from every sample; bare rdtscp pair {} cycles, bare rdtsc pair {} cycles; one rdtscp+lfence costs {:.0} cycles when repeated; TSC steps by {} cycle(s) = {:.1} ns (the resolution of a sample)",
         timer.fenced_pair_median_cycles,
         timer.fenced_pair_min_cycles,
         timer.subtracted_ns,
         timer.bare_rdtscp_pair_median_cycles,
-        timer.bare_rdtsc_pair_median_cycles
+        timer.bare_rdtsc_pair_median_cycles,
+        timer.fenced_read_cost_cycles,
+        timer.tsc_step_cycles,
+        tsc.ns(timer.tsc_step_cycles as f64)
     );
     s
 }
@@ -147,6 +150,15 @@ pub fn latency(plan: &LatencyPlan, r: &LatencyResult) -> String {
             );
         }
     }
+    for t in &r.threads {
+        if let Some(n) = t.hugetlb_pages_added {
+            let _ = writeln!(
+                s,
+                "CPU {}: raised the hugetlb pool by {n} page(s) for the run (restored at exit)",
+                t.cpu
+            );
+        }
+    }
     if let Some(c) = &r.clock {
         let _ = writeln!(
             s,
@@ -227,6 +239,9 @@ pub fn bandwidth(plan: &BandwidthPlan, r: &BandwidthResult) -> String {
             fmt_bytes(t.write_bytes as f64)
         );
     }
+    if let Some(c) = r.delay_iteration_cycles {
+        let _ = writeln!(s, "one delay cycle measured {c:.2} TSC cycles");
+    }
     let _ = writeln!(
         s,
         "total: {} over {:.2} s (read {}, written {})",
@@ -274,6 +289,11 @@ pub fn loaded(plan: &LoadedPlan, r: &LoadedResult) -> String {
         fmt_bytes(plan.bw_size_bytes as f64)
     );
     s.push_str(&timing_lines(&r.tsc, &r.timer));
+    let _ = writeln!(
+        s,
+        "one delay cycle measured {:.2} TSC cycles",
+        r.delay_iteration_cycles
+    );
     s.push_str(&loaded_header());
     s.push('\n');
     for p in &r.points {

@@ -350,6 +350,16 @@ pub struct TimerCost {
     pub bare_rdtscp_pair_median_cycles: u64,
     /// Median of two back-to-back bare `rdtsc`, cycles (for comparison).
     pub bare_rdtsc_pair_median_cycles: u64,
+    /// Cycles one `rdtscp; lfence` occupies when read over and over (total
+    /// TSC cycles over a long loop / reads). Larger than half the bracket
+    /// when the instruction does much of its work outside the window
+    /// between two counter samples; this is the timing's real cost per
+    /// access (twice this), and it slows the probe's own access rate.
+    pub fenced_read_cost_cycles: f64,
+    /// Smallest non-zero step between two back-to-back `rdtsc` reads,
+    /// cycles: the counter's granularity as this CPU (or hypervisor) shows
+    /// it, and so the resolution of every per-access sample.
+    pub tsc_step_cycles: u64,
     /// What is subtracted from every per-access sample, cycles.
     pub subtracted_cycles: u64,
     /// The same in nanoseconds.
@@ -363,6 +373,16 @@ fn fenced_pairs(out: &mut [u32]) {
         let b = rdtscp_fenced();
         *s = b.saturating_sub(a).min(u64::from(u32::MAX)) as u32;
     }
+}
+
+#[inline(never)]
+fn fenced_read_cost(n: usize) -> f64 {
+    let t0 = rdtscp_fenced();
+    for _ in 0..n {
+        std::hint::black_box(rdtscp_fenced());
+    }
+    let t1 = rdtscp_fenced();
+    t1.saturating_sub(t0) as f64 / n.max(1) as f64
 }
 
 #[inline(never)]
@@ -403,6 +423,12 @@ impl TimerCost {
         bare_rdtscp_pairs(&mut v);
         let (rmed, _) = median_min(&mut v);
         bare_rdtsc_pairs(&mut v);
+        let step = v
+            .iter()
+            .copied()
+            .filter(|&d| d > 0)
+            .min()
+            .map_or(0, u64::from);
         let (tmed, _) = median_min(&mut v);
         TimerCost {
             samples,
@@ -410,6 +436,8 @@ impl TimerCost {
             fenced_pair_median_cycles: fmed,
             bare_rdtscp_pair_median_cycles: rmed,
             bare_rdtsc_pair_median_cycles: tmed,
+            fenced_read_cost_cycles: fenced_read_cost(samples),
+            tsc_step_cycles: step,
             subtracted_cycles: fmed,
             subtracted_ns: if tsc_hz > 0.0 {
                 fmed as f64 * 1e9 / tsc_hz
