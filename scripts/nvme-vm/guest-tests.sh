@@ -52,6 +52,16 @@ case_run rt_read $L --target /dev/ng0n2 --direction write --pattern single --bs 
 echo 3 >/proc/sys/vm/drop_caches
 dd if=/dev/nvme0n2 bs=1M count=1 2>/dev/null | sha256sum | cut -d' ' -f1 >/results/rt_device.sha256
 
+# --- --format-before: Format NVM (no secure erase) before a write run -----
+# Namespace 2 holds the round trip's 1 MiB; after a one-command write run
+# with --format-before, blocks 1..255 must read back as zeros.
+case_run fmt_refused $L --target /dev/ng0n2 --direction write --pattern single --commands 1 --format-before
+case_run fmt_write $L --target /dev/ng0n2 --direction read --pattern single --bs 4K --buffer 64K \
+  --device-offsets sequential --commands 1 --fill random:9 --allow-destroy /dev/ng0n2 --format-before
+echo 3 >/proc/sys/vm/drop_caches
+dd if=/dev/nvme0n2 bs=4096 skip=1 count=255 2>/dev/null | sha256sum | cut -d' ' -f1 >/results/fmt_rest.sha256
+dd if=/dev/zero bs=4096 count=255 2>/dev/null | sha256sum | cut -d' ' -f1 >/results/zero255.sha256
+
 # --- Safety guard: refusals leave every byte unchanged ----------------------
 md5() { md5sum <"$1" | cut -d' ' -f1; }
 W="dmalab load --engine nvme -q --direction read --pattern single --bs 4K --buffer 64K \

@@ -570,3 +570,29 @@ fn data_round_trips_through_the_namespace() {
             .all(|e| matches!(e, TraceEvent::Rw { write: w, nsid: 2, nlb: 1, .. } if *w == write)));
     }
 }
+
+/// `--format-before` sends Format NVM (no secure erase) before a storage-write
+/// run: what was on the namespace is gone (zeros) apart from the run's own
+/// block; it is refused for a run that does not write storage.
+#[test]
+fn format_before_erases_the_namespace() {
+    let Some(b) = boot() else { return };
+    let (rc, _, err) = b.case("fmt_refused");
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("--format-before"), "{err}");
+    assert!(b.case_trace("fmt_refused").is_empty());
+    let (rc, out, err) = b.case("fmt_write");
+    assert_eq!(rc, 0, "{err}{out}");
+    assert!(err.contains("formatted /dev/ng0n2"), "{err}");
+    assert_eq!(b.read("fmt_rest.sha256"), b.read("zero255.sha256"));
+    let t = guard_reads_removed(b.case_trace("fmt_write"), true, "fmt_write");
+    assert_eq!(
+        t,
+        vec![TraceEvent::Rw {
+            write: true,
+            nsid: 2,
+            nlb: 1,
+            lba: 0
+        }]
+    );
+}

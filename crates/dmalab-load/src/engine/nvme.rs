@@ -19,7 +19,9 @@
 //! (`dmalab_core::safety`) before opening a writing engine.
 
 use super::{BufferPiece, Command, Completion, Engine, EngineError, EngineSpec, Op};
-use dmalab_nvme::{NvmeDevice, NvmeInfo, NvmeQueue, PassthruCmd, PathChoice, UringCompletion};
+use dmalab_nvme::{
+    IdNamespace, NvmeDevice, NvmeInfo, NvmeQueue, PassthruCmd, PathChoice, UringCompletion,
+};
 use std::time::Duration;
 
 /// Opens the NVMe engine for one worker (see the contract in `engine/mod.rs`).
@@ -81,6 +83,19 @@ pub fn preflight(
         ));
     }
     Ok(info)
+}
+
+/// `--format-before`: Format NVM of the namespace at `target` with the LBA
+/// format it already uses and no secure erase (SES = 0), returning that
+/// format's index. Destroys every block of the namespace: the caller has
+/// applied the safety guard and the user named the device with
+/// --allow-destroy.
+pub fn format_before(target: &std::path::Path) -> Result<u8, EngineError> {
+    let dev = NvmeDevice::open(target, true).map_err(nvme_err)?;
+    let ns = dev.identify_namespace().map_err(nvme_err)?;
+    let index = IdNamespace::format_index(ns.nlbaf, ns.flbas);
+    dev.format_nvm(index).map_err(nvme_err)?;
+    Ok(index)
 }
 
 /// Fills a result header's target description from Identify.
@@ -188,6 +203,12 @@ impl NvmeEngine {
         // SAFETY: the pieces belong to the run's DMA buffer, which outlives
         // every engine (the engine contract in engine/mod.rs).
         let fixed = !iov.is_empty() && unsafe { queue.register_buffers(&iov) }.map_err(nvme_err)?;
+        if let (Some(why), PathChoice::Auto) = (queue.fallback_reason(), choice) {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!("dmalab: nvme engine: io_uring passthrough unavailable ({why}); using NVME_IOCTL_IO_CMD (one command per system call)");
+            });
+        }
         Ok(Self {
             nsid: queue.nsid(),
             queue,

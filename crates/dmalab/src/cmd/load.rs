@@ -143,6 +143,11 @@ pub struct LoadArgs {
     /// Print the resolved plan and exit.
     #[arg(long)]
     pub dry_run: bool,
+    /// Before a storage-write run, send Format NVM (no secure erase, same LBA
+    /// format) to the namespace, as the thesis advises between write tests
+    /// (--engine nvme; needs --allow-destroy for that device).
+    #[arg(long)]
+    pub format_before: bool,
     /// After the run, record the SHA-256 of the whole buffer
     /// (`buffer_sha256`): a storage read of what a storage write wrote
     /// brings back the same checksum.
@@ -582,9 +587,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .into());
         }
     }
+    if a.format_before && (plan.engine != EngineKind::Nvme || !plan.writes_storage()) {
+        return Err(UsageError::new(
+            "--format-before",
+            "only formats before a storage-write run of the nvme engine; use it with --engine nvme --direction read",
+        )
+        .into());
+    }
     if a.dry_run {
         println!("{}", serde_json::to_string_pretty(&plan)?);
         return Ok(ExitCode::SUCCESS);
+    }
+    if a.format_before {
+        // The safety guard above passed and --allow-destroy named the device.
+        if let Some(t) = &plan.target {
+            let idx = dmalab_load::engine::nvme::format_before(t)
+                .with_context(|| format!("--format-before: Format NVM of {}", t.display()))?;
+            eprintln!(
+                "dmalab: formatted {} (Format NVM, LBA format {idx}, no secure erase)",
+                t.display()
+            );
+        }
     }
 
     // Prepare the target (this may create and fill a file).
