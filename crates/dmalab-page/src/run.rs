@@ -118,7 +118,7 @@ fn precheck(cfg: &PageConfig) -> Result<Option<cgroup::MemoryHierarchy>, PageErr
         ));
     }
     if let SwapSpec::Dev { path } = &cfg.swap {
-        crate::devguard::check_swap_device(path)?;
+        crate::devguard::check_swap_device(path, cfg.allow_destroy.as_deref())?;
     }
     if cfg.memory_limit_bytes.is_some() {
         let h = cgroup::detect()
@@ -204,7 +204,10 @@ fn setup_swap(cfg: &PageConfig, ledger: &mut Ledger) -> Result<Option<PathBuf>, 
             let size =
                 crate::devguard::device_size(&f).map_err(setup_err("size of swap device"))?;
             ledger
-                .record(|c| c.swapon.push(path.clone()))
+                .record(|c| {
+                    c.swap_header_written.push(path.clone());
+                    c.swapon.push(path.clone())
+                })
                 .map_err(&ledger_err)?;
             swap::write_swap_header(&mut f, size).map_err(setup_err("write swap header"))?;
             drop(f);

@@ -587,6 +587,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         page_cluster: None,
         swappiness: None,
         media_latency_ns: None,
+        allow_destroy: None,
     };
     let mut read = ClassHists::default();
     let mut write = ClassHists::default();
