@@ -256,19 +256,12 @@ pub fn run_page(cfg: &PageConfig, opts: &RunOptions) -> Result<Outcome, PageErro
     for e in &setup.cleanup_errors {
         warnings.push(format!("cleanup failed: {e}; run `dmalab cleanup`"));
     }
-    if let Some(v) = &hierarchy_version(&setup) {
-        setup.cgroup_version = Some(v.clone());
-    }
     result.setup = setup;
     Ok(Outcome {
         result,
         interrupted,
         warnings,
     })
-}
-
-fn hierarchy_version(s: &SetupReport) -> Option<String> {
-    s.cgroup_version.clone()
 }
 
 fn run_with_ledger(
@@ -336,8 +329,6 @@ fn run_with_ledger(
     }
     let (out, interrupted) = spawn_worker(cfg, opts, cg.as_ref())?;
     let post_unmap = Vmstat::read();
-    let swaps_after_unmap = read_swaps();
-    let _ = swaps_after_unmap;
     warnings.extend(out.warnings.iter().cloned());
     let result = build_result(cfg, &out, post_unmap, added_swap.as_deref())?;
     Ok((result, interrupted))
