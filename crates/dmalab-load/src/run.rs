@@ -7,9 +7,10 @@ use crate::engine::{self, Command, Completion, EngineKind, EngineSpec, Op};
 use crate::limiter::{Arrival, Clock, Limiter, MonoClock, RateSpec};
 use crate::live::{monotonic_ns, LiveStats};
 use crate::pattern::{PatternStream, StreamConfig};
-use crate::result::{CpuResult, LoadResult, Rates, Sample, Totals, WorkerResult};
+use crate::result::{CpuResult, LoadResult, Rates, Sample, Totals, TraceResult, WorkerResult};
 use dmalab_core::hist::LatHist;
 use dmalab_core::schema::CpuUsage;
+use dmalab_sim::trace::{DmaDir, TraceWriter};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -97,6 +98,13 @@ pub struct Plan {
     pub max_total_blocks: Option<u64>,
     /// Live counters file.
     pub live_stats: Option<PathBuf>,
+    /// Workers run under SCHED_FIFO at this priority (None: normal).
+    pub realtime_priority: Option<i32>,
+    /// Record every DMA transfer into this dmalab-sim trace file.
+    pub trace: Option<PathBuf>,
+    /// Compute the buffer's SHA-256 after the run (`--buffer-checksum`).
+    #[serde(default)]
+    pub buffer_checksum: bool,
 }
 
 impl Plan {
@@ -170,9 +178,29 @@ impl Shared {
 struct WorkerOut {
     result: WorkerResult,
     hist: LatHist,
+    late_hist: LatHist,
     completions: Vec<(u64, u64)>,
     first_error: Option<String>,
     last_ns: u64,
+}
+
+/// With Poisson arrival the last stretch before a due time is spun, not
+/// slept: a sleep on a virtual machine overshoots by tens of microseconds,
+/// which would bunch arrivals and distort the gaps. Uniform pacing only
+/// needs its 1-second windows right, and due times are absolute (an
+/// oversleep delays one command, not the schedule), so it never spins and
+/// leaves the CPU to the kernel's completion work.
+const POISSON_SPIN_NS: u64 = 100_000;
+
+/// Sleeps until `spin_ns` before `until`, then spins to it.
+fn precise_wait_until(clock: &MonoClock, until: u64, spin_ns: u64) {
+    let now = clock.now_ns();
+    if until > now + spin_ns {
+        clock.sleep_until(until - spin_ns);
+    }
+    while clock.now_ns() < until {
+        std::hint::spin_loop();
+    }
 }
 
 /// Most completion timestamps kept for the rate checker.
@@ -206,6 +234,12 @@ pub fn run(
     if plan.cache == CacheMode::Once {
         buffer.touch(0, buffer.len());
     }
+    let trace = match &plan.trace {
+        Some(p) => Some(Arc::new(TraceWriter::create(p).map_err(|e| {
+            RunError::Other(format!("--trace: cannot create {}: {e}", p.display()))
+        })?)),
+        None => None,
+    };
     let shared = Arc::new(Mutex::new(Shared {
         stream,
         limiter: Limiter::new(plan.rate.clone()),
@@ -247,6 +281,9 @@ pub fn run(
             buffer.clone(),
         );
         let cache_always = plan.cache == CacheMode::Always;
+        let realtime = plan.realtime_priority;
+        let trace = trace.clone();
+        let poisson = plan.rate.arrival == Arrival::Poisson;
         let h = std::thread::Builder::new()
             .name(format!("dmalab-load-{i}"))
             .spawn(move || -> Option<WorkerOut> {
@@ -255,6 +292,16 @@ pub fn run(
                     if let Err(e) = dmalab_core::cpus::pin_current_thread(&cpus) {
                         err = Some(RunError::Other(format!(
                             "worker {i}: cannot pin to CPUs {cpus:?}: {e}"
+                        )));
+                    }
+                }
+                if let (None, Some(prio)) = (&err, realtime) {
+                    let param = libc::sched_param { sched_priority: prio };
+                    // SAFETY: plain struct by pointer; 0 = the calling thread.
+                    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+                        err = Some(RunError::Other(format!(
+                            "worker {i}: cannot switch to SCHED_FIFO priority {prio}: {}; --realtime needs root or CAP_SYS_NICE",
+                            std::io::Error::last_os_error()
                         )));
                     }
                 }
@@ -290,6 +337,8 @@ pub fn run(
                     deadline,
                     record,
                     cache_always,
+                    trace.as_deref(),
+                    poisson,
                 ))
             })
             .map_err(|e| RunError::Other(format!("cannot start worker thread: {e}")))?;
@@ -315,15 +364,19 @@ pub fn run(
         while !handles.iter().all(|h| h.is_finished()) {
             let now = clock.now_ns();
             if now >= next {
+                // Stamp the sample when the counters were read (a loaded
+                // machine may wake us late), not at the nominal second.
                 let cur = live.totals();
-                let s = sample(cur, last, next, next - last_t);
+                let t = clock.now_ns();
+                let s = sample(cur, last, t, t - last_t);
                 on_sample(&s);
                 samples.push(s);
                 last = cur;
-                last_t = next;
+                last_t = t;
                 next += 1_000_000_000;
                 continue;
             }
+            // Short naps: notice finished workers quickly.
             std::thread::sleep(Duration::from_nanos((next - now).min(10_000_000)));
         }
     }
@@ -339,17 +392,37 @@ pub fn run(
     if let Some(e) = failed {
         return Err(e);
     }
+    let mut trace_summary = None;
+    if let (Some(w), Some(p)) = (trace, &plan.trace) {
+        let w = Arc::into_inner(w)
+            .ok_or_else(|| RunError::Other("--trace: the writer is still shared".into()))?;
+        let sum = w
+            .finish()
+            .map_err(|e| RunError::Other(format!("--trace: cannot write {}: {e}", p.display())))?;
+        trace_summary = Some(TraceResult {
+            path: p.display().to_string(),
+            transfers: sum.transfers,
+            records: sum.records,
+            reordered: sum.reordered,
+        });
+    }
     let runtime_ns = outs.iter().map(|o| o.last_ns).max().unwrap_or(0).max(1);
     let cur = live.totals();
     if cur != last && runtime_ns > last_t {
         let s = sample(cur, last, runtime_ns, runtime_ns - last_t);
-        on_sample(&s);
+        // A sliver of a second after the last whole one gives a meaningless
+        // per-second rate on stderr; the JSON keeps it (samples sum to the
+        // totals).
+        if s.interval_s >= 0.1 {
+            on_sample(&s);
+        }
         samples.push(s);
     }
 
     let bs = plan.stream.bs_bytes;
     let mut totals = Totals::default();
     let mut hist = LatHist::new();
+    let mut late_hist = LatHist::new();
     let mut cpu = CpuUsage::default();
     let mut completions = Vec::new();
     let mut workers = Vec::new();
@@ -357,6 +430,7 @@ pub fn run(
     for mut o in outs {
         totals.merge(&o.result.totals);
         hist.merge(&o.hist);
+        late_hist.merge(&o.late_hist);
         cpu.usr_ns += o.result.cpu.usr_ns;
         cpu.sys_ns += o.result.cpu.sys_ns;
         completions.append(&mut o.completions);
@@ -367,8 +441,11 @@ pub fn run(
         workers.push(o.result);
     }
     let cpu_total = (cpu.usr_ns + cpu.sys_ns) as f64;
-    let rate_check =
-        record.then(|| rate_check(&plan.rate, &completions, plan.runtime_ns, runtime_ns));
+    let interrupted = stop.load(Ordering::Relaxed);
+    // Windows run to the planned end, or to the last completion when
+    // stopped early or by --commands/--blocks.
+    let planned_end = plan.runtime_ns.filter(|_| !interrupted);
+    let rate_check = record.then(|| rate_check(&plan.rate, &completions, planned_end, runtime_ns));
     let (rd, wr) = match (plan.stream.pattern.moves_data(), plan.direction) {
         (false, _) => (0, 0),
         (true, Direction::Write) => (totals.data_bytes, 0),
@@ -379,7 +456,7 @@ pub fn run(
         engine: workers
             .first()
             .map_or_else(|| plan.engine.as_str().to_string(), |w| w.engine.clone()),
-        interrupted: stop.load(Ordering::Relaxed),
+        interrupted,
         totals,
         rates: Rates::of(&totals, bs, runtime_ns),
         storage_read_bytes: rd,
@@ -400,7 +477,22 @@ pub fn run(
         rate_check,
         first_error,
         reserved_huge_pages: buffer.reserved_huge_pages,
+        trace: trace_summary,
+        pacing_lateness_ns: record.then(|| late_hist.summary()),
+        buffer_sha256: plan.buffer_checksum.then(|| buffer_sha256(&buffer)),
+        nvme: None,
     })
+}
+
+/// SHA-256 of the whole buffer, hex. Called after every worker has stopped,
+/// so no DMA is in flight.
+fn buffer_sha256(buffer: &DmaBuffer) -> String {
+    use sha2::Digest;
+    // SAFETY: the buffer is allocated for len bytes and alive; every worker
+    // and engine is done, so nothing writes it while the slice lives.
+    let bytes = unsafe { std::slice::from_raw_parts(buffer.as_ptr(), buffer.len() as usize) };
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn sample(cur: (u64, u64, u64), last: (u64, u64, u64), t_ns: u64, interval_ns: u64) -> Sample {
@@ -441,7 +533,9 @@ fn rate_check(
     } else {
         spec.rate_iops.unwrap_or(1) as f64
     };
-    let end = runtime.unwrap_or(ran_ns).min(ran_ns);
+    // Only windows that end at least 100 ms before submission stopped: the
+    // window holding the stop loses the commands still in flight then.
+    let end = runtime.unwrap_or(ran_ns).saturating_sub(100_000_000);
     check_rate(
         completions,
         bytes_bind,
@@ -466,17 +560,23 @@ fn worker_loop(
     deadline: u64,
     record: bool,
     cache_always: bool,
+    trace: Option<&TraceWriter>,
+    poisson: bool,
 ) -> WorkerOut {
     let cpu0 = CpuUsage::thread();
+    let spin_ns = if poisson { POISSON_SPIN_NS } else { 0 };
     let mut free: Vec<u32> = (0..depth as u32).rev().collect();
     let mut slot_cmd = vec![(0u32, 0u32, Op::Noop); depth];
     let mut slot_t0 = vec![0u64; depth];
+    let mut slot_addr = vec![0u64; depth];
+    let base = buffer.as_ptr() as u64;
     let mut inflight = 0usize;
     let mut pending: Option<(Command, u64)> = None;
     let mut draining = false;
     let mut comps: Vec<Completion> = Vec::with_capacity(depth);
     let mut totals = Totals::default();
     let mut hist = LatHist::new();
+    let mut late_hist = LatHist::new();
     let mut recorded = Vec::new();
     let mut first_error = None;
     let mut last_ns = 0;
@@ -510,8 +610,12 @@ fn worker_loop(
                     break;
                 }
                 free.pop();
+                if record {
+                    late_hist.record(clock.now_ns().saturating_sub(due));
+                }
                 slot_cmd[slot as usize] = (cmd.len, cmd.blocks, cmd.op);
                 slot_t0[slot as usize] = clock.now_ns();
+                slot_addr[slot as usize] = base + cmd.buf_offset;
                 inflight += 1;
                 pending = None;
             }
@@ -522,23 +626,22 @@ fn worker_loop(
             }
             if let Some((_, due)) = pending {
                 let until = due.min(deadline).min(now + POLL.as_nanos() as u64);
-                clock.sleep_until(until);
+                precise_wait_until(clock, until, spin_ns);
             }
             continue;
         }
+        let mut spin_to = None;
         let (min, timeout) = match pending {
             Some((_, due)) if !draining && !free.is_empty() => {
-                if due > now {
-                    (
-                        1,
-                        Some(
-                            Duration::from_nanos(
-                                (due - now).min(deadline.saturating_sub(now)).max(1),
-                            )
-                            .min(POLL),
-                        ),
-                    )
+                let until = due.min(deadline);
+                if until > now + spin_ns {
+                    // Sleep in the ring until shortly before the due time
+                    // (or a completion); the last stretch is spun below.
+                    let wait = Duration::from_nanos(until - now - spin_ns).min(POLL);
+                    (1, Some(wait))
                 } else {
+                    // Submit what is queued first, then spin to the due time.
+                    spin_to = Some(until);
                     (0, None)
                 }
             }
@@ -552,6 +655,9 @@ fn worker_loop(
             break;
         }
         if comps.is_empty() {
+            if let Some(until) = spin_to {
+                precise_wait_until(clock, until, spin_ns);
+            }
             continue;
         }
         let t = clock.now_ns();
@@ -585,6 +691,15 @@ fn worker_loop(
                 continue;
             }
             hist.record(t.saturating_sub(slot_t0[s]));
+            if let (Some(w), Op::Read | Op::Write) = (trace, op) {
+                let dir = if op == Op::Read {
+                    DmaDir::ToMemory
+                } else {
+                    DmaDir::FromMemory
+                };
+                // A failed write is remembered by the writer; finish reports it.
+                let _ = w.write_dma_transfer(slot_addr[s], u64::from(len), dir, slot_t0[s], t);
+            }
             totals.add(u64::from(blocks), u64::from(len));
             if record && recorded.len() < MAX_RECORDED {
                 recorded.push((t, u64::from(len)));
@@ -608,8 +723,141 @@ fn worker_loop(
             lat_ns: hist.summary(),
         },
         hist,
+        late_hist,
         completions: recorded,
         first_error,
         last_ns,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Engine;
+    use crate::pattern::{DeviceOffsets, Pattern};
+    use std::time::Instant;
+
+    /// A slow device: each command completes 20 ms after it was queued.
+    /// Records when each command was queued and how many were in flight.
+    struct SlowEngine {
+        start: Instant,
+        inflight: Vec<(Instant, u32, i32)>,
+        queued_at_ns: Arc<Mutex<Vec<(u64, usize)>>>,
+    }
+
+    impl Engine for SlowEngine {
+        fn name(&self) -> &'static str {
+            "slow"
+        }
+        fn queue(&mut self, cmd: &Command, slot: u32) -> Result<(), engine::EngineError> {
+            let now = Instant::now();
+            self.queued_at_ns.lock().unwrap().push((
+                now.duration_since(self.start).as_nanos() as u64,
+                self.inflight.len(),
+            ));
+            self.inflight
+                .push((now + Duration::from_millis(20), slot, cmd.len as i32));
+            Ok(())
+        }
+        fn submit_and_reap(
+            &mut self,
+            min: usize,
+            timeout: Option<Duration>,
+            out: &mut Vec<Completion>,
+        ) -> Result<(), engine::EngineError> {
+            let limit = timeout.map(|t| Instant::now() + t);
+            loop {
+                let now = Instant::now();
+                let before = out.len();
+                self.inflight.retain(|&(due, slot, result)| {
+                    let done = due <= now;
+                    if done {
+                        out.push(Completion { slot, result });
+                    }
+                    !done
+                });
+                if out.len() - before >= min || limit.is_some_and(|l| now >= l) {
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+
+    #[test]
+    fn paced_submissions_never_wait_for_completions() {
+        let cfg = StreamConfig {
+            pattern: Pattern::Single,
+            write_storage: false,
+            bs_bytes: 4096,
+            max_blocks: 1,
+            buffer_bytes: 1 << 20,
+            piece_bytes: 1 << 20,
+            region_bytes: 1 << 20,
+            device_offsets: DeviceOffsets::Sequential,
+            seed: 1,
+        };
+        let spec = RateSpec {
+            rate_bytes_per_s: None,
+            rate_iops: Some(500),
+            timeslot_ns: 100_000_000,
+            arrival: Arrival::Uniform,
+            burst: false,
+            seed: 1,
+        };
+        let shared = Mutex::new(Shared {
+            stream: PatternStream::new(cfg).unwrap(),
+            limiter: Limiter::new(spec),
+            commands_left: 100,
+            blocks_left: u64::MAX,
+            data: true,
+        });
+        let clock = MonoClock::new();
+        let queued = Arc::new(Mutex::new(Vec::new()));
+        let mut eng = SlowEngine {
+            start: clock.start(),
+            inflight: Vec::new(),
+            queued_at_ns: queued.clone(),
+        };
+        let live = LiveStats::create(None).unwrap();
+        let buffer = DmaBuffer::new(1 << 20, 1 << 20, HugePages::None, Fill::Zero).unwrap();
+        let out = worker_loop(
+            0,
+            &[],
+            &mut eng,
+            &clock,
+            &shared,
+            &AtomicBool::new(false),
+            &AtomicBool::new(false),
+            &live,
+            &buffer,
+            32,
+            u64::MAX,
+            true,
+            false,
+            None,
+            false,
+        );
+        assert_eq!(out.result.totals.commands, 100);
+        // Commands are due every 2 ms and take 20 ms: a limiter that waited
+        // for completions (fio's inline mode drains the queue before it
+        // sleeps) would queue each one with nothing in flight; ours queues
+        // with about 10 in flight. Counting in-flight commands, not
+        // lateness, keeps the test immune to a busy machine's stalls.
+        let q = queued.lock().unwrap();
+        let mut inflight: Vec<usize> = q.iter().map(|&(_, n)| n).collect();
+        inflight.sort_unstable();
+        assert!(
+            inflight[50] >= 5,
+            "median in flight at submission: {}",
+            inflight[50]
+        );
+        // And never before the due time.
+        for (k, &(t, _)) in q.iter().enumerate() {
+            assert!(
+                t + 100_000 >= k as u64 * 2_000_000,
+                "command {k} early at {t}"
+            );
+        }
     }
 }

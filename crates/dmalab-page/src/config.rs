@@ -83,6 +83,10 @@ pub enum ClassifyMethod {
     /// `getrusage(RUSAGE_THREAD)` before and after every access: the kernel's
     /// own per-thread `min_flt`/`maj_flt` counters.
     Rusage,
+    /// Per-thread perf software events page-faults-maj/-min with period 1
+    /// into mmap'd rings: the same kernel accounting as `rusage`, but a hit
+    /// costs two user-memory loads instead of two system calls.
+    Perf,
     /// No classification (only to measure what the classifier costs).
     None,
 }
@@ -241,6 +245,9 @@ pub struct PageConfig {
     pub swappiness: Option<u32>,
     /// Raw media latency of the swap device, for the Table 2 OS overhead.
     pub media_latency_ns: Option<u64>,
+    /// The exact device `--swap dev:PATH` may overwrite (`--allow-destroy`).
+    #[serde(default)]
+    pub allow_destroy: Option<PathBuf>,
 }
 
 impl PageConfig {
@@ -381,6 +388,7 @@ mod tests {
             page_cluster: None,
             swappiness: None,
             media_latency_ns: None,
+            allow_destroy: None,
         }
     }
 

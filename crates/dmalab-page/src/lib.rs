@@ -14,6 +14,7 @@ pub mod cgroup;
 pub mod config;
 pub mod devguard;
 pub mod pattern;
+pub mod perfring;
 pub mod report;
 pub mod run;
 pub mod state;

@@ -170,8 +170,8 @@ pub struct FaultAccounting {
     /// How accesses were classified (`rusage`, `none`, or pmbench's
     /// `latency-only` for imports).
     pub method: String,
-    /// Mean cost of one classifier call, nanoseconds (two per access, both
-    /// outside the timed window).
+    /// `rusage` only: mean cost of one getrusage call, nanoseconds (two per
+    /// access, both outside the timed window); 0 otherwise.
     pub classifier_call_ns: f64,
     /// Major faults counted inside timed accesses.
     pub major_faults: u64,
@@ -467,11 +467,15 @@ impl PageResult {
         );
         let _ = writeln!(o);
         let f = &self.faults;
-        let _ = writeln!(
-            o,
-            "Fault accounting ({}; {:.0} ns per classifier call, 2 per access, outside the timed window):",
-            f.method, f.classifier_call_ns
-        );
+        let how = match f.method.as_str() {
+            "perf" => "perf page-fault event rings read before and after each access, no system call".to_string(),
+            "rusage" => format!(
+                "getrusage(RUSAGE_THREAD) before and after each access, {:.0} ns per call, outside the timed window",
+                f.classifier_call_ns
+            ),
+            m => m.to_string(),
+        };
+        let _ = writeln!(o, "Fault accounting ({how}):");
         let _ = writeln!(
             o,
             "  classified: {} major, {} minor faults; outside accesses: {} major, {} minor",

@@ -41,6 +41,10 @@ pub struct HostChanges {
     pub swapon: Vec<PathBuf>,
     /// Swap file created (deleted afterwards).
     pub swap_file: Option<PathBuf>,
+    /// Block devices given a swap header (zeroed again afterwards, so the
+    /// device is back to holding no signature).
+    #[serde(default)]
+    pub swap_header_written: Vec<PathBuf>,
     /// Settings changed, in order (restored in reverse).
     pub settings: Vec<SettingChange>,
 }
@@ -52,6 +56,7 @@ impl HostChanges {
             && self.zram_id.is_none()
             && self.swapon.is_empty()
             && self.swap_file.is_none()
+            && self.swap_header_written.is_empty()
             && self.settings.is_empty()
     }
 }
@@ -158,6 +163,21 @@ pub fn undo_changes(c: &HostChanges) -> (Vec<String>, Vec<String>) {
             Err(e) => errors.push(format!("cannot swapoff {}: {e}", p.display())),
         }
     }
+    for dev in &c.swap_header_written {
+        let wipe = || -> io::Result<()> {
+            use std::io::Write;
+            let mut f = fs::OpenOptions::new().write(true).open(dev)?;
+            f.write_all(&[0u8; 4096])?;
+            f.sync_all()
+        };
+        match wipe() {
+            Ok(()) => done.push(format!("wiped the swap header off {}", dev.display())),
+            Err(e) => errors.push(format!(
+                "cannot wipe the swap header off {}: {e}",
+                dev.display()
+            )),
+        }
+    }
     if let Some(id) = c.zram_id {
         match crate::swap::zram_remove(id) {
             Ok(true) => done.push(format!("removed /dev/zram{id}")),
@@ -173,6 +193,10 @@ pub fn undo_changes(c: &HostChanges) -> (Vec<String>, Vec<String>) {
         }
     }
     for s in c.settings.iter().rev() {
+        // A setting inside our own cgroup went away with it.
+        if !s.path.exists() {
+            continue;
+        }
         let cur = fs::read_to_string(&s.path).map(|v| v.trim().to_string());
         if cur.as_deref().ok() == Some(s.old.as_str()) {
             continue;

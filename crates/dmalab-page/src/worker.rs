@@ -12,6 +12,7 @@
 use crate::cgroup::CgroupStat;
 use crate::config::{ClassifyMethod, Offset, PageConfig, PAGE_SIZE};
 use crate::pattern::PageGen;
+use crate::perfring::{PerfRing, SW_PAGE_FAULTS_MAJ, SW_PAGE_FAULTS_MIN};
 use crate::sysinfo::{read_swaps, SwapEntry, Vmstat};
 use crate::timer::Timer;
 use dmalab_core::hist::LatHist;
@@ -51,6 +52,9 @@ pub struct ThreadOut {
     pub minflt_outside: u64,
     /// How long this thread measured, nanoseconds.
     pub measured_ns: u64,
+    /// perf classifier only: faults getrusage saw that the rings missed,
+    /// plus throttle/lost records (0 when the rings were exact).
+    pub perf_lost: u64,
 }
 
 /// What the worker returns on stdout.
@@ -249,7 +253,16 @@ pub fn run(plan: &WorkerPlan, stop: Arc<AtomicBool>) -> std::io::Result<WorkerOu
     barrier.wait();
     for h in handles {
         match h.join() {
-            Ok(t) => out.threads.push(t),
+            Ok(Ok(t)) => {
+                if t.perf_lost > 0 {
+                    out.warnings.push(format!(
+                        "perf classifier: {} fault events were lost or throttled; classification may be short; use --classify rusage",
+                        t.perf_lost
+                    ));
+                }
+                out.threads.push(t)
+            }
+            Ok(Err(e)) => return Err(std::io::Error::other(e)),
             Err(_) => return Err(std::io::Error::other("a measuring thread panicked")),
         }
     }
@@ -268,7 +281,7 @@ fn measure(
     timer: Timer,
     barrier: &Barrier,
     stop: &AtomicBool,
-) -> ThreadOut {
+) -> Result<ThreadOut, String> {
     let mut gen = PageGen::new(
         cfg.pattern,
         cfg.shape,
@@ -277,7 +290,27 @@ fn measure(
         tid as u64,
     );
     let mut hists: [[LatHist; 3]; 2] = Default::default();
-    let classify = cfg.classify == ClassifyMethod::Rusage;
+    let method = cfg.classify;
+    let opened = if method == ClassifyMethod::Perf {
+        Some((
+            PerfRing::open(SW_PAGE_FAULTS_MAJ),
+            PerfRing::open(SW_PAGE_FAULTS_MIN),
+        ))
+    } else {
+        None
+    };
+    let mut rings = match opened {
+        None => None,
+        Some((Ok(a), Ok(b))) => Some((a, b)),
+        Some((Err(e), _)) | Some((_, Err(e))) => {
+            // Stop the others and let them go before failing.
+            stop.store(true, Ordering::Relaxed);
+            barrier.wait();
+            return Err(format!(
+                "--classify perf: perf_event_open(page-faults) failed: {e}; check /proc/sys/kernel/perf_event_paranoid or use --classify rusage"
+            ));
+        }
+    };
     let runtime = Duration::from_nanos(cfg.runtime_ns);
     let read_pct = u64::from(cfg.read_pct);
     let delay_ticks = if cfg.delay_ns == 0 {
@@ -286,6 +319,7 @@ fn measure(
         (cfg.delay_ns as f64 * timer.hz() / 1e9) as u64
     };
     let (mut maj_in, mut min_in) = (0u64, 0u64);
+    let (mut maj_out_perf, mut min_out_perf) = (0u64, 0u64);
     let mut n = 0u64;
     let mut sink = 0u32;
     barrier.wait();
@@ -308,7 +342,17 @@ fn measure(
                 .add((page * PAGE_SIZE + off) as usize)
                 .cast::<u32>()
         };
-        let (b_min, b_maj) = if classify { thread_faults() } else { (0, 0) };
+        let (b_min, b_maj) = match (method, &mut rings) {
+            (ClassifyMethod::Rusage, _) => thread_faults(),
+            (ClassifyMethod::Perf, Some((maj, min))) => {
+                let (hj, hn) = (maj.head(), min.head());
+                // Faults since the last access (bookkeeping) are not ours.
+                maj_out_perf += maj.consume(hj);
+                min_out_perf += min.consume(hn);
+                (hn, hj)
+            }
+            _ => (0, 0),
+        };
         compiler_fence(Ordering::SeqCst);
         let t0 = timer.now();
         compiler_fence(Ordering::SeqCst);
@@ -327,9 +371,21 @@ fn measure(
         compiler_fence(Ordering::SeqCst);
         let t1 = timer.now();
         compiler_fence(Ordering::SeqCst);
-        let (a_min, a_maj) = if classify { thread_faults() } else { (0, 0) };
-        let dmaj = a_maj.wrapping_sub(b_maj);
-        let dmin = a_min.wrapping_sub(b_min);
+        let (dmin, dmaj) = match (method, &mut rings) {
+            (ClassifyMethod::Rusage, _) => {
+                let (a_min, a_maj) = thread_faults();
+                (a_min.wrapping_sub(b_min), a_maj.wrapping_sub(b_maj))
+            }
+            (ClassifyMethod::Perf, Some((maj, min))) => {
+                let (hj, hn) = (maj.head(), min.head());
+                if hj != b_maj || hn != b_min {
+                    (min.consume(hn), maj.consume(hj))
+                } else {
+                    (0, 0)
+                }
+            }
+            _ => (0, 0),
+        };
         maj_in += dmaj;
         min_in += dmin;
         let class = if dmaj > 0 {
@@ -353,7 +409,19 @@ fn measure(
     std::hint::black_box(sink);
     let maj_all = maj1 - maj0;
     let min_all = min1 - min0;
-    ThreadOut {
+    let classify = method != ClassifyMethod::None;
+    let mut perf_lost = 0;
+    if let Some((maj, min)) = &mut rings {
+        let (hj, hn) = (maj.head(), min.head());
+        maj_out_perf += maj.consume(hj);
+        min_out_perf += min.consume(hn);
+        // The rings must account for every fault getrusage saw.
+        perf_lost = (maj_all + min_all)
+            .saturating_sub(maj_in + min_in + maj_out_perf + min_out_perf)
+            + maj.other_records
+            + min.other_records;
+    }
+    Ok(ThreadOut {
         hists: hists
             .iter()
             .map(|rw| rw.iter().map(LatHist::encode).collect())
@@ -372,7 +440,8 @@ fn measure(
             0
         },
         measured_ns,
-    }
+        perf_lost,
+    })
 }
 
 #[cfg(test)]
@@ -382,6 +451,12 @@ mod tests {
 
     #[test]
     fn small_in_memory_run_is_all_hits_after_warmup() {
+        for m in [ClassifyMethod::Rusage, ClassifyMethod::Perf] {
+            in_memory_run(m);
+        }
+    }
+
+    fn in_memory_run(classify: ClassifyMethod) {
         let config = PageConfig {
             map_bytes: 4 << 20,
             set_bytes: 4 << 20,
@@ -391,7 +466,7 @@ mod tests {
             shape: 0.0,
             offset: Offset::Random,
             timer: TimerKind::Rdtscp,
-            classify: ClassifyMethod::Rusage,
+            classify,
             cold: false,
             init_random: true,
             delay_ns: 0,
@@ -403,6 +478,7 @@ mod tests {
             page_cluster: None,
             swappiness: None,
             media_latency_ns: None,
+            allow_destroy: None,
         };
         let out = run(
             &WorkerPlan {
@@ -410,8 +486,15 @@ mod tests {
                 cgroup: None,
             },
             Arc::new(AtomicBool::new(false)),
-        )
-        .unwrap();
+        );
+        let out = match out {
+            Ok(o) => o,
+            Err(e) if classify == ClassifyMethod::Perf => {
+                eprintln!("SKIPPED perf classifier: {e}");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
         assert_eq!(out.threads.len(), 2);
         for t in &out.threads {
             assert!(t.accesses > 1000);
@@ -453,6 +536,7 @@ mod tests {
             page_cluster: None,
             swappiness: None,
             media_latency_ns: None,
+            allow_destroy: None,
         };
         let out = run(
             &WorkerPlan {

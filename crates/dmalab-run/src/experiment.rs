@@ -177,14 +177,23 @@ impl VictimKind {
         }
     }
 
+    /// Pointers tried, in order, when the default metric is not in a
+    /// result (e.g. a latency probe run in clock-only mode).
+    pub fn metric_fallbacks(&self) -> &'static [&'static str] {
+        match self {
+            VictimKind::ProbeLatency => &["/result/clock/mean_ns"],
+            _ => &[],
+        }
+    }
+
     /// Default figure: JSON pointer (into the child's result document, or
     /// into the runner's own measurement for exec/redis/idle), unit, and
     /// which direction is better.
     pub fn default_metric(&self) -> (&'static str, &'static str, Better) {
         match self {
-            VictimKind::ProbeLatency => ("/result/latency/mean_ns", "ns", Better::Lower),
-            VictimKind::ProbeBandwidth => ("/result/total/bw_bytes", "B/s", Better::Higher),
-            VictimKind::Page => ("/result/all/latency/mean_ns", "ns", Better::Lower),
+            VictimKind::ProbeLatency => ("/result/per_access/mean_ns", "ns", Better::Lower),
+            VictimKind::ProbeBandwidth => ("/result/bw_bytes", "B/s", Better::Higher),
+            VictimKind::Page => ("/result/total/all/mean_ns", "ns", Better::Lower),
             VictimKind::Exec { regex: Some(_), .. } => ("regex", "", Better::Lower),
             VictimKind::Exec { .. } | VictimKind::Redis(_) | VictimKind::Idle { .. } => {
                 ("wall_s", "s", Better::Lower)
@@ -209,6 +218,8 @@ pub struct Victim {
     pub unit: String,
     /// Which direction is better.
     pub better: Better,
+    /// True when `metric` is the kind's default (fallbacks apply).
+    pub metric_is_default: bool,
     /// Per-run time limit; a run past it is killed and recorded as failed.
     pub timeout: Duration,
     /// Explicit CPUs for this victim (default: the experiment's victim CPUs).
@@ -653,7 +664,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
             }
         }
         if let Some(v) = e.noisy_cv_pct {
-            if !(*v.get_ref() > 0.0) {
+            if v.get_ref().partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
                 return Err(ctx.err(
                     v.span().start,
                     "experiment.noisy_cv_pct: must be above zero (default 5)",
@@ -819,6 +830,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
             flags.sort_by_key(|f| f.line);
         }
         let (dm, du, db) = kind.default_metric();
+        let metric_is_default = metric.is_none();
         let metric = metric.map(|m| m.0).unwrap_or_else(|| dm.to_string());
         if kind.subcommand().is_some() && !metric.starts_with('/') {
             return Err(ctx.err(start, format!("{owner}: metric '{metric}' must be a JSON pointer into the result document, e.g. \"{dm}\"")));
@@ -828,6 +840,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
             unit: unit.map(|u| u.0).unwrap_or_else(|| du.to_string()),
             better: better.unwrap_or(db),
             metric,
+            metric_is_default,
             kind,
             flags,
             timeout: vt,

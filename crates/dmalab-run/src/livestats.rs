@@ -151,7 +151,7 @@ impl LiveStats {
     }
 
     fn u64_at(&self, offset: usize) -> u64 {
-        debug_assert!(offset % 8 == 0 && offset + 8 <= FILE_LEN);
+        debug_assert!(offset.is_multiple_of(8) && offset + 8 <= FILE_LEN);
         // SAFETY: offset is 8-aligned and inside the mapping (page-aligned
         // base), so this is a valid, aligned AtomicU64 for the mapping's life.
         let a = unsafe { &*(self.ptr.add(offset) as *const AtomicU64) };

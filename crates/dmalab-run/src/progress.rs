@@ -90,11 +90,7 @@ impl Progress {
             return;
         }
         let width = 30;
-        let filled = if self.total == 0 {
-            0
-        } else {
-            width * self.done / self.total
-        };
+        let filled = (width * self.done).checked_div(self.total).unwrap_or(0);
         let bar: String = "#".repeat(filled) + &"-".repeat(width - filled);
         let mut e = std::io::stderr().lock();
         let _ = write!(

@@ -132,8 +132,8 @@ fn validate(exp: &Experiment, exe: &Path) -> Result<Validated, RunError> {
     }
     for w in words_used {
         let k = w.join(" ");
-        if !help.contains_key(&k) {
-            help.insert(k, help_flags(exe, &w)?);
+        if let std::collections::btree_map::Entry::Vacant(e) = help.entry(k) {
+            e.insert(help_flags(exe, &w)?);
         }
     }
     let val = Validated { help };
@@ -616,7 +616,7 @@ fn start_aggressor(
     a: &Aggressor,
     p: &PlannedRun,
     dir: &Path,
-) -> Result<RunningAggressor, (Failure, AggressorOutcome)> {
+) -> Result<RunningAggressor, Box<(Failure, AggressorOutcome)>> {
     let live = dir.join("live-stats");
     let output = dir.join("aggressor.json");
     let (argv, live_stats, out) = match &a.kind {
@@ -675,14 +675,14 @@ fn start_aggressor(
     let mut sp = match spawn(&argv, &exp.placement.aggressor, dir, "aggressor") {
         Ok(s) => s,
         Err(e) => {
-            return Err((
+            return Err(Box::new((
                 failure_from(
                     format!("aggressor '{}' could not start: {e}", a.name),
                     None,
                     Path::new(""),
                 ),
                 outcome,
-            ))
+            )))
         }
     };
     let died = |sp: &mut Spawned, outcome: &mut AggressorOutcome, what: &str| {
@@ -701,7 +701,7 @@ fn start_aggressor(
                     &mut outcome,
                     &format!("exited before it started its load ({st})"),
                 );
-                return Err((f, outcome));
+                return Err(Box::new((f, outcome)));
             }
             if let Ok(Some(ls)) = LiveStats::open(&live) {
                 if ls.snapshot().state != State::Starting {
@@ -713,7 +713,7 @@ fn start_aggressor(
                 killpg(sp.pid, libc::SIGKILL);
                 let _ = sp.child.wait();
                 let f = died(&mut sp, &mut outcome, "did not start its load within 120 s");
-                return Err((f, outcome));
+                return Err(Box::new((f, outcome)));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -725,7 +725,7 @@ fn start_aggressor(
             &mut outcome,
             &format!("exited during the warm-up ({st})"),
         );
-        return Err((f, outcome));
+        return Err(Box::new((f, outcome)));
     }
     Ok(RunningAggressor {
         sp,
@@ -861,18 +861,18 @@ fn run_victim(
     let run_timed = |argv: &[String],
                      w: &mut Window,
                      tag: &str|
-     -> Result<(ExitStatus, Spawned2), VictimOutcome> {
+     -> Result<(ExitStatus, Spawned2), Box<VictimOutcome>> {
         w.start();
         let sp = match spawn(argv, &cpus, dir, tag) {
             Ok(s) => s,
             Err(e) => {
                 w.end();
-                return Err(fail(
+                return Err(Box::new(fail(
                     format!("victim '{}' could not start: {e}", v.name),
                     None,
                     Path::new(""),
                     argv.to_vec(),
-                ));
+                )));
             }
         };
         let (stdout, stderr) = (sp.stdout.clone(), sp.stderr.clone());
@@ -882,7 +882,7 @@ fn run_victim(
             w.end = Some(ls.snapshot());
         }
         if timed_out {
-            return Err(fail(
+            return Err(Box::new(fail(
                 format!(
                     "victim '{}' timed out after {:?} and was killed",
                     v.name, v.timeout
@@ -890,22 +890,22 @@ fn run_victim(
                 st,
                 &stderr,
                 argv.to_vec(),
-            ));
+            )));
         }
         match st {
             Some(s) if s.success() => Ok((s, Spawned2 { stdout, stderr })),
-            Some(s) => Err(fail(
+            Some(s) => Err(Box::new(fail(
                 format!("victim '{}' failed ({s})", v.name),
                 Some(s),
                 &stderr,
                 argv.to_vec(),
-            )),
-            None => Err(fail(
+            ))),
+            None => Err(Box::new(fail(
                 format!("victim '{}': lost its exit status", v.name),
                 None,
                 &stderr,
                 argv.to_vec(),
-            )),
+            ))),
         }
     };
     match &v.kind {
@@ -921,7 +921,7 @@ fn run_victim(
             }
         }
         VictimKind::Exec { argv, regex } => match run_timed(argv, w, "victim") {
-            Err(o) => o,
+            Err(o) => *o,
             Ok((_, s)) => {
                 let wall_s = w.wall_ns() as f64 / 1e9;
                 let out = std::fs::read_to_string(&s.stdout).unwrap_or_default();
@@ -1047,7 +1047,7 @@ fn run_victim(
             killpg(srv.pid, libc::SIGTERM);
             let _ = srv.child.wait();
             match res {
-                Err(o) => o,
+                Err(o) => *o,
                 Ok((_, s)) => {
                     let wall_s = w.wall_ns() as f64 / 1e9;
                     let out = std::fs::read_to_string(&s.stdout).unwrap_or_default();
@@ -1105,7 +1105,7 @@ fn run_victim(
                 "json".into(),
             ]);
             match run_timed(&argv, w, "victim") {
-                Err(o) => o,
+                Err(o) => *o,
                 Ok((_, s)) => {
                     let doc = std::fs::read(&out)
                         .ok()
@@ -1119,7 +1119,16 @@ fn run_victim(
                         );
                     };
                     let result = doc.get("result").cloned();
-                    match lookup_number(&doc, &v.metric) {
+                    let mut found = lookup_number(&doc, &v.metric);
+                    if v.metric_is_default {
+                        for alt in v.kind.metric_fallbacks() {
+                            if found.is_err() {
+                                found = lookup_number(&doc, alt)
+                                    .map_err(|_| found.clone().unwrap_err());
+                            }
+                        }
+                    }
+                    match found {
                         Ok(x) => VictimOutcome {
                             value: Some(x),
                             result,
@@ -1199,7 +1208,8 @@ fn one_run(
         None => None,
         Some(i) => match start_aggressor(exp, opts, val, &exp.aggressors[i], p, dir.path()) {
             Ok(a) => Some(a),
-            Err((f, o)) => {
+            Err(b) => {
+                let (f, o) = *b;
                 rec.status = RunStatus::Failed;
                 rec.failure = Some(f);
                 rec.aggressor = Some(o);
@@ -1314,4 +1324,35 @@ pub fn run(
     }
     progress.end();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_lookup_reads_numbers_and_explains_misses() {
+        let doc = serde_json::json!({"result": {"per_access": {"mean_ns": 81.5, "samples": "12"}, "threads": []}});
+        assert_eq!(lookup_number(&doc, "/result/per_access/mean_ns"), Ok(81.5));
+        assert_eq!(lookup_number(&doc, "/result/per_access/samples"), Ok(12.0));
+        let e = lookup_number(&doc, "/result/per_access/p50_ns").unwrap_err();
+        assert!(
+            e.contains("keys at '/result/per_access': mean_ns, samples"),
+            "{e}"
+        );
+        let e = lookup_number(&doc, "/result/nothing/here").unwrap_err();
+        assert!(e.contains("keys at '/result': per_access, threads"), "{e}");
+        assert!(lookup_number(&doc, "/result/threads")
+            .unwrap_err()
+            .contains("not a number"));
+    }
+
+    #[test]
+    fn tail_keeps_whole_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("err");
+        std::fs::write(&p, "first line\nsecond line\nthird\n").unwrap();
+        assert_eq!(tail(&p, 14), "third\n");
+        assert_eq!(tail(&p, 1000), "first line\nsecond line\nthird\n");
+    }
 }

@@ -3,5 +3,22 @@
 //!
 //! - [`trace`]: the trace format (binary and text), converters, and the
 //!   [`trace::TraceWriter`] that `dmalab load --trace` records into.
+//! - [`config`]: every parameter, TOML presets (`params/paper.toml`).
+//! - State, timing and statistics apart (as in r2vm's memory model):
+//!   [`cache`] and [`dram`] hold state (the DRAM also its bank timing),
+//!   [`engine`] replays a trace through one [`scheme::Scheme`] and counts.
+//! - [`synth`]: fixed-seed synthetic workloads and MSR Cambridge replay.
+//! - [`run`]: every scheme on one trace, parameter sweeps, paper orderings.
 
+pub mod cache;
+pub mod config;
+pub mod dram;
+pub mod engine;
+pub mod run;
+pub mod scheme;
+pub mod synth;
 pub mod trace;
+
+pub use config::SimConfig;
+pub use engine::{simulate, SchemeResult};
+pub use scheme::Scheme;

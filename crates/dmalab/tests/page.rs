@@ -304,45 +304,58 @@ fn zram_memory_limit_run_classifies_majors_like_the_cgroup() {
     }
     let _lock = HOST.lock().unwrap_or_else(|e| e.into_inner());
     let _guard = HostGuard::new();
-    let pc = page_cluster();
-    let d = run_json(&[
-        "--map",
-        "128M",
-        "--memory-limit",
-        "32M",
-        "--swap",
-        "zram",
-        "--runtime",
-        "2",
-        "--page-cluster",
-        "0",
-        "--media-latency",
-        "1us",
-    ]);
-    let r = &d["result"];
-    let majors = r["faults"]["major_faults"].as_u64().unwrap();
-    let cg = r["faults"]["cgroup"]["pgmajfault"].as_u64().unwrap();
-    assert!(majors > 1000, "only {majors} major faults");
-    let diff = (majors as f64 - cg as f64).abs() / cg as f64;
-    assert!(diff < 0.01, "classified {majors} vs cgroup {cg}");
-    assert!(r["total"]["major"]["accesses"].as_u64().unwrap() > 1000);
-    assert!(r["total"]["hit"]["accesses"].as_u64().unwrap() > 0);
-    assert!(r["table2"]["avg_major_ns"].as_f64().unwrap() > 0.0);
-    assert!(r["table2"]["os_overhead_ns"].is_number());
-    assert!(r["vmstat"]["run_delta"]["pswpin"].as_u64().unwrap() > 0);
-    let zram = added_zram(&d).expect("a zram device was added");
-    let sw = r["swap"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["path"] == zram.as_str())
-        .unwrap();
-    assert_eq!(sw["received_pages"], true);
-    assert_eq!(r["setup"]["settings"][0]["new"], "0");
-    assert!(r["setup"]["cleanup_errors"].as_array().unwrap().is_empty());
-    let pid_cg = r["setup"]["cgroup"].as_str().unwrap().to_string();
-    let pid: u32 = pid_cg.rsplit('-').next().unwrap().parse().unwrap();
-    assert_clean(pid, Some(&zram), &pc);
+    for classify in ["perf", "rusage"] {
+        let pc = page_cluster();
+        let d = run_json(&[
+            "--map",
+            "128M",
+            "--memory-limit",
+            "32M",
+            "--swap",
+            "zram",
+            "--runtime",
+            "2",
+            "--page-cluster",
+            "0",
+            "--media-latency",
+            "1us",
+            "--classify",
+            classify,
+        ]);
+        let r = &d["result"];
+        assert_eq!(r["faults"]["method"], classify);
+        let majors = r["faults"]["major_faults"].as_u64().unwrap();
+        let cg = r["faults"]["cgroup"]["pgmajfault"].as_u64().unwrap();
+        assert!(majors > 1000, "{classify}: only {majors} major faults");
+        let diff = (majors as f64 - cg as f64).abs() / cg as f64;
+        assert!(
+            diff < 0.01,
+            "{classify}: classified {majors} vs cgroup {cg}"
+        );
+        assert!(r["total"]["major"]["accesses"].as_u64().unwrap() > 1000);
+        assert!(r["total"]["hit"]["accesses"].as_u64().unwrap() > 0);
+        assert!(r["table2"]["avg_major_ns"].as_f64().unwrap() > 0.0);
+        assert!(r["table2"]["os_overhead_ns"].is_number());
+        assert!(r["vmstat"]["run_delta"]["pswpin"].as_u64().unwrap() > 0);
+        assert!(
+            d["warnings"].as_array().is_none_or(|w| w.is_empty()),
+            "{:?}",
+            d["warnings"]
+        );
+        let zram = added_zram(&d).expect("a zram device was added");
+        let sw = r["swap"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["path"] == zram.as_str())
+            .unwrap();
+        assert_eq!(sw["received_pages"], true);
+        assert_eq!(r["setup"]["settings"][0]["new"], "0");
+        assert!(r["setup"]["cleanup_errors"].as_array().unwrap().is_empty());
+        let pid_cg = r["setup"]["cgroup"].as_str().unwrap().to_string();
+        let pid: u32 = pid_cg.rsplit('-').next().unwrap().parse().unwrap();
+        assert_clean(pid, Some(&zram), &pc);
+    }
 }
 
 /// Starts a long run and waits until its worker is inside its cgroup.
@@ -467,4 +480,104 @@ fn kill_9_leftovers_are_removed_by_next_start_and_by_cleanup() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("removed cgroup"));
     assert_clean(pid, Some(&zram), &pc);
+}
+
+/// A loop device over a sparse file, detached when dropped.
+struct Loop {
+    dev: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Loop {
+    fn new(size: &str) -> Self {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let img = dir.path().join("swap.img");
+        assert!(Command::new("truncate")
+            .args(["-s", size])
+            .arg(&img)
+            .status()
+            .unwrap()
+            .success());
+        let o = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(&img)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        Self {
+            dev: String::from_utf8_lossy(&o.stdout).trim().to_string(),
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+    }
+}
+
+#[test]
+fn swap_on_a_named_block_device_needs_allow_destroy_and_is_wiped_after() {
+    if !need_host() || !common::need("losetup", common::have_program("losetup")) {
+        return;
+    }
+    let _lock = HOST.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = HostGuard::new();
+    let lo = Loop::new("160M");
+    let spec = format!("dev:{}", lo.dev);
+    let o = dmalab()
+        .args([
+            "page",
+            "--map",
+            "96M",
+            "--memory-limit",
+            "32M",
+            "--runtime",
+            "0.5",
+            "--swap",
+            &spec,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--allow-destroy"));
+    let d = run_json(&[
+        "--map",
+        "96M",
+        "--memory-limit",
+        "32M",
+        "--runtime",
+        "1",
+        "--swap",
+        &spec,
+        "--allow-destroy",
+        &lo.dev,
+    ]);
+    let sw = d["result"]["swap"].as_array().unwrap();
+    let ours = sw
+        .iter()
+        .find(|s| s["path"] == lo.dev.as_str())
+        .expect("device listed");
+    assert_eq!(ours["added_by_dmalab"], true);
+    assert_eq!(ours["received_pages"], true);
+    assert!(d["result"]["faults"]["major_faults"].as_u64().unwrap() > 0);
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap();
+    assert!(!swaps.contains(&lo.dev), "{swaps}");
+    // The swap header dmalab wrote is gone again.
+    let mut head = vec![0u8; 4096];
+    use std::io::Read;
+    std::fs::File::open(&lo.dev)
+        .unwrap()
+        .read_exact(&mut head)
+        .unwrap();
+    assert!(
+        head.iter().all(|&b| b == 0),
+        "swap header left on {}",
+        lo.dev
+    );
 }

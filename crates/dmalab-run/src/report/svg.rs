@@ -83,7 +83,7 @@ impl Scale {
 
 /// A "nice" linear range from zero (or the data's minimum) up to max.
 pub fn nice_max(max: f64) -> f64 {
-    if !(max > 0.0) || !max.is_finite() {
+    if max.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) || !max.is_finite() {
         return 1.0;
     }
     let mag = 10f64.powf(max.log10().floor());

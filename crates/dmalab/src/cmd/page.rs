@@ -70,7 +70,11 @@ enum TimerArg {
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 enum ClassifyArg {
-    /// getrusage(RUSAGE_THREAD) fault counters around every access.
+    /// perf software events page-faults-maj/-min (period 1) into per-thread
+    /// rings read from user memory: no system call per access.
+    Perf,
+    /// getrusage(RUSAGE_THREAD) fault counters around every access (two
+    /// system calls per access).
     Rusage,
     /// Do not classify (to measure what classifying costs).
     None,
@@ -106,7 +110,7 @@ struct RunArgs {
     #[arg(long, value_enum, default_value_t = TimerArg::Rdtscp)]
     timer: TimerArg,
     /// Fault classification method.
-    #[arg(long, value_enum, default_value_t = ClassifyArg::Rusage)]
+    #[arg(long, value_enum, default_value_t = ClassifyArg::Perf)]
     classify: ClassifyArg,
     /// Skip the warm-up pass over the working set (pmbench -c).
     #[arg(long)]
@@ -148,6 +152,10 @@ struct RunArgs {
     /// the average major fault minus this.
     #[arg(long, value_name = "DURATION")]
     media_latency: Option<String>,
+    /// Allow --swap dev:PATH to overwrite this exact device (only if every
+    /// safety check of the device guard passes).
+    #[arg(long, value_name = "PATH")]
+    allow_destroy: Option<PathBuf>,
     /// Also write pmbench's XML report format to FILE.
     #[arg(long, value_name = "FILE")]
     xml: Option<PathBuf>,
@@ -203,6 +211,7 @@ impl RunArgs {
             },
             classify: match self.classify {
                 ClassifyArg::Rusage => ClassifyMethod::Rusage,
+                ClassifyArg::Perf => ClassifyMethod::Perf,
                 ClassifyArg::None => ClassifyMethod::None,
             },
             cold: self.cold,
@@ -224,6 +233,7 @@ impl RunArgs {
                 .as_deref()
                 .map(|s| parse_duration("--media-latency", s).map(dmalab_core::schema::ns))
                 .transpose()?,
+            allow_destroy: self.allow_destroy.clone(),
         };
         cfg.validate()?;
         Ok(cfg)

@@ -32,7 +32,7 @@ pub struct Args {
 /// Runs `dmalab report`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(n) = args.noisy_cv {
-        if !(n > 0.0) {
+        if n.is_nan() || n <= 0.0 {
             return Err(dmalab_core::UsageError::new(
                 "--noisy-cv",
                 format!("{n} must be above zero (percent, e.g. 5)"),

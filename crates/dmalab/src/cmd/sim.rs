@@ -1,12 +1,24 @@
-//! `dmalab sim`: trace tools and the cache/DRAM simulator.
+//! `dmalab sim`: trace tools, synthetic workloads and the cache/DRAM
+//! simulator (docs/sim.md).
 
+use crate::cmd::common::OutputArgs;
 use anyhow::Context;
+use dmalab_core::host::HostInfo;
+use dmalab_core::schema::ResultDoc;
+use dmalab_core::units::parse_size;
 use dmalab_core::UsageError;
-use dmalab_sim::trace::{self, Format, Record, RecordSource, TraceReader};
-use std::path::PathBuf;
+use dmalab_sim::engine::SimError;
+use dmalab_sim::run::{self, Orderings, SweepPoint};
+use dmalab_sim::synth::{FileCopy, MsrReplay, TpchScan, WebServer};
+use dmalab_sim::trace::{self, Format, Record, RecordSource, TraceError, TraceReader, TraceWriter};
+use dmalab_sim::{Scheme, SchemeResult, SimConfig};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Instant, SystemTime};
 
-/// Trace-driven simulator of CPU and DMA traffic (see docs/sim.md).
+/// Trace-driven simulator of CPU and DMA traffic through an LLC, DDIO ways,
+/// a DMA cache and DRAM banks (see docs/sim.md).
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(subcommand)]
@@ -15,10 +27,123 @@ pub struct Args {
 
 #[derive(clap::Subcommand, Debug)]
 enum SimCmd {
+    /// Run every scheme on one trace and print the scheme table.
+    Compare(CompareArgs),
+    /// Vary one parameter and run every scheme at each value.
+    Sweep(SweepArgs),
+    /// Generate a fixed-seed synthetic workload trace (or replay an MSR
+    /// Cambridge CSV block trace as DMA transfers).
+    Synth(SynthArgs),
     /// Convert a trace between the binary and the text form.
     Convert(ConvertArgs),
     /// Count the records of a trace by kind and source.
     Stat(StatArgs),
+    /// Print the resolved parameters as TOML (a starting point for --params FILE).
+    Params(ParamArgs),
+}
+
+/// Parameter selection shared by compare, sweep and params.
+#[derive(clap::Args, Debug, Clone)]
+struct ParamArgs {
+    /// Parameter set: `paper` (the committed params/paper.toml), `modern`,
+    /// or a TOML file.
+    #[arg(long, default_value = "paper", value_name = "NAME|FILE")]
+    params: String,
+    /// Override one parameter, e.g. `--set llc.size_bytes=4M --set
+    /// dram.preset=ddr5-4800` (repeatable; names as in `dmalab sim params`).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+    /// Schemes to run, comma separated: snoop, shared, dma-cache-SIZE,
+    /// dma-cache-SIZE-pf (default: the paper's seven).
+    #[arg(long, value_delimiter = ',')]
+    schemes: Vec<String>,
+}
+
+/// `dmalab sim compare TRACE`.
+#[derive(clap::Args, Debug)]
+struct CompareArgs {
+    /// Trace file (binary or text).
+    trace: PathBuf,
+    #[command(flatten)]
+    p: ParamArgs,
+    #[command(flatten)]
+    out: OutputArgs,
+}
+
+/// `dmalab sim sweep TRACE --param KEY --values V,V,...`.
+#[derive(clap::Args, Debug)]
+struct SweepArgs {
+    /// Trace file (binary or text).
+    trace: PathBuf,
+    /// The parameter to vary (e.g. llc.size_bytes, dram.preset,
+    /// llc.ddio_ways, dram.page_policy).
+    #[arg(long)]
+    param: String,
+    /// Its values, comma separated (e.g. 1M,2M,4M,8M).
+    #[arg(long, value_delimiter = ',', required = true)]
+    values: Vec<String>,
+    #[command(flatten)]
+    p: ParamArgs,
+    #[command(flatten)]
+    out: OutputArgs,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Workload {
+    /// 128 KiB disk reads into scattered pages, copied by the CPU to a
+    /// buffer and on into other pages, which the disk later reads.
+    FileCopy,
+    /// 128-512 KiB disk reads scanned by the CPU with hash-table probes.
+    Tpch,
+    /// Network packets in 2 KiB ring buffers, app work, responses sent from
+    /// the page cache, small disk reads.
+    Web,
+    /// An MSR Cambridge CSV block trace (--input) replayed as DMA transfers.
+    Msr,
+}
+
+/// `dmalab sim synth WORKLOAD --output FILE`.
+#[derive(clap::Args, Debug)]
+struct SynthArgs {
+    /// Workload.
+    #[arg(value_enum)]
+    workload: Workload,
+    /// Trace to write (written whole or not at all).
+    #[arg(long, value_name = "FILE")]
+    output: PathBuf,
+    /// Write the text form instead of the binary one.
+    #[arg(long)]
+    text: bool,
+    /// Bytes the disk reads (file-copy, tpch).
+    #[arg(long, default_value = "64M")]
+    size: String,
+    /// Requests (web).
+    #[arg(long, default_value_t = 20_000)]
+    requests: u64,
+    /// Receive and transmit ring entries of 2 KiB (web).
+    #[arg(long, default_value_t = 256)]
+    ring: u64,
+    /// Hash-table size (tpch).
+    #[arg(long, default_value = "2M")]
+    hash_size: String,
+    /// CPU time between references, ns.
+    #[arg(long, default_value_t = 0)]
+    cpu_gap_ns: u64,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// MSR Cambridge CSV file (msr).
+    #[arg(long, value_name = "CSV")]
+    input: Option<PathBuf>,
+    /// Host memory disk offsets fold into (msr).
+    #[arg(long, default_value = "1G")]
+    span: String,
+    /// Leave out the CPU references that produce and consume the data (msr).
+    #[arg(long)]
+    no_cpu_touch: bool,
+    /// Replay at most this many requests, 0 for all (msr).
+    #[arg(long, default_value_t = 0)]
+    max_requests: u64,
 }
 
 /// `dmalab sim convert IN OUT --to text|binary`.
@@ -51,20 +176,309 @@ struct StatArgs {
 /// Runs `dmalab sim`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.cmd {
+        SimCmd::Compare(a) => compare(a),
+        SimCmd::Sweep(a) => sweep(a),
+        SimCmd::Synth(a) => synth(a),
         SimCmd::Convert(a) => convert(a),
         SimCmd::Stat(a) => stat(a),
+        SimCmd::Params(a) => params(a),
     }
 }
 
-fn open(path: &std::path::Path, what: &str) -> anyhow::Result<TraceReader> {
-    if !path.exists() {
+/// The resolved configuration of a compare or sweep run.
+#[derive(Serialize, Debug)]
+struct SimRunConfig {
+    /// Trace file.
+    trace: String,
+    /// Parameter set named by --params.
+    params_name: String,
+    /// Every parameter after --set overrides.
+    params: SimConfig,
+    /// Schemes run.
+    schemes: Vec<String>,
+    /// Swept parameter (sweep only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sweep_param: Option<String>,
+}
+
+/// `dmalab sim compare` result.
+#[derive(Serialize, Debug)]
+struct CompareResult {
+    /// One entry per scheme.
+    schemes: Vec<SchemeResult>,
+    /// The DMA-cache paper's orderings on these results.
+    orderings: Orderings,
+    /// Line references simulated, all schemes together.
+    refs_simulated: u64,
+    /// Wall time of the simulation, trace decoding included, ns.
+    wall_ns: u64,
+    /// Line references simulated per second of wall time.
+    refs_per_sec: f64,
+}
+
+/// `dmalab sim sweep` result.
+#[derive(Serialize, Debug)]
+struct SweepResult {
+    /// One point per value.
+    points: Vec<SweepPoint>,
+    /// Wall time, ns.
+    wall_ns: u64,
+}
+
+fn resolve(p: &ParamArgs) -> anyhow::Result<(SimConfig, Vec<Scheme>)> {
+    let mut cfg = match p.params.as_str() {
+        "paper" | "modern" => {
+            SimConfig::named(&p.params).map_err(|e| UsageError::new("--params", e.message))?
+        }
+        file => {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                UsageError::new(
+                    "--params",
+                    format!("cannot read '{file}' ({e}); name paper, modern or a TOML file"),
+                )
+            })?;
+            SimConfig::from_toml(&text)
+                .map_err(|e| UsageError::new("--params", format!("{file}: {}", e.message)))?
+        }
+    };
+    for s in &p.sets {
+        let (k, v) = s.split_once('=').ok_or_else(|| {
+            UsageError::new(
+                "--set",
+                format!("'{s}' is not KEY=VALUE (e.g. llc.size_bytes=4M)"),
+            )
+        })?;
+        cfg.set(k.trim(), v.trim())
+            .map_err(|e| UsageError::new("--set", e.to_string()))?;
+    }
+    let schemes = if p.schemes.is_empty() {
+        Scheme::paper_set()
+    } else {
+        p.schemes
+            .iter()
+            .map(|s| Scheme::parse(s.trim()).map_err(|m| UsageError::new("--schemes", m)))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    Ok((cfg, schemes))
+}
+
+/// Bad trace content is bad input (exit 2); I/O trouble is not.
+fn trace_err(what: &str, e: SimError) -> anyhow::Error {
+    match e {
+        SimError::Trace(TraceError::Format { path, message }) => {
+            UsageError::new(what, format!("{path}: {message}")).into()
+        }
+        SimError::Config(m) => UsageError::new("--params", m).into(),
+        other => anyhow::Error::new(other),
+    }
+}
+
+fn check_trace(path: &Path) -> anyhow::Result<()> {
+    if !path.is_file() {
         return Err(UsageError::new(
-            what,
-            format!("{} does not exist; give a trace file", path.display()),
+            "TRACE",
+            format!(
+                "{} is not a file; make one with `dmalab sim synth file-copy --output fc.trace`",
+                path.display()
+            ),
         )
         .into());
     }
-    TraceReader::open(path).with_context(|| format!("reading {}", path.display()))
+    Ok(())
+}
+
+fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
+    check_trace(&a.trace)?;
+    let (cfg, schemes) = resolve(&a.p)?;
+    let started = SystemTime::now();
+    let t0 = Instant::now();
+    let results = run::compare_file(&cfg, &schemes, &a.trace).map_err(|e| trace_err("TRACE", e))?;
+    let wall_ns = t0.elapsed().as_nanos() as u64;
+    let refs: u64 = results.iter().map(|r| r.cpu.refs + r.dma.refs).sum();
+    let refs_per_sec = refs as f64 / (wall_ns.max(1) as f64 / 1e9);
+    let orderings = run::orderings(&results);
+    let mut text = format!(
+        "trace {} ({} records), params {}, DRAM {}, LLC {} KiB {}-way\n\n",
+        a.trace.display(),
+        results.first().map_or(0, |r| r.records),
+        a.p.params,
+        cfg.dram.preset,
+        cfg.llc.size_bytes >> 10,
+        cfg.llc.ways
+    );
+    text.push_str(&run::table(&results));
+    text.push_str(&format!(
+        "\nsimulated {refs} line references in {:.3} s: {:.1} M refs/s\n",
+        wall_ns as f64 / 1e9,
+        refs_per_sec / 1e6
+    ));
+    print!("{text}");
+    let doc = ResultDoc::new(
+        "sim compare",
+        HostInfo::collect(),
+        SimRunConfig {
+            trace: a.trace.display().to_string(),
+            params_name: a.p.params.clone(),
+            params: cfg,
+            schemes: schemes.iter().map(|s| s.to_string()).collect(),
+            sweep_param: None,
+        },
+        CompareResult {
+            schemes: results,
+            orderings,
+            refs_simulated: refs,
+            wall_ns,
+            refs_per_sec,
+        },
+        started,
+    );
+    a.out.write(&doc, &text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
+    check_trace(&a.trace)?;
+    let (cfg, schemes) = resolve(&a.p)?;
+    // Check every value before the long part starts.
+    for v in &a.values {
+        cfg.clone()
+            .set(&a.param, v)
+            .map_err(|e| UsageError::new("--values", e.to_string()))?;
+    }
+    let started = SystemTime::now();
+    let t0 = Instant::now();
+    let trace = a.trace.clone();
+    let points = run::sweep(&cfg, &a.param, &a.values, &schemes, &mut |c, s| {
+        run::compare_file(c, s, &trace)
+    })
+    .map_err(|e| trace_err("TRACE", e))?;
+    let text = format!(
+        "trace {}, params {}; speedup against snooping; pf>sn: dma-cache-256K-pf beats snoop, sh<sn: shared loses, sm<sn: DMA caches under 128K lose\n\n{}",
+        a.trace.display(),
+        a.p.params,
+        run::sweep_table(&a.param, &points)
+    );
+    print!("{text}");
+    let doc = ResultDoc::new(
+        "sim sweep",
+        HostInfo::collect(),
+        SimRunConfig {
+            trace: a.trace.display().to_string(),
+            params_name: a.p.params.clone(),
+            params: cfg,
+            schemes: schemes.iter().map(|s| s.to_string()).collect(),
+            sweep_param: Some(a.param.clone()),
+        },
+        SweepResult {
+            points,
+            wall_ns: t0.elapsed().as_nanos() as u64,
+        },
+        started,
+    );
+    a.out.write(&doc, &text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
+    let size = parse_size("--size", &a.size)?;
+    if size == 0 {
+        return Err(UsageError::new("--size", "must be above 0").into());
+    }
+    let hash = parse_size("--hash-size", &a.hash_size)?;
+    if a.workload == Workload::Web && a.ring == 0 {
+        return Err(UsageError::new("--ring", "must be at least 1").into());
+    }
+    let span = parse_size("--span", &a.span)?;
+    let input = match (a.workload, &a.input) {
+        (Workload::Msr, None) => {
+            return Err(UsageError::new(
+                "--input",
+                "the msr workload needs --input FILE.csv (an MSR Cambridge block trace)",
+            )
+            .into())
+        }
+        (Workload::Msr, Some(p)) => Some(std::fs::File::open(p).map_err(|e| {
+            UsageError::new("--input", format!("cannot open {}: {e}", p.display()))
+        })?),
+        _ => None,
+    };
+    // Binary straight to the writer; text via a temporary binary trace.
+    let bin_path = if a.text {
+        a.output.with_extension("tmp-bin")
+    } else {
+        a.output.clone()
+    };
+    let w =
+        TraceWriter::create(&bin_path).map_err(|e| UsageError::new("--output", e.to_string()))?;
+    let mut n = 0u64;
+    let mut sink = |r: &Record| {
+        n += 1;
+        w.write_record(r)
+    };
+    match a.workload {
+        Workload::FileCopy => FileCopy {
+            total_bytes: size,
+            cpu_gap_ns: a.cpu_gap_ns,
+            seed: a.seed,
+            ..Default::default()
+        }
+        .generate(&mut sink)?,
+        Workload::Tpch => TpchScan {
+            total_bytes: size,
+            hash_bytes: hash,
+            cpu_gap_ns: a.cpu_gap_ns,
+            seed: a.seed,
+            ..Default::default()
+        }
+        .generate(&mut sink)?,
+        Workload::Web => WebServer {
+            requests: a.requests,
+            ring_entries: a.ring,
+            cpu_gap_ns: a.cpu_gap_ns,
+            seed: a.seed,
+            ..Default::default()
+        }
+        .generate(&mut sink)?,
+        Workload::Msr => {
+            let p = a.input.clone().unwrap_or_default();
+            let f = input.context("msr input")?;
+            MsrReplay {
+                span_bytes: span,
+                cpu_touch: !a.no_cpu_touch,
+                max_requests: a.max_requests,
+            }
+            .generate(
+                std::io::BufReader::new(f),
+                &p.display().to_string(),
+                &mut sink,
+            )
+            .map_err(|e| match e {
+                TraceError::Format { path, message } => {
+                    anyhow::Error::new(UsageError::new("--input", format!("{path}: {message}")))
+                }
+                o => anyhow::Error::new(o),
+            })?;
+        }
+    }
+    w.finish()?;
+    if a.text {
+        let r = trace::convert(&bin_path, &a.output, Format::Text);
+        let _ = std::fs::remove_file(&bin_path);
+        r?;
+    }
+    println!("{n} records written to {}", a.output.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn open(path: &Path, what: &str) -> anyhow::Result<TraceReader> {
+    if !path.is_file() {
+        return Err(UsageError::new(
+            what,
+            format!("{} is not a file; give a trace file", path.display()),
+        )
+        .into());
+    }
+    TraceReader::open(path).map_err(|e| trace_err(what, SimError::Trace(e)))
 }
 
 fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
@@ -73,7 +487,8 @@ fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
         FormatArg::Binary => Format::Binary,
         FormatArg::Text => Format::Text,
     };
-    let s = trace::convert(&a.input, &a.output, to)?;
+    let s =
+        trace::convert(&a.input, &a.output, to).map_err(|e| trace_err("IN", SimError::Trace(e)))?;
     println!("{} records written to {}", s.records, a.output.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -82,8 +497,11 @@ fn stat(a: StatArgs) -> anyhow::Result<ExitCode> {
     let mut rd = open(&a.trace, "TRACE")?;
     let mut r = Record::default();
     let (mut cpu, mut dma, mut xfer, mut markers, mut t) = (0u64, 0u64, 0u64, 0u64, 0u64);
-    while rd.next_record(&mut r)? {
-        t += r.gap_ns;
+    while rd
+        .next_record(&mut r)
+        .map_err(|e| trace_err("TRACE", SimError::Trace(e)))?
+    {
+        t = t.saturating_add(r.gap_ns);
         match (r.kind, r.source) {
             (trace::Kind::Ref, trace::Source::Cpu) => cpu += 1,
             (trace::Kind::Ref, trace::Source::Dma) => dma += 1,
@@ -94,5 +512,11 @@ fn stat(a: StatArgs) -> anyhow::Result<ExitCode> {
     println!(
         "cpu_refs {cpu}\ndma_refs {dma}\ndma_transfers {xfer}\nmarkers {markers}\nspan_ns {t}"
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn params(p: ParamArgs) -> anyhow::Result<ExitCode> {
+    let (cfg, _) = resolve(&p)?;
+    print!("{}", cfg.to_toml());
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,258 @@
+//! Set-associative cache state: flat arrays, no timing, no statistics.
+//!
+//! A slot is `set * ways + way`. Lines are addresses shifted right by the
+//! line size. Each slot also carries a `fill` word: when the line's data
+//! arrives (ps), or, with [`PENDING`] set, the DRAM ticket of a fill still in
+//! flight (prefetches).
+
+use crate::config::Replacement;
+
+const INVALID: u64 = u64::MAX;
+/// Marks a `fill` word that holds a DRAM read ticket rather than a time.
+pub const PENDING: u64 = 1 << 63;
+
+/// A line pushed out of the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Victim {
+    /// Line number.
+    pub line: u64,
+    /// Modified: must be written back.
+    pub dirty: bool,
+    /// Its `fill` word.
+    pub fill: u64,
+    /// True if it was brought in by a prefetch and never used.
+    pub unused_prefetch: bool,
+}
+
+/// One cache's state.
+pub struct Cache {
+    ways: usize,
+    sets: u64,
+    mask: u64,
+    pow2: bool,
+    policy: Replacement,
+    tags: Vec<u64>,
+    stamps: Vec<u64>,
+    dirty: Vec<bool>,
+    prefetched: Vec<bool>,
+    fill: Vec<u64>,
+    tick: u64,
+}
+
+impl Cache {
+    /// A cache of `size_bytes` with `ways` ways of `line_bytes` lines
+    /// (at least one set; sets need not be a power of two).
+    pub fn new(size_bytes: u64, ways: u32, line_bytes: u32, policy: Replacement) -> Self {
+        // A cache smaller than one set of `ways` lines gets fewer ways.
+        let lines = (size_bytes / line_bytes as u64).max(1);
+        let ways = (ways.max(1) as u64).min(lines) as usize;
+        let sets = (size_bytes / (ways as u64 * line_bytes as u64)).max(1);
+        let n = sets as usize * ways;
+        Cache {
+            ways,
+            sets,
+            mask: sets.wrapping_sub(1),
+            pow2: sets.is_power_of_two(),
+            policy,
+            tags: vec![INVALID; n],
+            stamps: vec![0; n],
+            dirty: vec![false; n],
+            prefetched: vec![false; n],
+            fill: vec![0; n],
+            tick: 0,
+        }
+    }
+
+    /// Number of sets.
+    pub fn sets(&self) -> u64 {
+        self.sets
+    }
+
+    /// Associativity.
+    pub fn ways(&self) -> usize {
+        self.ways
+    }
+
+    #[inline]
+    fn base(&self, line: u64) -> usize {
+        let set = if self.pow2 {
+            line & self.mask
+        } else {
+            line % self.sets
+        };
+        set as usize * self.ways
+    }
+
+    /// The slot holding `line`, if any.
+    #[inline]
+    pub fn lookup(&self, line: u64) -> Option<usize> {
+        let b = self.base(line);
+        self.tags[b..b + self.ways]
+            .iter()
+            .position(|&t| t == line)
+            .map(|w| b + w)
+    }
+
+    /// Marks a slot most recently used (and, with `write`, dirty). Returns
+    /// true if this was the first use of a prefetched line.
+    #[inline]
+    pub fn touch(&mut self, slot: usize, write: bool) -> bool {
+        self.tick += 1;
+        self.stamps[slot] = self.tick;
+        self.dirty[slot] |= write;
+        std::mem::replace(&mut self.prefetched[slot], false)
+    }
+
+    /// The `fill` word of a slot.
+    #[inline]
+    pub fn fill(&self, slot: usize) -> u64 {
+        self.fill[slot]
+    }
+
+    /// Replaces the `fill` word of a slot (a resolved ticket).
+    #[inline]
+    pub fn set_fill(&mut self, slot: usize, fill: u64) {
+        self.fill[slot] = fill;
+    }
+
+    /// Inserts `line` (not present), choosing a victim among the first
+    /// `way_limit` ways of its set. Returns the victim if a valid line left.
+    #[inline]
+    pub fn insert(
+        &mut self,
+        line: u64,
+        dirty: bool,
+        fill: u64,
+        prefetched: bool,
+        way_limit: usize,
+    ) -> Option<Victim> {
+        let b = self.base(line);
+        let lim = way_limit.clamp(1, self.ways);
+        let slot = b + self.choose(b, lim);
+        let old = self.tags[slot];
+        let victim = (old != INVALID).then(|| Victim {
+            line: old,
+            dirty: self.dirty[slot],
+            fill: self.fill[slot],
+            unused_prefetch: self.prefetched[slot],
+        });
+        self.tick += 1;
+        self.tags[slot] = line;
+        self.stamps[slot] = self.tick;
+        self.dirty[slot] = dirty;
+        self.prefetched[slot] = prefetched;
+        self.fill[slot] = fill;
+        victim
+    }
+
+    #[inline]
+    fn choose(&self, b: usize, lim: usize) -> usize {
+        let tags = &self.tags[b..b + lim];
+        if let Some(w) = tags.iter().position(|&t| t == INVALID) {
+            return w;
+        }
+        let stamps = &self.stamps[b..b + lim];
+        match self.policy {
+            Replacement::Lru => argmin(stamps, |_| true),
+            Replacement::CleanFirst => {
+                let dirty = &self.dirty[b..b + lim];
+                if dirty.iter().any(|d| !d) {
+                    argmin(stamps, |w| !dirty[w])
+                } else {
+                    argmin(stamps, |_| true)
+                }
+            }
+        }
+    }
+
+    /// Removes a slot's line; returns (dirty, fill).
+    #[inline]
+    pub fn remove(&mut self, slot: usize) -> (bool, u64) {
+        self.tags[slot] = INVALID;
+        self.prefetched[slot] = false;
+        (
+            std::mem::replace(&mut self.dirty[slot], false),
+            self.fill[slot],
+        )
+    }
+
+    /// Is the slot's line dirty?
+    #[inline]
+    pub fn is_dirty(&self, slot: usize) -> bool {
+        self.dirty[slot]
+    }
+}
+
+#[inline]
+fn argmin(stamps: &[u64], ok: impl Fn(usize) -> bool) -> usize {
+    let mut best = usize::MAX;
+    let mut best_s = u64::MAX;
+    for (w, &s) in stamps.iter().enumerate() {
+        if s < best_s && ok(w) {
+            best = w;
+            best_s = s;
+        }
+    }
+    best.min(stamps.len() - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_evicts_least_recent() {
+        // 2 sets x 2 ways of 64-byte lines.
+        let mut c = Cache::new(256, 2, 64, Replacement::Lru);
+        assert_eq!(c.sets(), 2);
+        assert!(c.insert(0, false, 0, false, 2).is_none());
+        assert!(c.insert(2, true, 0, false, 2).is_none());
+        let s0 = c.lookup(0).unwrap();
+        c.touch(s0, false);
+        let v = c.insert(4, false, 0, false, 2).unwrap();
+        assert_eq!((v.line, v.dirty), (2, true));
+        assert!(c.lookup(2).is_none() && c.lookup(0).is_some() && c.lookup(4).is_some());
+    }
+
+    #[test]
+    fn clean_first_spares_dirty_lines() {
+        let mut c = Cache::new(256, 4, 64, Replacement::CleanFirst);
+        assert_eq!(c.sets(), 1);
+        c.insert(1, true, 0, false, 4);
+        c.insert(2, false, 0, false, 4);
+        c.insert(3, true, 0, false, 4);
+        c.insert(4, false, 0, false, 4);
+        // 2 is the least recently used clean line, though 1 is older.
+        assert_eq!(c.insert(5, false, 0, false, 4).unwrap().line, 2);
+        assert_eq!(c.insert(6, false, 0, false, 4).unwrap().line, 4);
+        assert_eq!(c.insert(7, false, 0, false, 4).unwrap().line, 5);
+        // Make every line dirty: then the least recently used dirty one goes.
+        for l in [1, 3, 6, 7] {
+            let s = c.lookup(l).unwrap();
+            c.touch(s, true);
+        }
+        assert_eq!(c.insert(8, false, 0, false, 4).unwrap().line, 1);
+    }
+
+    #[test]
+    fn way_limit_confines_allocation() {
+        let mut c = Cache::new(64 * 4, 4, 64, Replacement::Lru);
+        for l in 0..4 {
+            c.insert(l, false, 0, false, 4);
+        }
+        // Limited to 1 way: always replaces way 0's line.
+        assert_eq!(c.insert(10, true, 0, false, 1).unwrap().line, 0);
+        assert_eq!(c.insert(11, true, 0, false, 1).unwrap().line, 10);
+        assert!(c.lookup(1).is_some() && c.lookup(2).is_some() && c.lookup(3).is_some());
+    }
+
+    #[test]
+    fn odd_set_count() {
+        let mut c = Cache::new(3 * 2 * 64, 2, 64, Replacement::Lru);
+        assert_eq!(c.sets(), 3);
+        for l in 0..6 {
+            assert!(c.insert(l, false, 0, false, 2).is_none());
+        }
+        assert!(c.insert(6, false, 0, false, 2).is_some());
+    }
+}

@@ -1,0 +1,534 @@
+//! The simulator's parameters: one serde struct, read from TOML, with
+//! presets. Every field is in the result document's `config`.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// A bad parameter: names the field, the value and what to do.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("{field}: {message}")]
+pub struct ConfigError {
+    /// The field (`llc.ways`).
+    pub field: String,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+fn err(field: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// Replacement policy of a cache.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Replacement {
+    /// Least recently used.
+    Lru,
+    /// The DMA-cache paper's order: an invalid line, else the least recently
+    /// used clean line, else the least recently used dirty line.
+    CleanFirst,
+}
+
+/// The processor.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CpuConfig {
+    /// Clock, MHz (turns ns into reported cycles).
+    pub freq_mhz: u32,
+    /// Outstanding CPU read misses (1: an in-order core that waits on each
+    /// miss).
+    pub outstanding_misses: u32,
+}
+
+/// The last-level cache.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LlcConfig {
+    /// Capacity, bytes (sets = size / (ways * line); need not be a power of two).
+    pub size_bytes: u64,
+    /// Associativity.
+    pub ways: u32,
+    /// Line size, bytes (a power of two).
+    pub line_bytes: u32,
+    /// Replacement policy.
+    pub replacement: Replacement,
+    /// Hit latency, ns.
+    pub hit_ns: f64,
+    /// Ways DMA may allocate into under the shared-cache scheme (DDIO's way
+    /// limit; equal to `ways` for an unrestricted shared cache as in DCA).
+    pub ddio_ways: u32,
+}
+
+/// The dedicated DMA cache (schemes `dma-cache-*`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DmaCacheConfig {
+    /// Associativity.
+    pub ways: u32,
+    /// Replacement policy.
+    pub replacement: Replacement,
+    /// Hit latency, ns.
+    pub hit_ns: f64,
+    /// Lines fetched ahead of a DMA read by the prefetching variant.
+    pub prefetch_degree: u32,
+    /// Prefetches never cross a block of this many bytes (a page).
+    pub prefetch_block_bytes: u64,
+}
+
+/// The DMA engine.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DmaConfig {
+    /// Outstanding DMA read misses (writes are posted).
+    pub outstanding_reads: u32,
+    /// Gap between the line references the simulator generates for a whole
+    /// transfer (`xfer` record), ns.
+    pub line_gap_ns: f64,
+}
+
+/// Row-buffer policy.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum PagePolicy {
+    /// Rows stay open until a conflict.
+    Open,
+    /// Every access precharges its row (auto-precharge).
+    Closed,
+}
+
+/// Request scheduler.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheduler {
+    /// Row hits first, then oldest.
+    FrFcfs,
+    /// Oldest first.
+    Fcfs,
+}
+
+/// DRAM timing, in memory clock cycles (tCK).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DramTiming {
+    /// Clock period, picoseconds.
+    pub tck_ps: u32,
+    /// CAS (read) latency.
+    pub cl: u32,
+    /// CAS write latency.
+    pub cwl: u32,
+    /// ACT to CAS.
+    pub trcd: u32,
+    /// PRE to ACT.
+    pub trp: u32,
+    /// ACT to PRE.
+    pub tras: u32,
+    /// Data burst on the bus (BL/2).
+    pub burst: u32,
+    /// CAS to CAS, different bank group.
+    pub tccd_s: u32,
+    /// CAS to CAS, same bank group.
+    pub tccd_l: u32,
+    /// Write recovery (end of write data to PRE).
+    pub twr: u32,
+    /// End of write data to a read CAS.
+    pub twtr: u32,
+    /// Read CAS to PRE.
+    pub trtp: u32,
+}
+
+/// The DRAM channel and its controller.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DramConfig {
+    /// Preset these values started from (`ddr4-3200`, `ddr5-4800`, `ddr2-800`).
+    pub preset: String,
+    /// Timing.
+    pub timing: DramTiming,
+    /// Bank groups (1 when the standard has none).
+    pub bank_groups: u32,
+    /// Banks per bank group.
+    pub banks_per_group: u32,
+    /// Bytes in one row across the rank (the row buffer).
+    pub row_bytes: u32,
+    /// Row-buffer policy.
+    pub page_policy: PagePolicy,
+    /// Scheduler.
+    pub scheduler: Scheduler,
+    /// Address mapping, most significant field first, `-` separated, from
+    /// `ro` (row), `ba` (bank), `bg` (bank group), `co` (column above the
+    /// line offset). `ro-ba-bg-co` keeps a row's lines together;
+    /// `ro-co-ba-bg` spreads consecutive lines over banks.
+    pub mapping: String,
+    /// XOR the bank and bank-group bits with the low row bits
+    /// (permutation-based interleaving).
+    #[serde(default)]
+    pub bank_xor: bool,
+    /// Read queue entries.
+    pub read_queue: u32,
+    /// Write queue entries.
+    pub write_queue: u32,
+    /// Writes are served ahead of reads once the write queue holds this
+    /// many (with `write_low_watermark = 0`, 1 drains writes as they come).
+    pub write_high_watermark: u32,
+    /// Write mode ends at this many when reads wait; with no read waiting,
+    /// more than this many writes start write mode.
+    pub write_low_watermark: u32,
+}
+
+impl DramConfig {
+    /// A preset by name: `ddr4-3200`, `ddr5-4800`, `ddr2-800`.
+    pub fn preset(name: &str) -> Result<Self, ConfigError> {
+        let (timing, bank_groups, banks_per_group, row_bytes) = match name {
+            // JEDEC DDR4-3200AA (22-22-22), x8 devices, 8-chip rank: 1 KiB
+            // page a chip, 8 KiB a rank.
+            "ddr4-3200" => (
+                DramTiming {
+                    tck_ps: 625,
+                    cl: 22,
+                    cwl: 16,
+                    trcd: 22,
+                    trp: 22,
+                    tras: 52,
+                    burst: 4,
+                    tccd_s: 4,
+                    tccd_l: 8,
+                    twr: 24,
+                    twtr: 12,
+                    trtp: 12,
+                },
+                4,
+                4,
+                8192,
+            ),
+            // JEDEC DDR5-4800B (40-39-39), one 32-bit sub-channel of x8
+            // devices: 4 chips, 4 KiB a row; BL16 moves a 64-byte line.
+            "ddr5-4800" => (
+                DramTiming {
+                    tck_ps: 416,
+                    cl: 40,
+                    cwl: 38,
+                    trcd: 39,
+                    trp: 39,
+                    tras: 77,
+                    burst: 8,
+                    tccd_s: 8,
+                    tccd_l: 12,
+                    twr: 72,
+                    twtr: 24,
+                    trtp: 18,
+                },
+                8,
+                4,
+                4096,
+            ),
+            // DDR2-800 (5-5-5), the paper's memory generation; 8 banks, no
+            // bank groups, 8 KiB rank rows.
+            "ddr2-800" => (
+                DramTiming {
+                    tck_ps: 2500,
+                    cl: 5,
+                    cwl: 4,
+                    trcd: 5,
+                    trp: 5,
+                    tras: 18,
+                    burst: 4,
+                    tccd_s: 2,
+                    tccd_l: 2,
+                    twr: 6,
+                    twtr: 3,
+                    trtp: 3,
+                },
+                1,
+                8,
+                8192,
+            ),
+            other => {
+                return Err(err(
+                    "dram.preset",
+                    format!("unknown preset '{other}'; use ddr4-3200, ddr5-4800 or ddr2-800"),
+                ))
+            }
+        };
+        Ok(DramConfig {
+            preset: name.into(),
+            timing,
+            bank_groups,
+            banks_per_group,
+            row_bytes,
+            page_policy: PagePolicy::Open,
+            scheduler: Scheduler::FrFcfs,
+            mapping: "ro-ba-bg-co".into(),
+            bank_xor: false,
+            read_queue: 32,
+            write_queue: 32,
+            write_high_watermark: 24,
+            write_low_watermark: 8,
+        })
+    }
+}
+
+/// Everything the simulator needs.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SimConfig {
+    /// Processor.
+    pub cpu: CpuConfig,
+    /// Last-level cache.
+    pub llc: LlcConfig,
+    /// Dedicated DMA cache (size comes from the scheme).
+    pub dma_cache: DmaCacheConfig,
+    /// DMA engine.
+    pub dma: DmaConfig,
+    /// Memory.
+    pub dram: DramConfig,
+}
+
+/// The committed parameter set for the DMA-cache paper comparison
+/// (`params/paper.toml`).
+pub const PAPER_TOML: &str = include_str!("../params/paper.toml");
+
+impl SimConfig {
+    /// A modern server-like default: an 11-way 2.75 MiB LLC (two of
+    /// Skylake-SP's 1.375 MiB slices) of which DMA may fill 2 ways (DDIO's
+    /// default), DDR4-3200, an in-order 3 GHz core.
+    pub fn modern() -> Self {
+        SimConfig {
+            cpu: CpuConfig {
+                freq_mhz: 3000,
+                outstanding_misses: 1,
+            },
+            llc: LlcConfig {
+                size_bytes: 11 * 4096 * 64,
+                ways: 11,
+                line_bytes: 64,
+                replacement: Replacement::Lru,
+                hit_ns: 15.0,
+                ddio_ways: 2,
+            },
+            dma_cache: DmaCacheConfig {
+                ways: 8,
+                replacement: Replacement::CleanFirst,
+                hit_ns: 15.0,
+                prefetch_degree: 4,
+                prefetch_block_bytes: 4096,
+            },
+            dma: DmaConfig {
+                outstanding_reads: 1,
+                line_gap_ns: 0.0,
+            },
+            dram: DramConfig::preset("ddr4-3200").expect("built-in preset"),
+        }
+    }
+
+    /// The committed paper parameter set.
+    pub fn paper() -> Self {
+        Self::from_toml(PAPER_TOML).expect("params/paper.toml is valid")
+    }
+
+    /// A named preset: `paper` or `modern`.
+    pub fn named(name: &str) -> Result<Self, ConfigError> {
+        match name {
+            "paper" => Ok(Self::paper()),
+            "modern" => Ok(Self::modern()),
+            o => Err(err(
+                "--params",
+                format!("unknown preset '{o}'; use paper, modern or a TOML file"),
+            )),
+        }
+    }
+
+    /// The parameters as a TOML file.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+    }
+
+    /// Parses and checks a TOML parameter file.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let c: SimConfig = toml::from_str(text).map_err(|e| err("params", e.to_string()))?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Sets one field by its dotted path (`llc.size_bytes`) from text; sizes
+    /// (`*_bytes`) take suffixes (`4M`), `dram.preset` loads that preset's
+    /// timing and geometry.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        if key == "dram.preset" {
+            let keep = self.dram.clone();
+            let mut d = DramConfig::preset(value)?;
+            d.page_policy = keep.page_policy;
+            d.scheduler = keep.scheduler;
+            d.mapping = keep.mapping;
+            d.bank_xor = keep.bank_xor;
+            d.read_queue = keep.read_queue;
+            d.write_queue = keep.write_queue;
+            d.write_high_watermark = keep.write_high_watermark;
+            d.write_low_watermark = keep.write_low_watermark;
+            self.dram = d;
+            return self.validate();
+        }
+        let mut v = serde_json::to_value(&*self).map_err(|e| err(key, e.to_string()))?;
+        let mut slot = &mut v;
+        for part in key.split('.') {
+            slot = slot.get_mut(part).ok_or_else(|| {
+                err(
+                    key,
+                    "no such parameter; see `dmalab sim params` for the names".to_string(),
+                )
+            })?;
+        }
+        let new = if key.ends_with("_bytes") {
+            parse_size(value)
+                .ok_or_else(|| {
+                    err(
+                        key,
+                        format!("'{value}' is not a size; use bytes with K, M or G"),
+                    )
+                })?
+                .into()
+        } else if slot.is_number() {
+            if let Ok(i) = value.parse::<u64>() {
+                i.into()
+            } else {
+                let f: f64 = value
+                    .parse()
+                    .map_err(|_| err(key, format!("'{value}' is not a number")))?;
+                serde_json::Value::from(f)
+            }
+        } else {
+            serde_json::Value::String(value.to_string())
+        };
+        *slot = new;
+        let c: SimConfig =
+            serde_json::from_value(v).map_err(|e| err(key, format!("'{value}': {e}")))?;
+        c.validate()?;
+        *self = c;
+        Ok(())
+    }
+
+    /// Checks the values that the model cannot run with.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let l = &self.llc;
+        if !l.line_bytes.is_power_of_two() || l.line_bytes < 8 {
+            return Err(err("llc.line_bytes", "must be a power of two, at least 8"));
+        }
+        if l.ways == 0 || l.ways > 64 {
+            return Err(err("llc.ways", "must be 1 to 64"));
+        }
+        if l.size_bytes < l.ways as u64 * l.line_bytes as u64 {
+            return Err(err("llc.size_bytes", "must hold at least one set"));
+        }
+        if l.ddio_ways == 0 || l.ddio_ways > l.ways {
+            return Err(err(
+                "llc.ddio_ways",
+                format!("must be 1 to llc.ways ({})", l.ways),
+            ));
+        }
+        if self.cpu.outstanding_misses == 0 || self.cpu.outstanding_misses > 64 {
+            return Err(err("cpu.outstanding_misses", "must be 1 to 64"));
+        }
+        if self.dma.outstanding_reads == 0 || self.dma.outstanding_reads > 64 {
+            return Err(err("dma.outstanding_reads", "must be 1 to 64"));
+        }
+        if self.cpu.freq_mhz == 0 {
+            return Err(err("cpu.freq_mhz", "must be positive"));
+        }
+        if self.dma_cache.ways == 0 || self.dma_cache.ways > 64 {
+            return Err(err("dma_cache.ways", "must be 1 to 64"));
+        }
+        for (f, v) in [
+            ("llc.hit_ns", l.hit_ns),
+            ("dma_cache.hit_ns", self.dma_cache.hit_ns),
+            ("dma.line_gap_ns", self.dma.line_gap_ns),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(err(f, "must be a non-negative number of ns"));
+            }
+        }
+        let d = &self.dram;
+        if d.bank_groups == 0 || !d.bank_groups.is_power_of_two() {
+            return Err(err("dram.bank_groups", "must be a power of two"));
+        }
+        if d.banks_per_group == 0 || !d.banks_per_group.is_power_of_two() {
+            return Err(err("dram.banks_per_group", "must be a power of two"));
+        }
+        if !d.row_bytes.is_power_of_two() || d.row_bytes < l.line_bytes {
+            return Err(err(
+                "dram.row_bytes",
+                "must be a power of two and at least one line",
+            ));
+        }
+        if d.timing.tck_ps == 0 || d.timing.burst == 0 {
+            return Err(err("dram.timing", "tck_ps and burst must be positive"));
+        }
+        crate::dram::Mapping::parse(&d.mapping).map_err(|m| err("dram.mapping", m))?;
+        if d.read_queue == 0 || d.write_queue == 0 {
+            return Err(err("dram.read_queue", "queues need at least one entry"));
+        }
+        if d.write_high_watermark == 0 || d.write_high_watermark > d.write_queue {
+            return Err(err(
+                "dram.write_high_watermark",
+                format!("must be 1 to dram.write_queue ({})", d.write_queue),
+            ));
+        }
+        if d.write_low_watermark >= d.write_high_watermark {
+            return Err(err(
+                "dram.write_low_watermark",
+                "must be below dram.write_high_watermark",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `4096`, `4K`, `1M`, `1.5M` (binary multiples).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, suf) = t.split_at(split);
+    let mult: u64 = match suf {
+        "" | "B" => 1,
+        "K" | "k" | "KiB" => 1 << 10,
+        "M" | "m" | "MiB" => 1 << 20,
+        "G" | "g" | "GiB" => 1 << 30,
+        _ => return None,
+    };
+    if num.contains('.') {
+        let v: f64 = num.parse().ok()?;
+        let b = v * mult as f64;
+        (b.fract() == 0.0 && b >= 0.0 && b < u64::MAX as f64).then_some(b as u64)
+    } else {
+        num.parse::<u64>().ok()?.checked_mul(mult)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_validate_and_set_works() {
+        SimConfig::modern().validate().unwrap();
+        let mut p = SimConfig::paper();
+        p.set("llc.size_bytes", "4M").unwrap();
+        assert_eq!(p.llc.size_bytes, 4 << 20);
+        p.set("dram.preset", "ddr5-4800").unwrap();
+        assert_eq!(p.dram.timing.cl, 40);
+        p.set("dram.page_policy", "closed").unwrap();
+        assert_eq!(p.dram.page_policy, PagePolicy::Closed);
+        p.set("llc.hit_ns", "12.5").unwrap();
+        assert_eq!(p.llc.hit_ns, 12.5);
+        assert!(p
+            .set("llc.nope", "1")
+            .unwrap_err()
+            .message
+            .contains("no such"));
+        assert!(p.set("llc.ways", "0").is_err());
+        assert!(p.set("dram.mapping", "ro-xx").is_err());
+    }
+}

@@ -1,0 +1,239 @@
+//! Running schemes over traces: compare, sweep, the paper's orderings, and
+//! the text tables.
+
+use crate::config::SimConfig;
+use crate::engine::{fill_speedups, simulate, SchemeResult, SimError};
+use crate::scheme::Scheme;
+use crate::trace::{TraceReader, VecSource};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Runs every scheme over the trace file (read afresh for each scheme, so
+/// decoding is part of every run); fills the speedups.
+pub fn compare_file(
+    cfg: &SimConfig,
+    schemes: &[Scheme],
+    path: &Path,
+) -> Result<Vec<SchemeResult>, SimError> {
+    let mut out = Vec::with_capacity(schemes.len());
+    for &s in schemes {
+        let mut rd = TraceReader::open(path)?;
+        out.push(simulate(cfg, s, &mut rd)?);
+    }
+    fill_speedups(&mut out);
+    Ok(out)
+}
+
+/// Runs every scheme over records held in memory; fills the speedups.
+pub fn compare_records(
+    cfg: &SimConfig,
+    schemes: &[Scheme],
+    recs: &[crate::trace::Record],
+) -> Result<Vec<SchemeResult>, SimError> {
+    let mut out = Vec::with_capacity(schemes.len());
+    for &s in schemes {
+        out.push(simulate(cfg, s, &mut VecSource::new(recs))?);
+    }
+    fill_speedups(&mut out);
+    Ok(out)
+}
+
+/// The DMA-cache paper's findings, checked on one set of results. `None`
+/// when a scheme the check needs was not run.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Orderings {
+    /// The 256 KiB DMA cache with prefetch is faster than snooping.
+    pub dma_cache_256k_pf_beats_snoop: Option<bool>,
+    /// The shared cache is slower than snooping.
+    pub shared_loses_to_snoop: Option<bool>,
+    /// Every DMA cache under 128 KiB that was run is slower than snooping.
+    pub small_dma_caches_lose_to_snoop: Option<bool>,
+}
+
+fn total(results: &[SchemeResult], name: &str) -> Option<f64> {
+    results
+        .iter()
+        .find(|r| r.scheme == name)
+        .map(|r| r.total_ns)
+}
+
+/// Checks the paper's orderings.
+pub fn orderings(results: &[SchemeResult]) -> Orderings {
+    let Some(snoop) = total(results, "snoop") else {
+        return Orderings::default();
+    };
+    let small: Vec<f64> = results
+        .iter()
+        .filter(|r| {
+            matches!(Scheme::parse(&r.scheme), Ok(Scheme::DmaCache { size_bytes, .. }) if size_bytes < 128 << 10)
+        })
+        .map(|r| r.total_ns)
+        .collect();
+    Orderings {
+        dma_cache_256k_pf_beats_snoop: total(results, "dma-cache-256K-pf").map(|t| t < snoop),
+        shared_loses_to_snoop: total(results, "shared").map(|t| t > snoop),
+        small_dma_caches_lose_to_snoop: (!small.is_empty())
+            .then(|| small.iter().all(|&t| t > snoop)),
+    }
+}
+
+fn pct(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        100.0 * a as f64 / b as f64
+    }
+}
+
+/// The scheme table `dmalab sim compare` prints.
+pub fn table(results: &[SchemeResult]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<18} {:>12} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>6} {:>6} {:>6}",
+        "scheme",
+        "total_us",
+        "speedup",
+        "cpu_hit",
+        "dma_hit",
+        "dirty_ev",
+        "dram_rd",
+        "dram_wr",
+        "row_h",
+        "row_m",
+        "row_c"
+    );
+    for r in results {
+        let rows =
+            |f: fn(&crate::dram::RowStats) -> u64| f(&r.dram.read_rows) + f(&r.dram.write_rows);
+        let acc = r.dram.reads + r.dram.writes;
+        let dirty = r.llc_dirty_evictions + r.dma_cache.map_or(0, |d| d.dirty_evictions);
+        let _ = writeln!(
+            s,
+            "{:<18} {:>12.1} {:>8} {:>6.1}% {:>6.1}% {:>9} {:>9} {:>9} {:>5.1}% {:>5.1}% {:>5.1}%",
+            r.scheme,
+            r.total_ns / 1000.0,
+            r.speedup_vs_snoop
+                .map_or("-".to_string(), |v| format!("{v:.3}")),
+            pct(r.cpu.llc_hits + r.cpu.dma_cache_hits, r.cpu.refs),
+            pct(r.dma.llc_hits + r.dma.dma_cache_hits, r.dma.refs),
+            dirty,
+            r.dram.reads,
+            r.dram.writes,
+            pct(rows(|x| x.hits), acc),
+            pct(rows(|x| x.misses), acc),
+            pct(rows(|x| x.conflicts), acc),
+        );
+    }
+    let _ = writeln!(s, "\ntime breakdown, % of each scheme's total:");
+    let _ = writeln!(
+        s,
+        "{:<18} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "scheme", "compute", "hit", "cpu_rd", "cpu_wb", "dma_rd", "dma_wr", "drain"
+    );
+    for r in results {
+        let b = &r.breakdown_ns;
+        let p = |x: f64| {
+            if r.total_ns > 0.0 {
+                100.0 * x / r.total_ns
+            } else {
+                0.0
+            }
+        };
+        let _ = writeln!(
+            s,
+            "{:<18} {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}%",
+            r.scheme,
+            p(b.compute_ns),
+            p(b.cache_hit_ns),
+            p(b.cpu_read_mem_ns),
+            p(b.cpu_writeback_mem_ns),
+            p(b.dma_read_mem_ns),
+            p(b.dma_write_mem_ns),
+            p(b.final_drain_ns)
+        );
+    }
+    s
+}
+
+/// One point of a sweep.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SweepPoint {
+    /// The swept parameter's value, as given.
+    pub value: String,
+    /// Every scheme's result at this value.
+    pub results: Vec<SchemeResult>,
+    /// The paper's orderings at this value.
+    pub orderings: Orderings,
+}
+
+/// Runs every scheme of a list under one configuration.
+pub type RunFn<'a> = dyn FnMut(&SimConfig, &[Scheme]) -> Result<Vec<SchemeResult>, SimError> + 'a;
+
+/// Runs the schemes once per value of `key` (a dotted parameter name).
+pub fn sweep(
+    base: &SimConfig,
+    key: &str,
+    values: &[String],
+    schemes: &[Scheme],
+    run: &mut RunFn<'_>,
+) -> Result<Vec<SweepPoint>, SimError> {
+    let mut out = Vec::new();
+    for v in values {
+        let mut cfg = base.clone();
+        cfg.set(key, v)
+            .map_err(|e| SimError::Config(e.to_string()))?;
+        let results = run(&cfg, schemes)?;
+        out.push(SweepPoint {
+            value: v.clone(),
+            orderings: orderings(&results),
+            results,
+        });
+    }
+    Ok(out)
+}
+
+fn yn(b: Option<bool>) -> &'static str {
+    match b {
+        Some(true) => "yes",
+        Some(false) => "NO",
+        None => "-",
+    }
+}
+
+/// The sweep table: speedup against snooping per scheme and value, and
+/// whether the paper's orderings hold.
+pub fn sweep_table(key: &str, points: &[SweepPoint]) -> String {
+    let mut s = String::new();
+    let Some(first) = points.first() else {
+        return s;
+    };
+    let _ = write!(s, "{key:<16}");
+    for r in &first.results {
+        let _ = write!(s, " {:>17}", r.scheme);
+    }
+    let _ = writeln!(s, " {:>6} {:>6} {:>6}", "pf>sn", "sh<sn", "sm<sn");
+    for p in points {
+        let _ = write!(s, "{:<16}", p.value);
+        for r in &p.results {
+            let _ = write!(
+                s,
+                " {:>17}",
+                r.speedup_vs_snoop
+                    .map_or(format!("{:.0}us", r.total_ns / 1000.0), |v| format!(
+                        "{v:.3}"
+                    ))
+            );
+        }
+        let o = &p.orderings;
+        let _ = writeln!(
+            s,
+            " {:>6} {:>6} {:>6}",
+            yn(o.dma_cache_256k_pf_beats_snoop),
+            yn(o.shared_loses_to_snoop),
+            yn(o.small_dma_caches_lose_to_snoop)
+        );
+    }
+    s
+}

@@ -1,0 +1,107 @@
+//! The four ways of handling DMA data, as named on the command line.
+
+use crate::config::parse_size;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// How DMA data meets the caches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Scheme {
+    /// DMA goes to memory; DMA writes invalidate cached copies, DMA reads
+    /// take dirty data from the cache (snooping).
+    Snoop,
+    /// DMA writes are injected into the LLC (DCA / DDIO), limited to
+    /// `llc.ddio_ways` ways; DMA reads hit in the LLC when the line is there.
+    Shared,
+    /// A dedicated DMA cache beside the LLC; a line is never in both.
+    DmaCache {
+        /// Capacity, bytes.
+        size_bytes: u64,
+        /// Sequential prefetch for DMA reads.
+        prefetch: bool,
+    },
+}
+
+impl Scheme {
+    /// Parses `snoop`, `shared`, `dma-cache-256K`, `dma-cache-256K-pf`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "snoop" => return Ok(Scheme::Snoop),
+            "shared" => return Ok(Scheme::Shared),
+            _ => {}
+        }
+        let bad = || {
+            format!(
+                "unknown scheme '{s}'; use snoop, shared, dma-cache-SIZE or dma-cache-SIZE-pf (e.g. dma-cache-256K-pf)"
+            )
+        };
+        let rest = s.strip_prefix("dma-cache-").ok_or_else(bad)?;
+        let (size, prefetch) = match rest.strip_suffix("-pf") {
+            Some(x) => (x, true),
+            None => (rest, false),
+        };
+        let size_bytes = parse_size(size).filter(|&b| b >= 64).ok_or_else(bad)?;
+        Ok(Scheme::DmaCache {
+            size_bytes,
+            prefetch,
+        })
+    }
+
+    /// The paper's set: snooping, shared cache, DMA caches of 32 to 256 KiB,
+    /// and the 256 KiB DMA cache with prefetch.
+    pub fn paper_set() -> Vec<Scheme> {
+        let mut v = vec![Scheme::Snoop, Scheme::Shared];
+        for k in [32u64, 64, 128, 256] {
+            v.push(Scheme::DmaCache {
+                size_bytes: k << 10,
+                prefetch: false,
+            });
+        }
+        v.push(Scheme::DmaCache {
+            size_bytes: 256 << 10,
+            prefetch: true,
+        });
+        v
+    }
+}
+
+impl fmt::Display for Scheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scheme::Snoop => write!(f, "snoop"),
+            Scheme::Shared => write!(f, "shared"),
+            Scheme::DmaCache {
+                size_bytes,
+                prefetch,
+            } => {
+                let sz = if size_bytes % (1 << 20) == 0 {
+                    format!("{}M", size_bytes >> 20)
+                } else if size_bytes % 1024 == 0 {
+                    format!("{}K", size_bytes >> 10)
+                } else {
+                    format!("{size_bytes}")
+                };
+                write!(f, "dma-cache-{sz}{}", if *prefetch { "-pf" } else { "" })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_roundtrip() {
+        for s in Scheme::paper_set() {
+            assert_eq!(Scheme::parse(&s.to_string()).unwrap(), s);
+        }
+        assert_eq!(
+            Scheme::parse("dma-cache-1M-pf").unwrap().to_string(),
+            "dma-cache-1M-pf"
+        );
+        assert!(Scheme::parse("dma-cache-").is_err());
+        assert!(Scheme::parse("ddio").is_err());
+    }
+}

@@ -1,0 +1,503 @@
+//! Fixed-seed synthetic workloads, and replay of MSR Cambridge block traces.
+//!
+//! Every generator streams records into a callback, so a workload of any
+//! size needs no memory. Addresses are "physical": page-cache pages are
+//! random 4 KiB frames, as a kernel hands them out.
+
+use crate::trace::{DmaDir, Kind, Record, TraceError};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+const LINE: u64 = 64;
+const PAGE: u64 = 4096;
+/// Page frames are drawn from this much physical memory, above 4 GiB.
+const FRAME_BASE: u64 = 4 << 30;
+const FRAME_SPAN: u64 = 16 << 30;
+const APP_BASE: u64 = 1 << 30;
+const HEAP_BASE: u64 = 2 << 30;
+const RING_BASE: u64 = 3 << 30;
+
+/// Where generated records go.
+pub type Sink<'a> = &'a mut dyn FnMut(&Record) -> Result<(), TraceError>;
+
+fn frame(rng: &mut ChaCha8Rng) -> u64 {
+    FRAME_BASE + rng.gen_range(0..FRAME_SPAN / PAGE) * PAGE
+}
+
+/// Emits a DMA transfer with its line references over `pages` (each `per`
+/// bytes from its start), between begin and end markers.
+fn dma_over(
+    out: Sink<'_>,
+    dir: DmaDir,
+    pages: &[u64],
+    per: u64,
+    line_gap_ns: u64,
+) -> Result<(), TraceError> {
+    let total = (pages.len() as u64 * per) as u32;
+    let first = pages.first().copied().unwrap_or(0);
+    out(&Record::transfer(Kind::Begin, 0, dir, first, total))?;
+    let mut gap = 0;
+    for &p in pages {
+        for off in (0..per).step_by(LINE as usize) {
+            out(&Record::dma(gap, dir.is_write(), p + off, LINE as u32))?;
+            gap = line_gap_ns;
+        }
+    }
+    out(&Record::transfer(Kind::End, 0, dir, first, total))
+}
+
+/// File copy: the disk writes 128 KiB into scattered page-cache pages, the
+/// CPU copies them into an application buffer (`read`), then from the
+/// buffer into the destination file's scattered page-cache pages (`write`);
+/// `writeback_lag_chunks` chunks later the disk reads those pages (writeback).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FileCopy {
+    /// Bytes copied.
+    pub total_bytes: u64,
+    /// Bytes per disk request (and per `read`/`write` call).
+    pub chunk_bytes: u64,
+    /// Chunks between a chunk's `write` and its writeback to disk.
+    pub writeback_lag_chunks: u32,
+    /// CPU time between two references of the copy loop, ns.
+    pub cpu_gap_ns: u64,
+    /// Device time between two line references of a transfer, ns.
+    pub dma_line_gap_ns: u64,
+    /// Seed of the page-frame choice.
+    pub seed: u64,
+}
+
+impl Default for FileCopy {
+    fn default() -> Self {
+        FileCopy {
+            total_bytes: 64 << 20,
+            chunk_bytes: 128 << 10,
+            writeback_lag_chunks: 8,
+            cpu_gap_ns: 0,
+            dma_line_gap_ns: 0,
+            seed: 1,
+        }
+    }
+}
+
+impl FileCopy {
+    /// Generates the trace.
+    pub fn generate(&self, out: Sink<'_>) -> Result<(), TraceError> {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        let chunk = self.chunk_bytes.max(PAGE) / PAGE * PAGE;
+        let npages = (chunk / PAGE) as usize;
+        let chunks = self.total_bytes.div_ceil(chunk);
+        let mut pending: std::collections::VecDeque<Vec<u64>> = Default::default();
+        let g = self.cpu_gap_ns;
+        for _ in 0..chunks {
+            let src: Vec<u64> = (0..npages).map(|_| frame(&mut rng)).collect();
+            dma_over(out, DmaDir::ToMemory, &src, PAGE, self.dma_line_gap_ns)?;
+            for (i, &p) in src.iter().enumerate() {
+                for off in (0..PAGE).step_by(LINE as usize) {
+                    out(&Record::cpu(g, false, p + off, LINE as u32))?;
+                    out(&Record::cpu(
+                        g,
+                        true,
+                        APP_BASE + i as u64 * PAGE + off,
+                        LINE as u32,
+                    ))?;
+                }
+            }
+            let dst: Vec<u64> = (0..npages).map(|_| frame(&mut rng)).collect();
+            for (i, &p) in dst.iter().enumerate() {
+                for off in (0..PAGE).step_by(LINE as usize) {
+                    out(&Record::cpu(
+                        g,
+                        false,
+                        APP_BASE + i as u64 * PAGE + off,
+                        LINE as u32,
+                    ))?;
+                    out(&Record::cpu(g, true, p + off, LINE as u32))?;
+                }
+            }
+            pending.push_back(dst);
+            while pending.len() > self.writeback_lag_chunks as usize {
+                if let Some(d) = pending.pop_front() {
+                    dma_over(out, DmaDir::FromMemory, &d, PAGE, self.dma_line_gap_ns)?;
+                }
+            }
+        }
+        while let Some(d) = pending.pop_front() {
+            dma_over(out, DmaDir::FromMemory, &d, PAGE, self.dma_line_gap_ns)?;
+        }
+        Ok(())
+    }
+}
+
+/// A TPC-H-like scan: the disk writes 128-512 KiB extents of a buffer pool
+/// (70% 128 KiB, 20% 256 KiB, 10% 512 KiB), and the CPU scans each extent,
+/// probing a hash table twice a line and updating it every other line (a
+/// hash join feeding an aggregation).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TpchScan {
+    /// Bytes read from disk.
+    pub total_bytes: u64,
+    /// Buffer-pool size (extents land at random places in it).
+    pub pool_bytes: u64,
+    /// Hash-table size.
+    pub hash_bytes: u64,
+    /// CPU time between two references, ns.
+    pub cpu_gap_ns: u64,
+    /// Device time between two line references of a transfer, ns.
+    pub dma_line_gap_ns: u64,
+    /// Seed.
+    pub seed: u64,
+}
+
+impl Default for TpchScan {
+    fn default() -> Self {
+        TpchScan {
+            total_bytes: 64 << 20,
+            pool_bytes: 1 << 30,
+            hash_bytes: 2 << 20,
+            cpu_gap_ns: 0,
+            dma_line_gap_ns: 0,
+            seed: 1,
+        }
+    }
+}
+
+impl TpchScan {
+    /// Generates the trace.
+    pub fn generate(&self, out: Sink<'_>) -> Result<(), TraceError> {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        let hash_lines = (self.hash_bytes / LINE).max(1);
+        let g = self.cpu_gap_ns;
+        let mut done = 0u64;
+        while done < self.total_bytes {
+            let p: f64 = rng.gen();
+            let size: u64 = if p < 0.7 {
+                128 << 10
+            } else if p < 0.9 {
+                256 << 10
+            } else {
+                512 << 10
+            };
+            let slots = (self.pool_bytes.max(size) - size) / 8192 + 1;
+            let start = FRAME_BASE + rng.gen_range(0..slots) * 8192;
+            dma_over(out, DmaDir::ToMemory, &[start], size, self.dma_line_gap_ns)?;
+            for off in (0..size).step_by(LINE as usize) {
+                out(&Record::cpu(g, false, start + off, LINE as u32))?;
+                let h1 = HEAP_BASE + rng.gen_range(0..hash_lines) * LINE;
+                let h2 = HEAP_BASE + rng.gen_range(0..hash_lines) * LINE;
+                out(&Record::cpu(g, false, h1, LINE as u32))?;
+                out(&Record::cpu(g, false, h2, LINE as u32))?;
+                if (off / LINE) & 1 == 0 {
+                    out(&Record::cpu(g, true, h2, LINE as u32))?;
+                }
+            }
+            done += size;
+        }
+        Ok(())
+    }
+}
+
+/// A web server: requests arrive as network packets in a receive ring of
+/// 2 KiB buffers, the CPU parses them and works on its own state, copies the
+/// response from the page cache (10% of files first come from disk in small
+/// reads) into a transmit ring, the NIC sends it in 1448-byte segments, and
+/// an ACK arrives for every two segments.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WebServer {
+    /// Requests served.
+    pub requests: u64,
+    /// Buffers in each of the receive and transmit rings.
+    pub ring_entries: u64,
+    /// Bytes per ring buffer.
+    pub buf_bytes: u64,
+    /// Application state the CPU touches at random.
+    pub working_set_bytes: u64,
+    /// Random references to it per request.
+    pub app_refs_per_request: u32,
+    /// Cached file data responses come from.
+    pub file_cache_bytes: u64,
+    /// Share of responses read from disk first, percent.
+    pub disk_read_pct: u32,
+    /// CPU time between two references, ns.
+    pub cpu_gap_ns: u64,
+    /// Seed.
+    pub seed: u64,
+}
+
+impl Default for WebServer {
+    fn default() -> Self {
+        WebServer {
+            requests: 20_000,
+            ring_entries: 256,
+            buf_bytes: 2048,
+            working_set_bytes: 1 << 20,
+            app_refs_per_request: 200,
+            file_cache_bytes: 256 << 20,
+            disk_read_pct: 10,
+            cpu_gap_ns: 0,
+            seed: 1,
+        }
+    }
+}
+
+impl WebServer {
+    /// Generates the trace.
+    pub fn generate(&self, out: Sink<'_>) -> Result<(), TraceError> {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        let ring = self.ring_entries.max(1);
+        let buf = self.buf_bytes.max(2 * LINE) / LINE * LINE;
+        let rx_base = RING_BASE;
+        let tx_base = RING_BASE + (ring * buf).next_multiple_of(1 << 20);
+        let ws_lines = (self.working_set_bytes / LINE).max(1);
+        let file_pages = (self.file_cache_bytes / PAGE).max(1);
+        let g = self.cpu_gap_ns;
+        let (mut rx, mut tx) = (0u64, 0u64);
+        let mut rx_packet = |out: Sink<'_>, rng: &mut ChaCha8Rng, len: u64| {
+            let b = rx_base + (rx % ring) * buf;
+            rx += 1;
+            dma_over(out, DmaDir::ToMemory, &[b], len.div_ceil(LINE) * LINE, 0)?;
+            for off in (0..len).step_by(LINE as usize) {
+                out(&Record::cpu(g, false, b + off, LINE as u32))?;
+            }
+            let _ = rng;
+            Ok::<(), TraceError>(())
+        };
+        for _ in 0..self.requests {
+            let req_len = rng.gen_range(200..=600);
+            rx_packet(out, &mut rng, req_len)?;
+            for _ in 0..self.app_refs_per_request {
+                let a = HEAP_BASE + rng.gen_range(0..ws_lines) * LINE;
+                let w = rng.gen_range(0..10) < 3;
+                out(&Record::cpu(g, w, a, LINE as u32))?;
+            }
+            let p: f64 = rng.gen();
+            let resp: u64 = match p {
+                x if x < 0.35 => 1 << 10,
+                x if x < 0.60 => 4 << 10,
+                x if x < 0.80 => 8 << 10,
+                x if x < 0.95 => 16 << 10,
+                _ => 64 << 10,
+            };
+            let pages = resp.div_ceil(PAGE);
+            let first = rng.gen_range(0..file_pages.saturating_sub(pages).max(1));
+            let file = FRAME_BASE + first * PAGE;
+            if rng.gen_range(0..100) < self.disk_read_pct {
+                let mut x =
+                    Record::transfer(Kind::Xfer, 0, DmaDir::ToMemory, file, (pages * PAGE) as u32);
+                x.dur_ns = 0;
+                out(&x)?;
+            }
+            let mut sent = 0u64;
+            let mut segs = 0u64;
+            while sent < resp {
+                let seg = (resp - sent).min(1448);
+                let b = tx_base + (tx % ring) * buf;
+                tx += 1;
+                // Headers, then the payload copied from the page cache.
+                out(&Record::cpu(g, true, b, LINE as u32))?;
+                for off in (0..seg).step_by(LINE as usize) {
+                    out(&Record::cpu(g, false, file + sent + off, LINE as u32))?;
+                    out(&Record::cpu(g, true, b + LINE + off, LINE as u32))?;
+                }
+                let wire = (seg + LINE).div_ceil(LINE) * LINE;
+                dma_over(out, DmaDir::FromMemory, &[b], wire, 0)?;
+                sent += seg;
+                segs += 1;
+                if segs & 1 == 0 {
+                    rx_packet(out, &mut rng, LINE)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Replays an MSR Cambridge block trace (CSV: `Timestamp,Hostname,
+/// DiskNumber,Type,Offset,Size,ResponseTime`, times in 100 ns units) as DMA
+/// transfers into host buffers: disk offset `o` lands at
+/// `buffer base + o mod span`, as if page-cache pages followed the file.
+/// With `cpu_touch`, the CPU reads what a disk read brought in and writes
+/// what a disk write sends, before (write) or after (read) the transfer.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MsrReplay {
+    /// Host memory the disk offsets fold into.
+    pub span_bytes: u64,
+    /// Add the CPU references that produce and consume the data.
+    pub cpu_touch: bool,
+    /// Stop after this many requests (0: all).
+    pub max_requests: u64,
+}
+
+impl Default for MsrReplay {
+    fn default() -> Self {
+        MsrReplay {
+            span_bytes: 1 << 30,
+            cpu_touch: true,
+            max_requests: 0,
+        }
+    }
+}
+
+/// Counts of an MSR replay.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MsrStats {
+    /// Requests turned into transfers.
+    pub requests: u64,
+    /// Disk reads among them.
+    pub reads: u64,
+}
+
+impl MsrReplay {
+    /// Converts CSV text from `inp` (named `path` in errors).
+    pub fn generate(
+        &self,
+        inp: impl std::io::BufRead,
+        path: &str,
+        out: Sink<'_>,
+    ) -> Result<MsrStats, TraceError> {
+        let mut st = MsrStats::default();
+        let mut last_ts: Option<u64> = None;
+        let span = self.span_bytes.max(PAGE);
+        for (i, line) in inp.lines().enumerate() {
+            let line = line.map_err(|e| TraceError::Io {
+                path: path.into(),
+                source: e,
+            })?;
+            let t = line.trim();
+            if t.is_empty() || t.starts_with('#') {
+                continue;
+            }
+            let bad = |m: &str| TraceError::Format {
+                path: format!("{path}:{}", i + 1),
+                message: format!(
+                    "{m}; expected Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime"
+                ),
+            };
+            let f: Vec<&str> = t.split(',').map(str::trim).collect();
+            if f.len() < 7 {
+                return Err(bad(&format!("{} fields", f.len())));
+            }
+            let num = |s: &str, what: &str| {
+                s.parse::<u64>()
+                    .map_err(|_| bad(&format!("{what} '{s}' is not a whole number")))
+            };
+            let ts = num(f[0], "Timestamp")?;
+            let dir = match f[3].to_ascii_lowercase().as_str() {
+                "read" => DmaDir::ToMemory,
+                "write" => DmaDir::FromMemory,
+                o => return Err(bad(&format!("Type '{o}' is neither Read nor Write"))),
+            };
+            let off = num(f[4], "Offset")?;
+            let size = num(f[5], "Size")?;
+            let resp = num(f[6], "ResponseTime")?;
+            let size = size.clamp(1, u32::MAX as u64 & !4095);
+            let gap_ns = match last_ts {
+                Some(l) => ts.saturating_sub(l) * 100,
+                None => 0,
+            };
+            last_ts = Some(ts.max(last_ts.unwrap_or(0)));
+            let addr = FRAME_BASE + (off % span);
+            if self.cpu_touch && dir == DmaDir::FromMemory {
+                for (k, o) in (0..size).step_by(LINE as usize).enumerate() {
+                    let gap = if k == 0 { gap_ns } else { 0 };
+                    out(&Record::cpu(gap, true, addr + o, LINE as u32))?;
+                }
+                let mut x = Record::transfer(Kind::Xfer, 0, dir, addr, size as u32);
+                x.dur_ns = resp * 100;
+                out(&x)?;
+            } else {
+                let mut x = Record::transfer(Kind::Xfer, gap_ns, dir, addr, size as u32);
+                x.dur_ns = resp * 100;
+                out(&x)?;
+                if self.cpu_touch {
+                    for o in (0..size).step_by(LINE as usize) {
+                        out(&Record::cpu(0, false, addr + o, LINE as u32))?;
+                    }
+                }
+            }
+            st.requests += 1;
+            if dir == DmaDir::ToMemory {
+                st.reads += 1;
+            }
+            if self.max_requests != 0 && st.requests >= self.max_requests {
+                break;
+            }
+        }
+        Ok(st)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::Source;
+
+    fn collect(f: impl FnOnce(Sink<'_>) -> Result<(), TraceError>) -> Vec<Record> {
+        let mut v = Vec::new();
+        f(&mut |r: &Record| {
+            v.push(*r);
+            Ok(())
+        })
+        .unwrap();
+        v
+    }
+
+    #[test]
+    fn file_copy_shape_and_determinism() {
+        let fc = FileCopy {
+            total_bytes: 1 << 20,
+            ..Default::default()
+        };
+        let a = collect(|o| fc.generate(o));
+        let b = collect(|o| fc.generate(o));
+        assert_eq!(a, b, "fixed seed, same trace");
+        let dma = a
+            .iter()
+            .filter(|r| r.kind == Kind::Ref && r.source == Source::Dma)
+            .count();
+        let cpu = a
+            .iter()
+            .filter(|r| r.kind == Kind::Ref && r.source == Source::Cpu)
+            .count();
+        // Per 128 KiB: 2048 DMA writes + 2048 DMA reads, 4 x 2048 CPU refs.
+        assert_eq!(dma, 8 * 4096);
+        assert_eq!(cpu, 8 * 8192);
+        let other = FileCopy {
+            seed: 2,
+            ..fc.clone()
+        };
+        assert_ne!(a, collect(|o| other.generate(o)));
+    }
+
+    #[test]
+    fn msr_rows_become_transfers() {
+        let csv = "128166372003061629,wdev,0,Read,4096,8192,1331\n\
+                   128166372003071629,wdev,0,Write,0,512,200\n";
+        let m = MsrReplay {
+            cpu_touch: false,
+            ..Default::default()
+        };
+        let mut v = Vec::new();
+        let st = m
+            .generate(csv.as_bytes(), "t.csv", &mut |r: &Record| {
+                v.push(*r);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!((st.requests, st.reads), (2, 1));
+        assert_eq!(v.len(), 2);
+        assert_eq!(
+            (v[0].kind, v[0].write, v[0].len, v[0].dur_ns),
+            (Kind::Xfer, true, 8192, 133_100)
+        );
+        assert_eq!((v[1].gap_ns, v[1].write, v[1].len), (1_000_000, false, 512));
+        let e = m
+            .generate("1,h,0,Trim,0,1,1\n".as_bytes(), "t.csv", &mut |_| Ok(()))
+            .unwrap_err();
+        assert!(e.to_string().contains("t.csv:1"), "{e}");
+    }
+}
