@@ -303,44 +303,71 @@ fn hist_plot(res: &Results, victim: &str, config: &str) -> Option<String> {
         .iter()
         .filter_map(|s| s.1.values().map(|x| x.0).max())
         .max()? as f64;
-    let ymax = series
+    let shares: Vec<f64> = series
         .iter()
         .flat_map(|s| s.1.values().map(move |x| x.1 as f64 / s.2 as f64))
-        .fold(0.0, f64::max);
+        .filter(|v| *v > 0.0)
+        .collect();
+    let ymax = shares.iter().copied().fold(0.0, f64::max);
+    let ymin = shares.iter().copied().fold(1.0, f64::min).max(1e-7);
     let xs = Scale::Log(
         10f64.powf(lo.log10().floor()),
         10f64.powf((hi * 1.01).log10().ceil()),
     );
-    let mut cv = Canvas::new(720.0, 320.0, xs, Scale::Linear(0.0, nice_max(ymax)));
+    // Shares on a log scale, as pmbench plots counts: the rare slow
+    // accesses in the tail, where load shows first, stay visible.
+    let floor = 10f64.powf(ymin.log10().floor());
+    let ys = Scale::Log(floor, 10f64.powf(ymax.log10().ceil()).max(floor * 10.0));
+    let mut cv = Canvas::new(720.0, 320.0, xs, ys);
     cv.axes(
         &format!("{victim} in {config}: latency distribution, plain against load"),
         "latency (log scale)",
-        "share of accesses",
+        "share of accesses (log scale)",
         &|v| {
             dmalab_core::units::fmt_ns(v)
                 .replace(".0 ", " ")
                 .replace(".00 ", " ")
         },
-        &|v| format!("{:.0}%", v * 100.0),
+        &|v| {
+            let pct = v * 100.0;
+            let decimals = (-pct.log10().floor()).max(0.0) as usize;
+            format!("{pct:.decimals$}%")
+        },
         true,
     );
     for (l, b, total) in &series {
         let col = color(&res.header.loads, l);
+        let base = cv.py(floor);
+        // A step outline: contiguous buckets join at their edges; a gap
+        // in the data drops to the baseline.
         let mut d = String::new();
+        let mut prev_hi: Option<(u64, f64)> = None;
         for (lo, (hi, c)) in b {
-            let y = cv.py(*c as f64 / *total as f64);
+            let y = cv.py((*c as f64 / *total as f64).max(floor));
             let (x0, x1) = (cv.px(*lo as f64), cv.px((*hi + 1) as f64));
-            let _ = write!(
-                d,
-                "{}{x0:.1},{:.1} L{x0:.1},{y:.1} L{x1:.1},{y:.1} L{x1:.1},{:.1} ",
-                if d.is_empty() { "M" } else { "L" },
-                cv.py(0.0),
-                cv.py(0.0)
-            );
+            match prev_hi {
+                Some((h, _)) if h + 1 == *lo => {
+                    let _ = write!(d, "L{x0:.1},{y:.1} L{x1:.1},{y:.1} ");
+                }
+                Some((_, px1)) => {
+                    let _ = write!(
+                        d,
+                        "L{px1:.1},{base:.1} M{x0:.1},{base:.1} L{x0:.1},{y:.1} L{x1:.1},{y:.1} "
+                    );
+                }
+                None => {
+                    let _ = write!(d, "M{x0:.1},{base:.1} L{x0:.1},{y:.1} L{x1:.1},{y:.1} ");
+                }
+            }
+            prev_hi = Some((*hi, x1));
         }
+        if let Some((_, px1)) = prev_hi {
+            let _ = write!(d, "L{px1:.1},{base:.1}");
+        }
+        let fill = if l == PLAIN { "0.25" } else { "0" };
         let _ = write!(
             cv.body,
-            r##"<path d="{d}" fill="{col}" fill-opacity="0.18" stroke="{col}" stroke-width="1.5"><title>{} ({total} samples)</title></path>"##,
+            r##"<path d="{d}" fill="{col}" fill-opacity="{fill}" stroke="{col}" stroke-width="1.4"><title>{} ({total} samples)</title></path>"##,
             esc(l)
         );
     }
