@@ -102,6 +102,9 @@ pub struct Plan {
     pub realtime_priority: Option<i32>,
     /// Record every DMA transfer into this dmalab-sim trace file.
     pub trace: Option<PathBuf>,
+    /// Compute the buffer's SHA-256 after the run (`--buffer-checksum`).
+    #[serde(default)]
+    pub buffer_checksum: bool,
 }
 
 impl Plan {
@@ -175,6 +178,7 @@ impl Shared {
 struct WorkerOut {
     result: WorkerResult,
     hist: LatHist,
+    late_hist: LatHist,
     completions: Vec<(u64, u64)>,
     first_error: Option<String>,
     last_ns: u64,
@@ -360,15 +364,19 @@ pub fn run(
         while !handles.iter().all(|h| h.is_finished()) {
             let now = clock.now_ns();
             if now >= next {
+                // Stamp the sample when the counters were read (a loaded
+                // machine may wake us late), not at the nominal second.
                 let cur = live.totals();
-                let s = sample(cur, last, next, next - last_t);
+                let t = clock.now_ns();
+                let s = sample(cur, last, t, t - last_t);
                 on_sample(&s);
                 samples.push(s);
                 last = cur;
-                last_t = next;
+                last_t = t;
                 next += 1_000_000_000;
                 continue;
             }
+            // Short naps: notice finished workers quickly.
             std::thread::sleep(Duration::from_nanos((next - now).min(10_000_000)));
         }
     }
@@ -402,13 +410,19 @@ pub fn run(
     let cur = live.totals();
     if cur != last && runtime_ns > last_t {
         let s = sample(cur, last, runtime_ns, runtime_ns - last_t);
-        on_sample(&s);
+        // A sliver of a second after the last whole one gives a meaningless
+        // per-second rate on stderr; the JSON keeps it (samples sum to the
+        // totals).
+        if s.interval_s >= 0.1 {
+            on_sample(&s);
+        }
         samples.push(s);
     }
 
     let bs = plan.stream.bs_bytes;
     let mut totals = Totals::default();
     let mut hist = LatHist::new();
+    let mut late_hist = LatHist::new();
     let mut cpu = CpuUsage::default();
     let mut completions = Vec::new();
     let mut workers = Vec::new();
@@ -416,6 +430,7 @@ pub fn run(
     for mut o in outs {
         totals.merge(&o.result.totals);
         hist.merge(&o.hist);
+        late_hist.merge(&o.late_hist);
         cpu.usr_ns += o.result.cpu.usr_ns;
         cpu.sys_ns += o.result.cpu.sys_ns;
         completions.append(&mut o.completions);
@@ -463,7 +478,21 @@ pub fn run(
         first_error,
         reserved_huge_pages: buffer.reserved_huge_pages,
         trace: trace_summary,
+        pacing_lateness_ns: record.then(|| late_hist.summary()),
+        buffer_sha256: plan.buffer_checksum.then(|| buffer_sha256(&buffer)),
+        nvme: None,
     })
+}
+
+/// SHA-256 of the whole buffer, hex. Called after every worker has stopped,
+/// so no DMA is in flight.
+fn buffer_sha256(buffer: &DmaBuffer) -> String {
+    use sha2::Digest;
+    // SAFETY: the buffer is allocated for len bytes and alive; every worker
+    // and engine is done, so nothing writes it while the slice lives.
+    let bytes = unsafe { std::slice::from_raw_parts(buffer.as_ptr(), buffer.len() as usize) };
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn sample(cur: (u64, u64, u64), last: (u64, u64, u64), t_ns: u64, interval_ns: u64) -> Sample {
@@ -547,6 +576,7 @@ fn worker_loop(
     let mut comps: Vec<Completion> = Vec::with_capacity(depth);
     let mut totals = Totals::default();
     let mut hist = LatHist::new();
+    let mut late_hist = LatHist::new();
     let mut recorded = Vec::new();
     let mut first_error = None;
     let mut last_ns = 0;
@@ -580,6 +610,9 @@ fn worker_loop(
                     break;
                 }
                 free.pop();
+                if record {
+                    late_hist.record(clock.now_ns().saturating_sub(due));
+                }
                 slot_cmd[slot as usize] = (cmd.len, cmd.blocks, cmd.op);
                 slot_t0[slot as usize] = clock.now_ns();
                 slot_addr[slot as usize] = base + cmd.buf_offset;
@@ -690,8 +723,141 @@ fn worker_loop(
             lat_ns: hist.summary(),
         },
         hist,
+        late_hist,
         completions: recorded,
         first_error,
         last_ns,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Engine;
+    use crate::pattern::{DeviceOffsets, Pattern};
+    use std::time::Instant;
+
+    /// A slow device: each command completes 20 ms after it was queued.
+    /// Records when each command was queued and how many were in flight.
+    struct SlowEngine {
+        start: Instant,
+        inflight: Vec<(Instant, u32, i32)>,
+        queued_at_ns: Arc<Mutex<Vec<(u64, usize)>>>,
+    }
+
+    impl Engine for SlowEngine {
+        fn name(&self) -> &'static str {
+            "slow"
+        }
+        fn queue(&mut self, cmd: &Command, slot: u32) -> Result<(), engine::EngineError> {
+            let now = Instant::now();
+            self.queued_at_ns.lock().unwrap().push((
+                now.duration_since(self.start).as_nanos() as u64,
+                self.inflight.len(),
+            ));
+            self.inflight
+                .push((now + Duration::from_millis(20), slot, cmd.len as i32));
+            Ok(())
+        }
+        fn submit_and_reap(
+            &mut self,
+            min: usize,
+            timeout: Option<Duration>,
+            out: &mut Vec<Completion>,
+        ) -> Result<(), engine::EngineError> {
+            let limit = timeout.map(|t| Instant::now() + t);
+            loop {
+                let now = Instant::now();
+                let before = out.len();
+                self.inflight.retain(|&(due, slot, result)| {
+                    let done = due <= now;
+                    if done {
+                        out.push(Completion { slot, result });
+                    }
+                    !done
+                });
+                if out.len() - before >= min || limit.is_some_and(|l| now >= l) {
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+
+    #[test]
+    fn paced_submissions_never_wait_for_completions() {
+        let cfg = StreamConfig {
+            pattern: Pattern::Single,
+            write_storage: false,
+            bs_bytes: 4096,
+            max_blocks: 1,
+            buffer_bytes: 1 << 20,
+            piece_bytes: 1 << 20,
+            region_bytes: 1 << 20,
+            device_offsets: DeviceOffsets::Sequential,
+            seed: 1,
+        };
+        let spec = RateSpec {
+            rate_bytes_per_s: None,
+            rate_iops: Some(500),
+            timeslot_ns: 100_000_000,
+            arrival: Arrival::Uniform,
+            burst: false,
+            seed: 1,
+        };
+        let shared = Mutex::new(Shared {
+            stream: PatternStream::new(cfg).unwrap(),
+            limiter: Limiter::new(spec),
+            commands_left: 100,
+            blocks_left: u64::MAX,
+            data: true,
+        });
+        let clock = MonoClock::new();
+        let queued = Arc::new(Mutex::new(Vec::new()));
+        let mut eng = SlowEngine {
+            start: clock.start(),
+            inflight: Vec::new(),
+            queued_at_ns: queued.clone(),
+        };
+        let live = LiveStats::create(None).unwrap();
+        let buffer = DmaBuffer::new(1 << 20, 1 << 20, HugePages::None, Fill::Zero).unwrap();
+        let out = worker_loop(
+            0,
+            &[],
+            &mut eng,
+            &clock,
+            &shared,
+            &AtomicBool::new(false),
+            &AtomicBool::new(false),
+            &live,
+            &buffer,
+            32,
+            u64::MAX,
+            true,
+            false,
+            None,
+            false,
+        );
+        assert_eq!(out.result.totals.commands, 100);
+        // Commands are due every 2 ms and take 20 ms: a limiter that waited
+        // for completions (fio's inline mode drains the queue before it
+        // sleeps) would queue each one with nothing in flight; ours queues
+        // with about 10 in flight. Counting in-flight commands, not
+        // lateness, keeps the test immune to a busy machine's stalls.
+        let q = queued.lock().unwrap();
+        let mut inflight: Vec<usize> = q.iter().map(|&(_, n)| n).collect();
+        inflight.sort_unstable();
+        assert!(
+            inflight[50] >= 5,
+            "median in flight at submission: {}",
+            inflight[50]
+        );
+        // And never before the due time.
+        for (k, &(t, _)) in q.iter().enumerate() {
+            assert!(
+                t + 100_000 >= k as u64 * 2_000_000,
+                "command {k} early at {t}"
+            );
+        }
     }
 }

@@ -180,6 +180,22 @@ impl NvmeQueue {
         }
     }
 
+    /// True when commands use io_uring fixed buffers.
+    pub fn uses_fixed_buffers(&self) -> bool {
+        matches!(&self.inner, Inner::Uring(q) if q.has_fixed_buffers())
+    }
+
+    /// Stops using fixed buffers for later commands. Linux 6.1's NVMe
+    /// passthrough refuses (EINVAL) a fixed buffer whose pages io_uring
+    /// coalesced into one large folio entry (a buffer in a transparent huge
+    /// page) once a command spans more than one page; plain user addresses
+    /// work there.
+    pub fn stop_using_fixed_buffers(&mut self) {
+        if let Inner::Uring(q) = &mut self.inner {
+            q.stop_using_fixed_buffers();
+        }
+    }
+
     /// Queues a command; it is sent by the next [`Self::submit_and_reap`].
     ///
     /// # Safety

@@ -95,9 +95,14 @@ impl UringQueue {
         Ok(())
     }
 
-    /// True when fixed buffers are registered.
+    /// True when commands use the registered fixed buffers.
     pub fn has_fixed_buffers(&self) -> bool {
         self.fixed_buffers
+    }
+
+    /// Stops naming fixed buffers in later commands (they stay registered).
+    pub fn stop_using_fixed_buffers(&mut self) {
+        self.fixed_buffers = false;
     }
 
     /// Queues one command without submitting it. `buf_index` names the

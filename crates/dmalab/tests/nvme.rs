@@ -290,3 +290,309 @@ fn info_on_missing_device_exits_2() {
     assert!(err.contains("/dev/ng9n9"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// One pattern case: what the guest ran, and what the trace must show.
+struct PatternCase {
+    name: &'static str,
+    nsid: u32,
+    lba: u64,
+    bs: u64,
+    /// Blocks of `bs` per command.
+    blocks_per_command: u64,
+    /// Storage writes (true) or reads.
+    write: bool,
+    /// `--device-offsets same`: every command at LBA 0.
+    same: bool,
+}
+
+/// A storage-write run's safety guard reads the namespace's first and last
+/// 4 MiB through the block layer (looking for signatures) before any
+/// command is sent: those Reads are in the case's trace. The run itself
+/// sends only Writes, so for a writing case the Reads are checked to be the
+/// guard's (starting at LBA 0) and dropped.
+fn guard_reads_removed(trace: Vec<TraceEvent>, write: bool, name: &str) -> Vec<TraceEvent> {
+    if !write {
+        return trace;
+    }
+    let (reads, rest): (Vec<_>, Vec<_>) = trace
+        .into_iter()
+        .partition(|e| matches!(e, TraceEvent::Rw { write: false, .. }));
+    assert!(
+        reads
+            .iter()
+            .any(|e| matches!(e, TraceEvent::Rw { lba: 0, .. })),
+        "{name}: the safety guard did not read the start of the namespace: {reads:?}"
+    );
+    rest
+}
+
+/// Checks a case's traced commands against what dmalab reported: the count,
+/// every command's block count, and the starting LBAs (a gap-free tiling
+/// from LBA 0 for sequential device offsets; all 0 for `same`).
+fn check_pattern(b: &Boot, c: &PatternCase) -> Value {
+    b.ok(c.name);
+    let doc = b.json(&format!("{}.json", c.name));
+    let r = &doc["result"];
+    let commands = r["totals"]["commands"].as_u64().unwrap();
+    let blocks = r["totals"]["blocks"].as_u64().unwrap();
+    assert!(commands > 0, "{}: no commands", c.name);
+    assert_eq!(r["totals"]["errors"], 0, "{}", c.name);
+    let trace = guard_reads_removed(b.case_trace(c.name), c.write, c.name);
+    let mut cmds: Vec<(u64, u64)> = Vec::new();
+    for e in &trace {
+        match *e {
+            TraceEvent::Rw {
+                write,
+                nsid,
+                nlb,
+                lba,
+            } => {
+                assert_eq!((write, nsid), (c.write, c.nsid), "{}: {e:?}", c.name);
+                cmds.push((lba, u64::from(nlb)));
+            }
+            TraceEvent::Flush { .. } => panic!("{}: unexpected flush", c.name),
+        }
+    }
+    assert_eq!(
+        cmds.len() as u64,
+        commands,
+        "{}: traced vs reported commands",
+        c.name
+    );
+    let per_cmd = c.blocks_per_command * c.bs / c.lba;
+    for (lba, nlb) in &cmds {
+        assert_eq!(*nlb, per_cmd, "{}: command at LBA {lba}", c.name);
+    }
+    assert_eq!(
+        cmds.iter().map(|(_, n)| n).sum::<u64>(),
+        blocks * c.bs / c.lba,
+        "{}: traced vs reported blocks",
+        c.name
+    );
+    if c.same {
+        assert!(
+            cmds.iter().all(|(lba, _)| *lba == 0),
+            "{}: {cmds:?}",
+            c.name
+        );
+    } else {
+        cmds.sort_unstable();
+        let mut next = 0;
+        for (lba, nlb) in &cmds {
+            assert_eq!(*lba, next, "{}: gap or overlap in {cmds:?}", c.name);
+            next = lba + nlb;
+        }
+    }
+    doc
+}
+
+/// nvme-memload's bug: `single` put its block count (1) into the zero-based
+/// NLB field and so moved two blocks per command. Here every command of a
+/// `single` run with --bs = the LBA size must be exactly one block.
+#[test]
+fn single_moves_one_block_per_command_nvme_memload_nlb_regression() {
+    let Some(b) = boot() else { return };
+    let doc = check_pattern(
+        b,
+        &PatternCase {
+            name: "single_512",
+            nsid: 1,
+            lba: 512,
+            bs: 512,
+            blocks_per_command: 1,
+            write: false,
+            same: false,
+        },
+    );
+    assert_eq!(doc["result"]["engine"], "nvme-uring-cmd");
+    // Identify data in the header: the result and the target description.
+    let ctrl = b.json("id-ctrl.json");
+    assert_eq!(
+        doc["result"]["nvme"]["controller"]["model"]
+            .as_str()
+            .unwrap(),
+        trimmed(&ctrl["mn"])
+    );
+    assert_eq!(doc["result"]["nvme"]["lba_size_bytes"], 512);
+    assert_eq!(
+        doc["host"]["target"]["model"].as_str().unwrap(),
+        trimmed(&ctrl["mn"])
+    );
+    assert_eq!(doc["host"]["target"]["logical_block_size"], 512);
+    let trace = b.case_trace("single_512");
+    assert!(trace
+        .iter()
+        .all(|e| matches!(e, TraceEvent::Rw { nlb: 1, .. })));
+}
+
+/// Every pattern's commands, on both block sizes, are exactly what dmalab
+/// reports.
+#[test]
+fn every_pattern_matches_qemu_trace() {
+    let Some(b) = boot() else { return };
+    let cases = [
+        ("single_4k_on_512", 1, 512, 4096, 1, false, false),
+        ("single_4k", 2, 4096, 4096, 1, false, false),
+        ("random_4k", 2, 4096, 4096, 8, false, false),
+        ("full_512", 1, 512, 512, 16, false, false),
+        ("same_512", 1, 512, 512, 1, false, true),
+        ("write_full_4k", 2, 4096, 4096, 4, true, false),
+    ];
+    for (name, nsid, lba, bs, blocks_per_command, write, same) in cases {
+        check_pattern(
+            b,
+            &PatternCase {
+                name,
+                nsid,
+                lba,
+                bs,
+                blocks_per_command,
+                write,
+                same,
+            },
+        );
+    }
+}
+
+/// The ioctl fallback moves the same commands and says it is in use.
+#[test]
+fn ioctl_path_matches_qemu_trace() {
+    let Some(b) = boot() else { return };
+    let doc = check_pattern(
+        b,
+        &PatternCase {
+            name: "single_512_ioctl",
+            nsid: 1,
+            lba: 512,
+            bs: 512,
+            blocks_per_command: 1,
+            write: false,
+            same: false,
+        },
+    );
+    assert_eq!(doc["result"]["engine"], "nvme-ioctl");
+}
+
+/// `flush` sends Flush commands only, as many as reported; `noop` sends
+/// nothing at all.
+#[test]
+fn flush_and_noop_match_qemu_trace() {
+    let Some(b) = boot() else { return };
+    b.ok("flush_1");
+    let doc = b.json("flush_1.json");
+    let n = doc["result"]["totals"]["commands"].as_u64().unwrap();
+    assert!(n > 0);
+    let trace = b.case_trace("flush_1");
+    assert_eq!(trace.len() as u64, n, "{trace:?}");
+    assert!(trace.iter().all(|e| *e == TraceEvent::Flush { nsid: 1 }));
+    b.ok("noop_1");
+    assert!(b.case_trace("noop_1").is_empty());
+}
+
+/// A command longer than the device's maximum transfer is refused with an
+/// error naming MDTS, and nothing reaches the device.
+#[test]
+fn command_beyond_mdts_is_refused() {
+    let Some(b) = boot() else { return };
+    let (rc, _, err) = b.case("mdts_too_big");
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("--max-blocks"), "{err}");
+    assert!(err.contains("MDTS"), "{err}");
+    assert!(b.case_trace("mdts_too_big").is_empty());
+}
+
+/// The safety guard refuses a namespace with a partition table, one with a
+/// filesystem signature, and a mounted one; none of their bytes change and
+/// no Write reaches the device.
+#[test]
+fn safety_guard_refuses_partitioned_formatted_and_mounted_namespaces() {
+    let Some(b) = boot() else { return };
+    assert!(
+        b.read("ns1_parts").contains("nvme0n1p1"),
+        "sfdisk made no partition: {}",
+        b.read("sfdisk.log")
+    );
+    assert!(
+        b.read("mounted").contains("/mnt"),
+        "{}",
+        b.read("mount.log")
+    );
+    for (case, before, after) in [
+        (
+            "safety_parted",
+            "safety_parted.before",
+            "safety_parted.after",
+        ),
+        ("safety_fs", "safety_fs.before", "safety_fs.after"),
+        ("safety_mounted", "safety_fs.before", "safety_mounted.after"),
+    ] {
+        let (rc, out, err) = b.case(case);
+        assert_ne!(rc, 0, "{case} was not refused: {out}{err}");
+        assert!(
+            err.contains("refuse") || err.contains("--allow-destroy"),
+            "{case}: {err}"
+        );
+        assert_eq!(b.read(before), b.read(after), "{case}: bytes changed");
+        assert!(
+            !b.case_trace(case)
+                .iter()
+                .any(|e| matches!(e, TraceEvent::Rw { write: true, .. })),
+            "{case}: a Write reached the device"
+        );
+    }
+}
+
+/// Data really moves: a storage-write run puts the buffer's random content
+/// on the namespace, a storage-read run of the same region brings it back
+/// into a zeroed buffer with the same checksum, and the namespace's bytes
+/// (read through the block device) have it too.
+#[test]
+fn data_round_trips_through_the_namespace() {
+    let Some(b) = boot() else { return };
+    b.ok("rt_write");
+    b.ok("rt_read");
+    let w = b.json("rt_write.json");
+    let r = b.json("rt_read.json");
+    let ws = w["result"]["buffer_sha256"]
+        .as_str()
+        .expect("buffer_sha256");
+    let rs = r["result"]["buffer_sha256"]
+        .as_str()
+        .expect("buffer_sha256");
+    assert_eq!(ws.len(), 64);
+    assert_eq!(ws, rs, "the read-back buffer differs from the written one");
+    assert_eq!(b.read("rt_device.sha256").trim(), ws);
+    for (case, write) in [("rt_write", true), ("rt_read", false)] {
+        let t = guard_reads_removed(b.case_trace(case), write, case);
+        assert_eq!(t.len(), 256, "{case}");
+        assert!(t
+            .iter()
+            .all(|e| matches!(e, TraceEvent::Rw { write: w, nsid: 2, nlb: 1, .. } if *w == write)));
+    }
+}
+
+/// `--format-before` sends Format NVM (no secure erase) before a storage-write
+/// run: what was on the namespace is gone (zeros) apart from the run's own
+/// block; it is refused for a run that does not write storage.
+#[test]
+fn format_before_erases_the_namespace() {
+    let Some(b) = boot() else { return };
+    let (rc, _, err) = b.case("fmt_refused");
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("--format-before"), "{err}");
+    assert!(b.case_trace("fmt_refused").is_empty());
+    let (rc, out, err) = b.case("fmt_write");
+    assert_eq!(rc, 0, "{err}{out}");
+    assert!(err.contains("formatted /dev/ng0n2"), "{err}");
+    assert_eq!(b.read("fmt_rest.sha256"), b.read("zero255.sha256"));
+    let t = guard_reads_removed(b.case_trace("fmt_write"), true, "fmt_write");
+    assert_eq!(
+        t,
+        vec![TraceEvent::Rw {
+            write: true,
+            nsid: 2,
+            nlb: 1,
+            lba: 0
+        }]
+    );
+}

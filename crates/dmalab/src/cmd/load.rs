@@ -143,6 +143,16 @@ pub struct LoadArgs {
     /// Print the resolved plan and exit.
     #[arg(long)]
     pub dry_run: bool,
+    /// Before a storage-write run, send Format NVM (no secure erase, same LBA
+    /// format) to the namespace, as the thesis advises between write tests
+    /// (--engine nvme; needs --allow-destroy for that device).
+    #[arg(long)]
+    pub format_before: bool,
+    /// After the run, record the SHA-256 of the whole buffer
+    /// (`buffer_sha256`): a storage read of what a storage write wrote
+    /// brings back the same checksum.
+    #[arg(long)]
+    pub buffer_checksum: bool,
     /// No per-second lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -259,11 +269,22 @@ fn describe_target(a: &LoadArgs) -> Result<TargetInfo, UsageError> {
                 ),
             ));
         }
-        if let Some(b) = dmalab_core::safety::block_device_for_nvme_generic(path)
+        match dmalab_core::safety::block_device_for_nvme_generic(path)
             .and_then(|b| DeviceInfo::describe(&b))
         {
-            size = b.size_bytes;
-            lbs = b.logical_block_size.max(512);
+            Some(b) => {
+                size = b.size_bytes;
+                lbs = b.logical_block_size.max(512);
+            }
+            None => {
+                return Err(UsageError::new(
+                    "--target",
+                    format!(
+                        "{} is not an NVMe generic namespace device (/dev/ngXnY with a matching /dev/nvmeXnY)",
+                        path.display()
+                    ),
+                ))
+            }
         }
     } else if a.engine == EngineKind::Nvme {
         return Err(UsageError::new(
@@ -488,7 +509,25 @@ fn plan(a: &LoadArgs, t: &TargetInfo) -> Result<Plan, UsageError> {
         live_stats: a.live_stats.clone(),
         realtime_priority: a.realtime.then_some(1),
         trace: a.trace.clone(),
+        buffer_checksum: a.buffer_checksum,
     })
+}
+
+/// `--engine nvme`: Identify the namespace (for the result header) and
+/// check that one command fits its maximum transfer (MDTS), so a run is
+/// refused up front rather than failing on its first command.
+fn nvme_preflight(
+    target: &std::path::Path,
+    plan: &Plan,
+) -> Result<dmalab_nvme::NvmeInfo, UsageError> {
+    let cmd_blocks = match plan.stream.pattern {
+        dmalab_load::pattern::Pattern::Random | dmalab_load::pattern::Pattern::Full => {
+            u64::from(plan.stream.max_blocks)
+        }
+        _ => 1,
+    };
+    dmalab_load::engine::nvme::preflight(target, plan.stream.bs_bytes, cmd_blocks)
+        .map_err(|(opt, msg)| UsageError::new(opt, msg))
 }
 
 fn target_error(e: TargetError) -> anyhow::Error {
@@ -504,6 +543,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let started = SystemTime::now();
     let info = describe_target(&a)?;
     let mut plan = plan(&a, &info)?;
+    let nvme = match (&plan.target, plan.engine) {
+        (Some(t), EngineKind::Nvme) => Some(nvme_preflight(t, &plan)?),
+        _ => None,
+    };
 
     // Safety: storage writes only to what we create, or to what the user
     // named with --allow-destroy and that passes every check.
@@ -555,9 +598,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .into());
         }
     }
+    if a.format_before && (plan.engine != EngineKind::Nvme || !plan.writes_storage()) {
+        return Err(UsageError::new(
+            "--format-before",
+            "only formats before a storage-write run of the nvme engine; use it with --engine nvme --direction read",
+        )
+        .into());
+    }
     if a.dry_run {
         println!("{}", serde_json::to_string_pretty(&plan)?);
         return Ok(ExitCode::SUCCESS);
+    }
+    if a.format_before {
+        // The safety guard above passed and --allow-destroy named the device.
+        if let Some(t) = &plan.target {
+            let idx = dmalab_load::engine::nvme::format_before(t)
+                .with_context(|| format!("--format-before: Format NVM of {}", t.display()))?;
+            eprintln!(
+                "dmalab: formatted {} (Format NVM, LBA format {idx}, no secure erase)",
+                t.display()
+            );
+        }
     }
 
     // Prepare the target (this may create and fill a file).
@@ -578,10 +639,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("dmalab: keeping {}", t.path.display());
         }
     }
-    let host = match &plan.target {
+    let mut host = match &plan.target {
         Some(p) => HostInfo::collect().with_target(p),
         None => HostInfo::collect(),
     };
+    if let (Some(n), Some(t)) = (&nvme, host.target.as_mut()) {
+        dmalab_load::engine::nvme::fill_device_info(n, t);
+    }
     let quiet = a.quiet;
     let mut on_sample = |s: &dmalab_load::result::Sample| {
         if !quiet {
@@ -594,8 +658,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let _ = std::fs::remove_file(ls);
         }
     }
-    let result = result.context("dmalab load")?;
-    let text = result.text(plan.stream.bs_bytes);
+    let mut result = result.context("dmalab load")?;
+    let mut text = result.text(plan.stream.bs_bytes);
+    if let Some(n) = nvme {
+        text = format!("{}{text}", dmalab_load::engine::nvme::header_line(&n));
+        result.nvme = Some(n);
+    }
     let failed = result.first_error.is_some();
     let interrupted = result.interrupted;
     let mut doc = ResultDoc::new("load", host, plan, result, started);
