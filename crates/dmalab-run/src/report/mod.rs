@@ -615,15 +615,16 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
                 .iter()
                 .filter(|r| &r.configuration == c && r.status == RunStatus::Completed)
             {
-                let (Some(sv), Some(e)) = (
-                    r.sweep_value.as_ref(),
-                    r.aggressor.as_ref().and_then(|a| a.evidence.as_ref()),
-                ) else {
+                let (Some(sv), Some((bwv, cmdv))) =
+                    (r.sweep_value.as_ref(), analysis::aggressor_rates(r))
+                else {
                     continue;
                 };
                 let Ok(x) = sv.parse::<f64>() else { continue };
-                pb.push((x, e.bw_bytes, x.to_bits()));
-                pc.push((x, e.cmd_per_s, x.to_bits()));
+                pb.push((x, bwv, x.to_bits()));
+                if let Some(c) = cmdv {
+                    pc.push((x, c, x.to_bits()));
+                }
             }
             let col = PALETTE[(ci + 1) % PALETTE.len()].to_string();
             if !pb.is_empty() {
@@ -672,9 +673,9 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
                 let Some(val) = r.value else { continue };
                 let x = if r.load == PLAIN {
                     0.0
-                } else if let Some(e) = r.aggressor.as_ref().and_then(|a| a.evidence.as_ref()) {
+                } else if let Some((bwv, _)) = analysis::aggressor_rates(r) {
                     any_evidence = true;
-                    e.bw_bytes
+                    bwv
                 } else {
                     continue;
                 };
