@@ -15,6 +15,15 @@
 # Environment: THREADS (default 1), SIZE_MIB (per thread and array, default
 # 64), RUNTIME_S (per bandwidth run, default 5), CHAIN (latency buffer,
 # default 256M), ROUNDS (default 5).
+#
+# `scripts/bench-probe.sh interference` instead runs `dmalab probe latency
+# --interval 1s` on CPU 0 and, after IDLE_S idle seconds (default 10), an
+# aggressor on CPU 1 for LOAD_S seconds (default 10): `dmalab load` storage
+# reads (the device writes memory), `dmalab load` storage writes (the device
+# reads memory), then `dmalab probe bandwidth` (W5). It prints the live
+# interval lines with the moments the aggressor started and stopped, and the
+# idle interval-to-interval spread next to the intervals under load. The load
+# target is a 1 GiB scratch file in $TMPDIR (default /tmp), removed at exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -33,6 +42,62 @@ cargo build --release -q -p dmalab
 DMALAB=target/release/dmalab
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+
+if [ "${1:-}" = interference ]; then
+    IDLE_S=${IDLE_S:-10}
+    LOAD_S=${LOAD_S:-10}
+    echo "== dmalab probe latency --interval 1s beside aggressors"
+    echo "date:    $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, $(uname -r)$(grep -q hypervisor /proc/cpuinfo && echo ', virtualised')"
+    echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min load average; the machine is shared)"
+    echo "probe:   chase over $CHAIN on CPU 0, per-access, 1 s intervals; aggressor on CPU 1 from ~${IDLE_S}s for ${LOAD_S}s"
+    head -c 1G /dev/zero >"$TMP/target"
+    sync
+    scenario() { # name, aggressor command...
+        local name=$1
+        shift
+        local total=$((IDLE_S * 2 + LOAD_S))
+        "$DMALAB" probe latency --size "$CHAIN" --cpus-allowed 0 --interval 1s \
+            --runtime "${total}s" --output "$TMP/$name.json" >"$TMP/$name.out" 2>/dev/null &
+        local probe=$!
+        # Count idle intervals from the probe's own output.
+        until [ "$(grep -cE '^ *[0-9]+ +[0-9]' "$TMP/$name.out" || true)" -ge "$IDLE_S" ]; do sleep 0.1; done
+        local start_iv
+        start_iv=$(grep -cE '^ *[0-9]+ +[0-9]' "$TMP/$name.out" || true)
+        "$@" >/dev/null 2>&1
+        local stop_iv
+        stop_iv=$(grep -cE '^ *[0-9]+ +[0-9]' "$TMP/$name.out" || true)
+        wait "$probe"
+        echo
+        echo "-- $name: aggressor started during interval $start_iv, stopped during interval $stop_iv"
+        echo "   aggressor: $*" | sed "s|$TMP|\$TMP|g"
+        awk -v a="$start_iv" -v b="$stop_iv" '
+            /^ *intv/ {print "   " $0; next}
+            /^ *[0-9]+ +[0-9]/ {m = ""; if ($1 == a) m = "  <- aggressor starts"; if ($1 == b) m = "  <- aggressor stops"; print "   " $0 m; next}' \
+            "$TMP/$name.out" | sed -n '1,200p'
+        python3 - "$TMP/$name.json" "$start_iv" "$stop_iv" <<'EOF2'
+import json, sys
+iv = json.load(open(sys.argv[1]))["result"]["intervals"]
+a, b = int(sys.argv[2]), int(sys.argv[3])
+idle = [i for i in iv if 0 < i["index"] < a or i["index"] > b + 1]
+busy = [i for i in iv if a < i["index"] < b]
+def rng(rows, key):
+    v = [r[key] for r in rows if r.get(key) is not None]
+    return f"{min(v):8.1f} .. {max(v):8.1f}" if v else "-"
+print(f"   {'ns':<8} {'idle intervals (min .. max)':>28} {'under load (min .. max)':>28}")
+for key in ["mean_ns", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns"]:
+    print(f"   {key:<8} {rng(idle, key):>28} {rng(busy, key):>28}")
+print(f"   ({len(idle)} idle intervals, first and the one after the stop left out; {len(busy)} intervals fully under load)")
+EOF2
+    }
+    scenario storage-reads "$DMALAB" load --target "$TMP/target" --direction write \
+        --pattern full --bs 128K --max-blocks 1 --iodepth 16 --cpus-allowed 1 --runtime "${LOAD_S}s"
+    scenario storage-writes "$DMALAB" load --target "$TMP/target" --allow-destroy="$TMP/target" \
+        --direction read --pattern full --bs 128K --max-blocks 1 --iodepth 16 --cpus-allowed 1 --runtime "${LOAD_S}s"
+    scenario bandwidth-W5 "$DMALAB" probe bandwidth --traffic W5 --size 256M --cpus-allowed 1 \
+        --runtime "${LOAD_S}s"
+    exit 0
+fi
 
 echo "== dmalab probe benchmark"
 echo "date:    $(date -u '+%Y-%m-%d %H:%M UTC')"

@@ -191,6 +191,11 @@ pub struct LoadResult {
     pub first_error: Option<String>,
     /// Huge pages dmalab reserved for the buffer (given back afterwards).
     pub reserved_huge_pages: u64,
+    /// Under a rate limit: how late each command was submitted after its
+    /// due time, nanoseconds (large values mean the host could not keep the
+    /// pace: CPU contention or hypervisor steal, not the device).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pacing_lateness_ns: Option<LatencySummary>,
     /// The DMA transfer trace written with --trace.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceResult>,
@@ -296,6 +301,15 @@ impl LoadResult {
                 c.window_max_error_pct,
                 c.windows_per_s.len()
             ));
+            if let Some(l) = &self.pacing_lateness_ns {
+                let p = |q: f64| l.p(q).map_or("-".into(), |v| fmt_ns(v as f64));
+                s.push_str(&format!(
+                    "  pacing    submitted after the due time by p50 {}  p99 {}  max {}\n",
+                    p(50.0),
+                    p(99.0),
+                    fmt_ns(l.max_ns as f64)
+                ));
+            }
             if let Some(ks) = &c.ks {
                 s.push_str(&format!(
                     "  poisson   KS D {:.4}  p {:.3}  n {}  {}\n",

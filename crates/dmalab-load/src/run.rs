@@ -178,21 +178,25 @@ impl Shared {
 struct WorkerOut {
     result: WorkerResult,
     hist: LatHist,
+    late_hist: LatHist,
     completions: Vec<(u64, u64)>,
     first_error: Option<String>,
     last_ns: u64,
 }
 
-/// The last stretch before a due time is spun, not slept: a sleep on a
-/// virtual machine overshoots by tens of microseconds, which would bunch
-/// Poisson arrivals.
-const SPIN_NS: u64 = 100_000;
+/// With Poisson arrival the last stretch before a due time is spun, not
+/// slept: a sleep on a virtual machine overshoots by tens of microseconds,
+/// which would bunch arrivals and distort the gaps. Uniform pacing only
+/// needs its 1-second windows right, and due times are absolute (an
+/// oversleep delays one command, not the schedule), so it never spins and
+/// leaves the CPU to the kernel's completion work.
+const POISSON_SPIN_NS: u64 = 100_000;
 
-/// Sleeps until shortly before `until`, then spins to it.
-fn precise_wait_until(clock: &MonoClock, until: u64) {
+/// Sleeps until `spin_ns` before `until`, then spins to it.
+fn precise_wait_until(clock: &MonoClock, until: u64, spin_ns: u64) {
     let now = clock.now_ns();
-    if until > now + SPIN_NS {
-        clock.sleep_until(until - SPIN_NS);
+    if until > now + spin_ns {
+        clock.sleep_until(until - spin_ns);
     }
     while clock.now_ns() < until {
         std::hint::spin_loop();
@@ -279,6 +283,7 @@ pub fn run(
         let cache_always = plan.cache == CacheMode::Always;
         let realtime = plan.realtime_priority;
         let trace = trace.clone();
+        let poisson = plan.rate.arrival == Arrival::Poisson;
         let h = std::thread::Builder::new()
             .name(format!("dmalab-load-{i}"))
             .spawn(move || -> Option<WorkerOut> {
@@ -333,6 +338,7 @@ pub fn run(
                     record,
                     cache_always,
                     trace.as_deref(),
+                    poisson,
                 ))
             })
             .map_err(|e| RunError::Other(format!("cannot start worker thread: {e}")))?;
@@ -358,15 +364,19 @@ pub fn run(
         while !handles.iter().all(|h| h.is_finished()) {
             let now = clock.now_ns();
             if now >= next {
+                // Stamp the sample when the counters were read (a loaded
+                // machine may wake us late), not at the nominal second.
                 let cur = live.totals();
-                let s = sample(cur, last, next, next - last_t);
+                let t = clock.now_ns();
+                let s = sample(cur, last, t, t - last_t);
                 on_sample(&s);
                 samples.push(s);
                 last = cur;
-                last_t = next;
+                last_t = t;
                 next += 1_000_000_000;
                 continue;
             }
+            // Short naps: notice finished workers quickly.
             std::thread::sleep(Duration::from_nanos((next - now).min(10_000_000)));
         }
     }
@@ -400,13 +410,19 @@ pub fn run(
     let cur = live.totals();
     if cur != last && runtime_ns > last_t {
         let s = sample(cur, last, runtime_ns, runtime_ns - last_t);
-        on_sample(&s);
+        // A sliver of a second after the last whole one gives a meaningless
+        // per-second rate on stderr; the JSON keeps it (samples sum to the
+        // totals).
+        if s.interval_s >= 0.1 {
+            on_sample(&s);
+        }
         samples.push(s);
     }
 
     let bs = plan.stream.bs_bytes;
     let mut totals = Totals::default();
     let mut hist = LatHist::new();
+    let mut late_hist = LatHist::new();
     let mut cpu = CpuUsage::default();
     let mut completions = Vec::new();
     let mut workers = Vec::new();
@@ -414,6 +430,7 @@ pub fn run(
     for mut o in outs {
         totals.merge(&o.result.totals);
         hist.merge(&o.hist);
+        late_hist.merge(&o.late_hist);
         cpu.usr_ns += o.result.cpu.usr_ns;
         cpu.sys_ns += o.result.cpu.sys_ns;
         completions.append(&mut o.completions);
@@ -461,8 +478,12 @@ pub fn run(
         first_error,
         reserved_huge_pages: buffer.reserved_huge_pages,
         trace: trace_summary,
+<<<<<<< HEAD
+        pacing_lateness_ns: record.then(|| late_hist.summary()),
+=======
         buffer_sha256: plan.buffer_checksum.then(|| buffer_sha256(&buffer)),
         nvme: None,
+>>>>>>> main
     })
 }
 
@@ -543,8 +564,10 @@ fn worker_loop(
     record: bool,
     cache_always: bool,
     trace: Option<&TraceWriter>,
+    poisson: bool,
 ) -> WorkerOut {
     let cpu0 = CpuUsage::thread();
+    let spin_ns = if poisson { POISSON_SPIN_NS } else { 0 };
     let mut free: Vec<u32> = (0..depth as u32).rev().collect();
     let mut slot_cmd = vec![(0u32, 0u32, Op::Noop); depth];
     let mut slot_t0 = vec![0u64; depth];
@@ -556,6 +579,7 @@ fn worker_loop(
     let mut comps: Vec<Completion> = Vec::with_capacity(depth);
     let mut totals = Totals::default();
     let mut hist = LatHist::new();
+    let mut late_hist = LatHist::new();
     let mut recorded = Vec::new();
     let mut first_error = None;
     let mut last_ns = 0;
@@ -589,6 +613,9 @@ fn worker_loop(
                     break;
                 }
                 free.pop();
+                if record {
+                    late_hist.record(clock.now_ns().saturating_sub(due));
+                }
                 slot_cmd[slot as usize] = (cmd.len, cmd.blocks, cmd.op);
                 slot_t0[slot as usize] = clock.now_ns();
                 slot_addr[slot as usize] = base + cmd.buf_offset;
@@ -602,7 +629,7 @@ fn worker_loop(
             }
             if let Some((_, due)) = pending {
                 let until = due.min(deadline).min(now + POLL.as_nanos() as u64);
-                precise_wait_until(clock, until);
+                precise_wait_until(clock, until, spin_ns);
             }
             continue;
         }
@@ -610,10 +637,10 @@ fn worker_loop(
         let (min, timeout) = match pending {
             Some((_, due)) if !draining && !free.is_empty() => {
                 let until = due.min(deadline);
-                if until > now + SPIN_NS {
+                if until > now + spin_ns {
                     // Sleep in the ring until shortly before the due time
                     // (or a completion); the last stretch is spun below.
-                    let wait = Duration::from_nanos(until - now - SPIN_NS).min(POLL);
+                    let wait = Duration::from_nanos(until - now - spin_ns).min(POLL);
                     (1, Some(wait))
                 } else {
                     // Submit what is queued first, then spin to the due time.
@@ -632,7 +659,7 @@ fn worker_loop(
         }
         if comps.is_empty() {
             if let Some(until) = spin_to {
-                precise_wait_until(clock, until);
+                precise_wait_until(clock, until, spin_ns);
             }
             continue;
         }
@@ -699,8 +726,141 @@ fn worker_loop(
             lat_ns: hist.summary(),
         },
         hist,
+        late_hist,
         completions: recorded,
         first_error,
         last_ns,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Engine;
+    use crate::pattern::{DeviceOffsets, Pattern};
+    use std::time::Instant;
+
+    /// A slow device: each command completes 20 ms after it was queued.
+    /// Records when each command was queued and how many were in flight.
+    struct SlowEngine {
+        start: Instant,
+        inflight: Vec<(Instant, u32, i32)>,
+        queued_at_ns: Arc<Mutex<Vec<(u64, usize)>>>,
+    }
+
+    impl Engine for SlowEngine {
+        fn name(&self) -> &'static str {
+            "slow"
+        }
+        fn queue(&mut self, cmd: &Command, slot: u32) -> Result<(), engine::EngineError> {
+            let now = Instant::now();
+            self.queued_at_ns.lock().unwrap().push((
+                now.duration_since(self.start).as_nanos() as u64,
+                self.inflight.len(),
+            ));
+            self.inflight
+                .push((now + Duration::from_millis(20), slot, cmd.len as i32));
+            Ok(())
+        }
+        fn submit_and_reap(
+            &mut self,
+            min: usize,
+            timeout: Option<Duration>,
+            out: &mut Vec<Completion>,
+        ) -> Result<(), engine::EngineError> {
+            let limit = timeout.map(|t| Instant::now() + t);
+            loop {
+                let now = Instant::now();
+                let before = out.len();
+                self.inflight.retain(|&(due, slot, result)| {
+                    let done = due <= now;
+                    if done {
+                        out.push(Completion { slot, result });
+                    }
+                    !done
+                });
+                if out.len() - before >= min || limit.is_some_and(|l| now >= l) {
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+
+    #[test]
+    fn paced_submissions_never_wait_for_completions() {
+        let cfg = StreamConfig {
+            pattern: Pattern::Single,
+            write_storage: false,
+            bs_bytes: 4096,
+            max_blocks: 1,
+            buffer_bytes: 1 << 20,
+            piece_bytes: 1 << 20,
+            region_bytes: 1 << 20,
+            device_offsets: DeviceOffsets::Sequential,
+            seed: 1,
+        };
+        let spec = RateSpec {
+            rate_bytes_per_s: None,
+            rate_iops: Some(500),
+            timeslot_ns: 100_000_000,
+            arrival: Arrival::Uniform,
+            burst: false,
+            seed: 1,
+        };
+        let shared = Mutex::new(Shared {
+            stream: PatternStream::new(cfg).unwrap(),
+            limiter: Limiter::new(spec),
+            commands_left: 100,
+            blocks_left: u64::MAX,
+            data: true,
+        });
+        let clock = MonoClock::new();
+        let queued = Arc::new(Mutex::new(Vec::new()));
+        let mut eng = SlowEngine {
+            start: clock.start(),
+            inflight: Vec::new(),
+            queued_at_ns: queued.clone(),
+        };
+        let live = LiveStats::create(None).unwrap();
+        let buffer = DmaBuffer::new(1 << 20, 1 << 20, HugePages::None, Fill::Zero).unwrap();
+        let out = worker_loop(
+            0,
+            &[],
+            &mut eng,
+            &clock,
+            &shared,
+            &AtomicBool::new(false),
+            &AtomicBool::new(false),
+            &live,
+            &buffer,
+            32,
+            u64::MAX,
+            true,
+            false,
+            None,
+            false,
+        );
+        assert_eq!(out.result.totals.commands, 100);
+        // Commands are due every 2 ms and take 20 ms: a limiter that waited
+        // for completions (fio's inline mode drains the queue before it
+        // sleeps) would queue each one with nothing in flight; ours queues
+        // with about 10 in flight. Counting in-flight commands, not
+        // lateness, keeps the test immune to a busy machine's stalls.
+        let q = queued.lock().unwrap();
+        let mut inflight: Vec<usize> = q.iter().map(|&(_, n)| n).collect();
+        inflight.sort_unstable();
+        assert!(
+            inflight[50] >= 5,
+            "median in flight at submission: {}",
+            inflight[50]
+        );
+        // And never before the due time.
+        for (k, &(t, _)) in q.iter().enumerate() {
+            assert!(
+                t + 100_000 >= k as u64 * 2_000_000,
+                "command {k} early at {t}"
+            );
+        }
     }
 }

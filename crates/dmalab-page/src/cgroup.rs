@@ -119,7 +119,21 @@ impl MemCgroup {
             let sc = h.root.join("cgroup.subtree_control");
             let cur = fs::read_to_string(&sc).unwrap_or_default();
             if !cur.split_whitespace().any(|c| c == "memory") {
-                fs::write(&sc, "+memory").map_err(io_err("enable memory controller in", &sc))?;
+                fs::write(&sc, "+memory").map_err(|e| {
+                    if e.raw_os_error() == Some(libc::EBUSY) {
+                        CgroupError::Io {
+                            what: "cgroup v2: the root of this cgroup namespace holds processes and cannot hand the memory controller to children (run dmalab outside the container, or enable +memory there first);",
+                            path: sc.clone(),
+                            source: e,
+                        }
+                    } else {
+                        CgroupError::Io {
+                            what: "enable memory controller in",
+                            path: sc.clone(),
+                            source: e,
+                        }
+                    }
+                })?;
             }
         }
         fs::create_dir(&path).map_err(io_err("create cgroup", &path))?;

@@ -266,13 +266,15 @@ pub fn prepare_workers(
     })
 }
 
-/// Runs `workers` pinned to `cpus` for `runtime_ns` (or until `stop`).
+/// Runs `workers` pinned to `cpus` for `runtime_ns` (or until `stop`);
+/// `on_start` is called once every worker is running.
 pub fn run_workers(
     workers: &mut [BwWorker],
     cpus: &[usize],
     delay: u32,
     runtime_ns: u64,
     stop: &AtomicBool,
+    on_start: &mut dyn FnMut(),
 ) -> BandwidthResult {
     let progress: Vec<AtomicU64> = workers.iter().map(|_| AtomicU64::new(0)).collect();
     let local_stop = Arc::new(AtomicBool::new(false));
@@ -288,6 +290,7 @@ pub fn run_workers(
         }
         barrier.wait();
         let t0 = crate::tsc::mono_ns();
+        on_start();
         let end = t0 + runtime_ns;
         loop {
             let now = crate::tsc::mono_ns();
@@ -346,6 +349,7 @@ pub fn run(plan: &BandwidthPlan) -> Result<BandwidthResult, ProbeError> {
         plan.delay_cycles,
         plan.runtime_ns,
         &stop,
+        &mut || {},
     );
     if plan.delay_cycles > 0 {
         r.delay_iteration_cycles = Some(kernels::spin_cycles_per_iteration());

@@ -131,10 +131,10 @@ pub fn run(
             if halted(stop) {
                 break;
             }
-            let _ = go_tx.send(plan.point_runtime_ns);
             let bw = match d {
-                // The load threads run a little longer than the latency
-                // thread so it never measures while they start or stop.
+                // The latency thread starts once the load threads run, and
+                // they run a little longer than it, so it never measures
+                // while they start or stop.
                 Some(delay) => {
                     let r = run_workers(
                         &mut load,
@@ -142,10 +142,16 @@ pub fn run(
                         delay,
                         plan.point_runtime_ns + plan.point_runtime_ns / 10,
                         stop,
+                        &mut || {
+                            let _ = go_tx.send(plan.point_runtime_ns);
+                        },
                     );
                     r.bw_bytes
                 }
-                None => 0.0,
+                None => {
+                    let _ = go_tx.send(plan.point_runtime_ns);
+                    0.0
+                }
             };
             let latency = recv(&res_rx)?;
             let p = LoadedPoint {

@@ -12,6 +12,7 @@ use dmalab_core::UsageError;
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// The cache-line size every probe works in.
 pub const LINE: usize = 64;
@@ -159,12 +160,24 @@ fn mbind(addr: *mut u8, len: usize, node: usize) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A raised hugetlb pool; restores the old size on drop.
+/// Who raised which hugetlb pool, so that several buffers (threads) share
+/// one record of the original size and the last one out restores it.
+struct PoolState {
+    path: PathBuf,
+    original: u64,
+    users: usize,
+}
+
+static POOLS: Mutex<Vec<PoolState>> = Mutex::new(Vec::new());
+/// Serialises "check free pages, raise the pool, map" across threads.
+static HUGE_MAP: Mutex<()> = Mutex::new(());
+
+/// A use of a raised hugetlb pool; the pool gets its original size back
+/// when the last use is dropped.
 #[derive(Debug)]
 pub struct HugeReservation {
     path: PathBuf,
-    original: u64,
-    /// Pages added to the pool.
+    /// Pages added to the pool for this buffer.
     pub added: u64,
 }
 
@@ -173,19 +186,17 @@ fn read_u64(p: &Path) -> Option<u64> {
 }
 
 impl HugeReservation {
-    /// Makes sure `pages` free pages of `kind` exist (on `node` when given),
-    /// raising the pool if needed. `None` when enough were free already.
-    pub fn ensure(
-        kind: PageKind,
-        pages: u64,
-        node: Option<usize>,
-    ) -> Result<Option<Self>, ProbeError> {
+    /// Makes sure `pages` free, unreserved pages of `kind` exist (on `node`
+    /// when given), raising the pool if needed. `None` when enough were free
+    /// already. Call with [`HUGE_MAP`] held.
+    fn ensure(kind: PageKind, pages: u64, node: Option<usize>) -> Result<Option<Self>, ProbeError> {
         let Some(dir) = kind.hugetlb_dir() else {
             return Ok(None);
         };
+        let global = PathBuf::from(format!("/sys/kernel/mm/hugepages/{dir}"));
         let base = match node {
             Some(n) => PathBuf::from(format!("/sys/devices/system/node/node{n}/hugepages/{dir}")),
-            None => PathBuf::from(format!("/sys/kernel/mm/hugepages/{dir}")),
+            None => global.clone(),
         };
         let nr_path = base.join("nr_hugepages");
         let (Some(nr), Some(free)) = (read_u64(&nr_path), read_u64(&base.join("free_hugepages")))
@@ -196,6 +207,9 @@ impl HugeReservation {
                 base.display()
             )));
         };
+        // Free pages already promised to other mappings are not ours.
+        let resv = read_u64(&global.join("resv_hugepages")).unwrap_or(0);
+        let free = free.saturating_sub(resv);
         if free >= pages {
             return Ok(None);
         }
@@ -207,12 +221,23 @@ impl HugeReservation {
                 nr_path.display()
             )));
         }
+        let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+        match pools.iter_mut().find(|p| p.path == nr_path) {
+            Some(p) => p.users += 1,
+            None => pools.push(PoolState {
+                path: nr_path.clone(),
+                original: nr,
+                users: 1,
+            }),
+        }
+        drop(pools);
         let res = HugeReservation {
             path: nr_path,
-            original: nr,
             added: pages - free,
         };
-        let now_free = read_u64(&base.join("free_hugepages")).unwrap_or(0);
+        let now_free = read_u64(&base.join("free_hugepages"))
+            .unwrap_or(0)
+            .saturating_sub(resv);
         if now_free < pages {
             // Dropping `res` puts the old pool size back.
             return Err(ProbeError::Pages(format!(
@@ -226,11 +251,20 @@ impl HugeReservation {
 
 impl Drop for HugeReservation {
     fn drop(&mut self) {
-        if let Err(e) = fs::write(&self.path, self.original.to_string()) {
+        let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(i) = pools.iter().position(|p| p.path == self.path) else {
+            return;
+        };
+        pools[i].users -= 1;
+        if pools[i].users > 0 {
+            return;
+        }
+        let p = pools.remove(i);
+        if let Err(e) = fs::write(&p.path, p.original.to_string()) {
             eprintln!(
                 "dmalab: warning: could not restore {} to {}: {e}",
-                self.path.display(),
-                self.original
+                p.path.display(),
+                p.original
             );
         }
     }
@@ -260,11 +294,13 @@ impl Buffer {
         let page = kind.page_size();
         let len = len.div_ceil(LINE) * LINE;
         let mut reservation = None;
+        let mut huge_guard = None;
         let (map_len, flags) = match kind {
             PageKind::Small => (len.div_ceil(4096) * 4096, 0),
             // Over-allocate by one huge page to align the start.
             PageKind::Thp => (len.div_ceil(4096) * 4096 + page, 0),
             PageKind::Huge2M | PageKind::Huge1G => {
+                huge_guard = Some(HUGE_MAP.lock().unwrap_or_else(|p| p.into_inner()));
                 let pages = len.div_ceil(page) as u64;
                 reservation = HugeReservation::ensure(kind, pages, membind)?;
                 let shift = if kind == PageKind::Huge2M { 21 } else { 30 };
@@ -280,7 +316,10 @@ impl Buffer {
                 std::ptr::null_mut(),
                 map_len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | flags,
+                // No MAP_NORESERVE: a hugetlb mapping must take its pages
+                // from the pool now (or fail here) rather than SIGBUS on
+                // first touch.
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | flags,
                 -1,
                 0,
             )
@@ -292,6 +331,7 @@ impl Buffer {
                 kind.name()
             )));
         }
+        drop(huge_guard);
         let map = map.cast::<u8>();
         let ptr = if kind == PageKind::Thp {
             let a = map as usize;

@@ -193,7 +193,7 @@ impl VictimKind {
         match self {
             VictimKind::ProbeLatency => ("/result/per_access/mean_ns", "ns", Better::Lower),
             VictimKind::ProbeBandwidth => ("/result/bw_bytes", "B/s", Better::Higher),
-            VictimKind::Page => ("/result/all/latency/mean_ns", "ns", Better::Lower),
+            VictimKind::Page => ("/result/total/all/mean_ns", "ns", Better::Lower),
             VictimKind::Exec { regex: Some(_), .. } => ("regex", "", Better::Lower),
             VictimKind::Exec { .. } | VictimKind::Redis(_) | VictimKind::Idle { .. } => {
                 ("wall_s", "s", Better::Lower)

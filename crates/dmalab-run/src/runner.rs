@@ -1325,3 +1325,34 @@ pub fn run(
     progress.end();
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_lookup_reads_numbers_and_explains_misses() {
+        let doc = serde_json::json!({"result": {"per_access": {"mean_ns": 81.5, "samples": "12"}, "threads": []}});
+        assert_eq!(lookup_number(&doc, "/result/per_access/mean_ns"), Ok(81.5));
+        assert_eq!(lookup_number(&doc, "/result/per_access/samples"), Ok(12.0));
+        let e = lookup_number(&doc, "/result/per_access/p50_ns").unwrap_err();
+        assert!(
+            e.contains("keys at '/result/per_access': mean_ns, samples"),
+            "{e}"
+        );
+        let e = lookup_number(&doc, "/result/nothing/here").unwrap_err();
+        assert!(e.contains("keys at '/result': per_access, threads"), "{e}");
+        assert!(lookup_number(&doc, "/result/threads")
+            .unwrap_err()
+            .contains("not a number"));
+    }
+
+    #[test]
+    fn tail_keeps_whole_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("err");
+        std::fs::write(&p, "first line\nsecond line\nthird\n").unwrap();
+        assert_eq!(tail(&p, 14), "third\n");
+        assert_eq!(tail(&p, 1000), "first line\nsecond line\nthird\n");
+    }
+}

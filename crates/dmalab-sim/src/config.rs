@@ -162,14 +162,19 @@ pub struct DramConfig {
     /// line offset). `ro-ba-bg-co` keeps a row's lines together;
     /// `ro-co-ba-bg` spreads consecutive lines over banks.
     pub mapping: String,
+    /// XOR the bank and bank-group bits with the low row bits
+    /// (permutation-based interleaving).
+    #[serde(default)]
+    pub bank_xor: bool,
     /// Read queue entries.
     pub read_queue: u32,
     /// Write queue entries.
     pub write_queue: u32,
-    /// Writes start draining (ahead of reads) when the write queue holds this
-    /// many; 1 drains writes as they come.
+    /// Writes are served ahead of reads once the write queue holds this
+    /// many (with `write_low_watermark = 0`, 1 drains writes as they come).
     pub write_high_watermark: u32,
-    /// Draining stops at this many.
+    /// Write mode ends at this many when reads wait; with no read waiting,
+    /// more than this many writes start write mode.
     pub write_low_watermark: u32,
 }
 
@@ -256,6 +261,7 @@ impl DramConfig {
             page_policy: PagePolicy::Open,
             scheduler: Scheduler::FrFcfs,
             mapping: "ro-ba-bg-co".into(),
+            bank_xor: false,
             read_queue: 32,
             write_queue: 32,
             write_high_watermark: 24,
@@ -356,6 +362,7 @@ impl SimConfig {
             d.page_policy = keep.page_policy;
             d.scheduler = keep.scheduler;
             d.mapping = keep.mapping;
+            d.bank_xor = keep.bank_xor;
             d.read_queue = keep.read_queue;
             d.write_queue = keep.write_queue;
             d.write_high_watermark = keep.write_high_watermark;

@@ -29,6 +29,7 @@ pub struct Mapping {
     bg: (u32, u64),
     ro_shift: u32,
     banks_per_group: u32,
+    xor: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -90,6 +91,7 @@ impl Mapping {
             bg: (0, 0),
             ro_shift: 0,
             banks_per_group: cfg.banks_per_group,
+            xor: cfg.bank_xor,
         };
         let mut shift = line_shift;
         for &f in fields.iter().rev() {
@@ -109,10 +111,16 @@ impl Mapping {
     /// (bank index, bank group, row) of a byte address.
     #[inline]
     pub fn decode(&self, addr: u64) -> (u32, u32, u64) {
-        let ba = ((addr >> self.ba.0) & self.ba.1) as u32;
-        let bg = ((addr >> self.bg.0) & self.bg.1) as u32;
-        let _co = (addr >> self.co.0) & self.co.1;
+        let mut ba = ((addr >> self.ba.0) & self.ba.1) as u32;
+        let mut bg = ((addr >> self.bg.0) & self.bg.1) as u32;
         let row = addr >> self.ro_shift;
+        if self.xor {
+            // Permutation-based interleaving: the low row bits flip the bank
+            // bits, so lines that share a cache set (and so the bank bits)
+            // but not a row spread over banks.
+            ba ^= (row & self.ba.1) as u32;
+            bg ^= ((row >> self.ba.1.count_ones()) & self.bg.1) as u32;
+        }
         (bg * self.banks_per_group + ba, bg, row)
     }
 
@@ -203,6 +211,7 @@ pub struct Dram {
     hi: usize,
     lo: usize,
     draining: bool,
+    flush: bool,
     decide: u64,
     last_cas: u64,
     last_bg: u32,
@@ -256,6 +265,7 @@ impl Dram {
             hi: cfg.write_high_watermark as usize,
             lo: cfg.write_low_watermark as usize,
             draining: false,
+            flush: false,
             decide: 0,
             last_cas: 0,
             last_bg: 0,
@@ -350,24 +360,40 @@ impl Dram {
 
     /// Serves everything queued; returns when the last data moved.
     pub fn finish(&mut self) -> u64 {
+        self.flush = true;
         while self.peek().is_some() {
             self.step();
         }
         self.last_done
     }
 
+    /// Whether the next decision serves the write queue (`Some(true)`), the
+    /// read queue (`Some(false)`) or waits (`None`). As in Ramulator: write
+    /// mode starts when the write queue reaches the high watermark, or when
+    /// no read waits and more than the low watermark of writes do; it ends
+    /// when the write queue is empty, or at the low watermark with reads
+    /// waiting. Below the low watermark, writes wait for company.
+    #[inline]
+    fn mode(&self) -> Option<bool> {
+        let (nw, nr) = (self.wq.len(), self.rq.len());
+        let writes = if self.draining {
+            nw > 0 && !(nw <= self.lo && nr > 0)
+        } else {
+            nw >= self.hi || (nr == 0 && (nw > self.lo || (self.flush && nw > 0)))
+        };
+        if writes {
+            Some(true)
+        } else if nr > 0 {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
     /// Which queue the next decision serves and when it is made.
     #[inline]
     fn peek(&self) -> Option<(bool, u64)> {
-        let use_w = if self.draining || self.wq.len() >= self.hi {
-            true
-        } else if !self.rq.is_empty() {
-            false
-        } else if !self.wq.is_empty() {
-            true
-        } else {
-            return None;
-        };
+        let use_w = self.mode()?;
         let q = if use_w { &self.wq } else { &self.rq };
         // Queues are in arrival order.
         Some((use_w, self.decide.max(q[0].arrive)))
@@ -378,10 +404,10 @@ impl Dram {
         let Some((use_w, d)) = self.peek() else {
             return self.decide;
         };
-        if use_w && !self.draining && self.wq.len() >= self.hi {
-            self.draining = true;
+        if use_w && !self.draining {
             self.stats.write_drains += 1;
         }
+        self.draining = use_w;
         let q = if use_w { &self.wq } else { &self.rq };
         let mut pick = 0;
         if self.sched == Scheduler::FrFcfs {
@@ -401,9 +427,6 @@ impl Dram {
             self.rq.remove(pick)
         };
         self.issue(r, d, use_w);
-        if use_w && self.draining && self.wq.len() <= self.lo {
-            self.draining = false;
-        }
         d
     }
 

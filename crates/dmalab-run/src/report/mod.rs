@@ -81,7 +81,7 @@ fn bar_plot(res: &Results, victim: &str, cells: &[&Cell]) -> Option<String> {
                 .chain(c.summary.as_ref().map(|s| s.ci_hi))
         })
         .fold(0.0f64, f64::max);
-    let width = (220.0 + configs.len() as f64 * (loads.len() as f64 * 46.0 + 40.0)).max(560.0);
+    let width = (220.0 + configs.len() as f64 * (loads.len() as f64 * 46.0 + 40.0)).max(640.0);
     let mut cv = Canvas::new(
         width,
         340.0,
@@ -100,7 +100,7 @@ fn bar_plot(res: &Results, victim: &str, cells: &[&Cell]) -> Option<String> {
             if meta.metric == "wall_s" {
                 "run time"
             } else {
-                meta.metric.as_str()
+                meta.metric.rsplit('/').next().unwrap_or("")
             }
         ),
         "configuration",
@@ -220,11 +220,38 @@ pub fn find_latency(v: &Value) -> Option<&Value> {
     None
 }
 
+/// The latency summary that goes with a run's figure: the nearest one at or
+/// under an ancestor of the metric's pointer (`/result/total/all/mean_ns`
+/// -> `/total/all/lat`), else the first one nearest the top.
+pub fn latency_for(r: &RunRecord) -> Option<&Value> {
+    let res = r.victim_result.as_ref()?;
+    let has = |v: &Value| {
+        v.get("buckets")
+            .and_then(|b| b.as_array())
+            .is_some_and(|b| b.first().is_some_and(|e| e.get("lo_ns").is_some()))
+    };
+    let mut p = r.metric.strip_prefix("/result").unwrap_or("").to_string();
+    while let Some((parent, _)) = p.rsplit_once('/') {
+        p = parent.to_string();
+        if let Some(v) = res.pointer(&p) {
+            if has(v) {
+                return Some(v);
+            }
+            if let Value::Object(m) = v {
+                if let Some(child) = m.values().find(|c| has(c)) {
+                    return Some(child);
+                }
+            }
+        }
+    }
+    find_latency(res)
+}
+
 /// Buckets of all runs merged: lo_ns -> (hi_ns, count).
 fn merged_buckets(runs: &[&RunRecord]) -> BTreeMap<u64, (u64, u64)> {
     let mut m: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     for r in runs {
-        let Some(lat) = r.victim_result.as_ref().and_then(find_latency) else {
+        let Some(lat) = latency_for(r) else {
             continue;
         };
         for b in lat["buckets"].as_array().into_iter().flatten() {
@@ -447,7 +474,7 @@ svg.plot{background:#fff;border:1px solid #e3e3e3;max-width:100%;height:auto}
 svg .title{font-size:13px;font-weight:600}svg .tick{font-size:11px;fill:#444}svg .small{font-size:10px;fill:#333}
 svg .label{font-size:12px;fill:#333}svg .grid{stroke:#eee}svg .frame{fill:none;stroke:#999}
 svg .dot{fill:#111;fill-opacity:.75}svg .whisker{stroke:#111;stroke-width:1.3}
-table.stats{border-collapse:collapse;font-size:.85em}table.stats th,table.stats td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
+div.scroll{overflow-x:auto}table.stats{border-collapse:collapse;font-size:.8em}table.stats th,table.stats td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
 table.stats th{background:#f4f4f4}table.stats td.l{text-align:left}tr.noisy td{background:#fff6e0}td.sig{font-weight:600}
 pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:.85em}
 "#;
@@ -642,7 +669,7 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
     let _ = write!(
         body,
         r#"<h2>Statistics</h2><p class="meta">Mean, median and sample standard deviation of completed runs; 95% percentile-bootstrap interval of the mean (10,000 resamples, fixed seed); slowdown = loaded/plain for lower-is-better figures and plain/loaded for higher-is-better ones, with its bootstrap interval; Mann-Whitney U two-sided against plain (exact without ties for small samples). Noisy: coefficient of variation above {noisy_cv_pct}%.</p>
-<table class="stats"><tr><th>configuration</th><th>victim</th><th>load</th><th>n</th><th>failed</th><th>mean</th><th>median</th><th>sd</th><th>CV</th><th>95% CI</th><th>slowdown</th><th>slowdown 95% CI</th><th>MWU U</th><th>MWU p</th><th>aggressor bandwidth</th><th>aggressor commands</th></tr>
+<div class="scroll"><table class="stats"><tr><th>configuration</th><th>victim</th><th>load</th><th>n</th><th>failed</th><th>mean</th><th>median</th><th>sd</th><th>CV</th><th>95% CI</th><th>slowdown</th><th>slowdown 95% CI</th><th>MWU U</th><th>MWU p</th><th>aggressor bandwidth</th><th>aggressor commands</th></tr>
 "#
     );
     for c in &cells {
@@ -700,7 +727,7 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
             c.aggressor_cmd_per_s.map(rate_fmt).unwrap_or_default()
         );
     }
-    body.push_str("</table>\n");
+    body.push_str("</table></div>\n");
 
     let failed: Vec<&RunRecord> = res
         .runs

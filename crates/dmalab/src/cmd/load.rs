@@ -459,7 +459,7 @@ fn plan(a: &LoadArgs, t: &TargetInfo) -> Result<Plan, UsageError> {
         engine: a.engine,
         target: t.path.clone(),
         target_kind: t.kind.into(),
-        target_created: !t.exists,
+        target_created: !t.exists && a.engine != EngineKind::Null,
         keep: a.keep,
         target_size_bytes: t.size,
         logical_block_size_bytes: t.lbs,

@@ -14,8 +14,8 @@ pub struct Args {
     /// The experiment file (TOML; see docs/run.md and examples/).
     #[arg(value_name = "EXPERIMENT.toml")]
     pub experiment: PathBuf,
-    /// Results file (JSON lines) [default: EXPERIMENT.results.jsonl beside
-    /// the current directory's copy of the file name].
+    /// Results file (JSON lines) [default: <experiment file stem>.results.jsonl
+    /// in the current directory].
     #[arg(long, short = 'o', value_name = "FILE")]
     pub results: Option<PathBuf>,
     /// Start over when the results file holds results of a different

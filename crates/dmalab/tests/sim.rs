@@ -1,0 +1,242 @@
+//! `dmalab sim` through the binary: synth, compare, sweep, convert, stat,
+//! MSR replay, and bad input.
+
+mod common;
+use common::dmalab;
+use std::path::{Path, PathBuf};
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../dmalab-sim/tests/fixtures")
+        .join(name)
+}
+
+#[test]
+fn synth_then_compare_prints_the_scheme_table_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let fc = dir.path().join("fc.trace");
+    let json = dir.path().join("fc.json");
+    dmalab()
+        .args(["sim", "synth", "file-copy", "--size", "1M", "--output"])
+        .arg(&fc)
+        .assert()
+        .success();
+    let out = dmalab()
+        .args(["sim", "compare"])
+        .arg(&fc)
+        .arg("--output")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = stdout(&out);
+    for s in [
+        "snoop",
+        "shared",
+        "dma-cache-32K",
+        "dma-cache-64K",
+        "dma-cache-128K",
+        "dma-cache-256K",
+        "dma-cache-256K-pf",
+        "speedup",
+        "row_c",
+        "M refs/s",
+    ] {
+        assert!(text.contains(s), "no {s} in:\n{text}");
+    }
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["command"], "sim compare");
+    assert_eq!(doc["config"]["params"]["dram"]["preset"], "ddr2-800");
+    let schemes = doc["result"]["schemes"].as_array().unwrap();
+    assert_eq!(schemes.len(), 7);
+    assert_eq!(schemes[0]["scheme"], "snoop");
+    assert_eq!(schemes[0]["speedup_vs_snoop"], 1.0);
+    // 1 MiB copied: 8 chunks of 2048 DMA writes and 2048 DMA reads.
+    assert_eq!(schemes[0]["dma"]["refs"], 8 * 4096);
+    assert_eq!(schemes[0]["cpu"]["refs"], 8 * 8192);
+    let b = &schemes[0]["breakdown_ns"];
+    let parts: f64 = [
+        "compute_ns",
+        "cache_hit_ns",
+        "cpu_read_mem_ns",
+        "cpu_writeback_mem_ns",
+        "dma_read_mem_ns",
+        "dma_write_mem_ns",
+        "final_drain_ns",
+    ]
+    .iter()
+    .map(|k| b[k].as_f64().unwrap())
+    .sum();
+    let total = schemes[0]["total_ns"].as_f64().unwrap();
+    assert!((parts - total).abs() < 1e-3 * total, "{parts} vs {total}");
+}
+
+#[test]
+fn text_trace_converts_and_compares_like_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let txt = dir.path().join("t.txt");
+    let bin = dir.path().join("t.trace");
+    std::fs::write(
+        &txt,
+        "# hand written\n0 begin-w 0x10000 256\n0 dma-w 0x10000 256\n0 end-w 0x10000 256\n5 cpu-r 0x10000 64\n0 xfer-r 0x20000 4096 1000\n",
+    )
+    .unwrap();
+    dmalab()
+        .args(["sim", "convert"])
+        .arg(&txt)
+        .arg(&bin)
+        .args(["--to", "binary"])
+        .assert()
+        .success();
+    let st = dmalab().args(["sim", "stat"]).arg(&bin).output().unwrap();
+    let s = stdout(&st);
+    assert!(
+        s.contains("cpu_refs 1") && s.contains("dma_refs 1") && s.contains("dma_transfers 1"),
+        "{s}"
+    );
+    let a = dmalab()
+        .args(["sim", "compare", "--schemes", "snoop,shared"])
+        .arg(&txt)
+        .output()
+        .unwrap();
+    let b = dmalab()
+        .args(["sim", "compare", "--schemes", "snoop,shared"])
+        .arg(&bin)
+        .output()
+        .unwrap();
+    let table = |o: &std::process::Output| {
+        stdout(o)
+            .lines()
+            .filter(|l| l.starts_with("snoop") || l.starts_with("shared"))
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(table(&a), table(&b));
+    assert_eq!(table(&a).len(), 4);
+}
+
+#[test]
+fn sweep_reports_each_value_and_the_orderings() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("tp.trace");
+    let json = dir.path().join("s.json");
+    dmalab()
+        .args(["sim", "synth", "tpch", "--size", "1M", "--output"])
+        .arg(&t)
+        .assert()
+        .success();
+    let out = dmalab()
+        .args(["sim", "sweep"])
+        .arg(&t)
+        .args(["--param", "llc.size_bytes", "--values", "256K,1M"])
+        .args(["--schemes", "snoop,shared,dma-cache-32K,dma-cache-256K-pf"])
+        .args(["--set", "dram.preset=ddr4-3200", "--output"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains("256K") && text.contains("1M") && text.contains("pf>sn"),
+        "{text}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let points = doc["result"]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    assert_eq!(doc["config"]["params"]["dram"]["timing"]["cl"], 22);
+    assert!(points[0]["orderings"]["dma_cache_256k_pf_beats_snoop"].is_boolean());
+}
+
+#[test]
+fn msr_cambridge_csv_replays_as_dma_transfers() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("msr.trace");
+    dmalab()
+        .args(["sim", "synth", "msr", "--input"])
+        .arg(fixture("msr_small.csv"))
+        .arg("--output")
+        .arg(&t)
+        .assert()
+        .success();
+    let s = stdout(&dmalab().args(["sim", "stat"]).arg(&t).output().unwrap());
+    // 8 requests; the CPU touches every line they move: 4+16+4+64+4+128+8+4
+    // KiB = 232 KiB = 3712 lines.
+    assert!(s.contains("dma_transfers 8"), "{s}");
+    assert!(s.contains("cpu_refs 3712"), "{s}");
+    let out = dmalab().args(["sim", "compare"]).arg(&t).output().unwrap();
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("dma-cache-256K-pf"));
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let txt = dir.path().join("t.txt");
+    std::fs::write(&txt, "0 cpu-r 0x0 64\n0 cpu-q 0x40 64\n").unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["compare".into(), "/no/such.trace".into()], "TRACE"),
+        (vec!["compare".into(), txt.display().to_string()], "t.txt:2"),
+        (
+            vec![
+                "compare".into(),
+                txt.display().to_string(),
+                "--schemes".into(),
+                "ddio".into(),
+            ],
+            "--schemes",
+        ),
+        (
+            vec![
+                "compare".into(),
+                txt.display().to_string(),
+                "--set".into(),
+                "llc.ways=0".into(),
+            ],
+            "--set",
+        ),
+        (
+            vec![
+                "compare".into(),
+                txt.display().to_string(),
+                "--params".into(),
+                "nope".into(),
+            ],
+            "--params",
+        ),
+        (
+            vec![
+                "synth".into(),
+                "msr".into(),
+                "--output".into(),
+                "x.trace".into(),
+            ],
+            "--input",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = dmalab()
+            .arg("sim")
+            .args(&args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    // Nothing half-written by the failed synth.
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(left.len(), 1);
+}
