@@ -478,12 +478,9 @@ pub fn run(
         first_error,
         reserved_huge_pages: buffer.reserved_huge_pages,
         trace: trace_summary,
-<<<<<<< HEAD
         pacing_lateness_ns: record.then(|| late_hist.summary()),
-=======
         buffer_sha256: plan.buffer_checksum.then(|| buffer_sha256(&buffer)),
         nvme: None,
->>>>>>> main
     })
 }
 

@@ -245,6 +245,9 @@ pub struct PageConfig {
     pub swappiness: Option<u32>,
     /// Raw media latency of the swap device, for the Table 2 OS overhead.
     pub media_latency_ns: Option<u64>,
+    /// The exact device `--swap dev:PATH` may overwrite (`--allow-destroy`).
+    #[serde(default)]
+    pub allow_destroy: Option<PathBuf>,
 }
 
 impl PageConfig {
@@ -385,6 +388,7 @@ mod tests {
             page_cluster: None,
             swappiness: None,
             media_latency_ns: None,
+            allow_destroy: None,
         }
     }
 

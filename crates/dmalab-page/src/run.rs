@@ -118,7 +118,7 @@ fn precheck(cfg: &PageConfig) -> Result<Option<cgroup::MemoryHierarchy>, PageErr
         ));
     }
     if let SwapSpec::Dev { path } = &cfg.swap {
-        crate::devguard::check_swap_device(path)?;
+        crate::devguard::check_swap_device(path, cfg.allow_destroy.as_deref())?;
     }
     if cfg.memory_limit_bytes.is_some() {
         let h = cgroup::detect()
@@ -204,7 +204,10 @@ fn setup_swap(cfg: &PageConfig, ledger: &mut Ledger) -> Result<Option<PathBuf>, 
             let size =
                 crate::devguard::device_size(&f).map_err(setup_err("size of swap device"))?;
             ledger
-                .record(|c| c.swapon.push(path.clone()))
+                .record(|c| {
+                    c.swap_header_written.push(path.clone());
+                    c.swapon.push(path.clone())
+                })
                 .map_err(&ledger_err)?;
             swap::write_swap_header(&mut f, size).map_err(setup_err("write swap header"))?;
             drop(f);
@@ -253,19 +256,12 @@ pub fn run_page(cfg: &PageConfig, opts: &RunOptions) -> Result<Outcome, PageErro
     for e in &setup.cleanup_errors {
         warnings.push(format!("cleanup failed: {e}; run `dmalab cleanup`"));
     }
-    if let Some(v) = &hierarchy_version(&setup) {
-        setup.cgroup_version = Some(v.clone());
-    }
     result.setup = setup;
     Ok(Outcome {
         result,
         interrupted,
         warnings,
     })
-}
-
-fn hierarchy_version(s: &SetupReport) -> Option<String> {
-    s.cgroup_version.clone()
 }
 
 fn run_with_ledger(
@@ -333,8 +329,6 @@ fn run_with_ledger(
     }
     let (out, interrupted) = spawn_worker(cfg, opts, cg.as_ref())?;
     let post_unmap = Vmstat::read();
-    let swaps_after_unmap = read_swaps();
-    let _ = swaps_after_unmap;
     warnings.extend(out.warnings.iter().cloned());
     let result = build_result(cfg, &out, post_unmap, added_swap.as_deref())?;
     Ok((result, interrupted))

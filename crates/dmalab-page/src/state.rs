@@ -41,6 +41,10 @@ pub struct HostChanges {
     pub swapon: Vec<PathBuf>,
     /// Swap file created (deleted afterwards).
     pub swap_file: Option<PathBuf>,
+    /// Block devices given a swap header (zeroed again afterwards, so the
+    /// device is back to holding no signature).
+    #[serde(default)]
+    pub swap_header_written: Vec<PathBuf>,
     /// Settings changed, in order (restored in reverse).
     pub settings: Vec<SettingChange>,
 }
@@ -52,6 +56,7 @@ impl HostChanges {
             && self.zram_id.is_none()
             && self.swapon.is_empty()
             && self.swap_file.is_none()
+            && self.swap_header_written.is_empty()
             && self.settings.is_empty()
     }
 }
@@ -156,6 +161,21 @@ pub fn undo_changes(c: &HostChanges) -> (Vec<String>, Vec<String>) {
         match crate::swap::swapoff(p) {
             Ok(()) => done.push(format!("swapoff {}", p.display())),
             Err(e) => errors.push(format!("cannot swapoff {}: {e}", p.display())),
+        }
+    }
+    for dev in &c.swap_header_written {
+        let wipe = || -> io::Result<()> {
+            use std::io::Write;
+            let mut f = fs::OpenOptions::new().write(true).open(dev)?;
+            f.write_all(&[0u8; 4096])?;
+            f.sync_all()
+        };
+        match wipe() {
+            Ok(()) => done.push(format!("wiped the swap header off {}", dev.display())),
+            Err(e) => errors.push(format!(
+                "cannot wipe the swap header off {}: {e}",
+                dev.display()
+            )),
         }
     }
     if let Some(id) = c.zram_id {

@@ -478,6 +478,7 @@ mod tests {
             page_cluster: None,
             swappiness: None,
             media_latency_ns: None,
+            allow_destroy: None,
         };
         let out = run(
             &WorkerPlan {
@@ -535,6 +536,7 @@ mod tests {
             page_cluster: None,
             swappiness: None,
             media_latency_ns: None,
+            allow_destroy: None,
         };
         let out = run(
             &WorkerPlan {

@@ -29,9 +29,7 @@
 //! Values past 2^32 ns land in that last bucket.
 
 use crate::config::{ClassifyMethod, Offset, PageConfig, Pattern, SwapSpec, TimerKind};
-use crate::report::{
-    ClassHists, ClassStats, FaultAccounting, PageResult, Table2, ThreadSummary, VmstatReport,
-};
+use crate::report::{ClassHists, FaultAccounting, PageResult, Table2, ThreadSummary, VmstatReport};
 use crate::sysinfo::Vmstat;
 use dmalab_core::hist::{LatHist, LatencySummary};
 use dmalab_core::host::HostInfo;
@@ -587,6 +585,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         page_cluster: None,
         swappiness: None,
         media_latency_ns: None,
+        allow_destroy: None,
     };
     let mut read = ClassHists::default();
     let mut write = ClassHists::default();
@@ -684,7 +683,6 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
             .unwrap_or_default(),
         ..HostInfo::default()
     };
-    let _ = ClassStats::default();
     Ok(Imported {
         version: sig
             .path("pmbench_info/version_number")

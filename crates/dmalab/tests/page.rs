@@ -481,3 +481,103 @@ fn kill_9_leftovers_are_removed_by_next_start_and_by_cleanup() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("removed cgroup"));
     assert_clean(pid, Some(&zram), &pc);
 }
+
+/// A loop device over a sparse file, detached when dropped.
+struct Loop {
+    dev: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Loop {
+    fn new(size: &str) -> Self {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let img = dir.path().join("swap.img");
+        assert!(Command::new("truncate")
+            .args(["-s", size])
+            .arg(&img)
+            .status()
+            .unwrap()
+            .success());
+        let o = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(&img)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        Self {
+            dev: String::from_utf8_lossy(&o.stdout).trim().to_string(),
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+    }
+}
+
+#[test]
+fn swap_on_a_named_block_device_needs_allow_destroy_and_is_wiped_after() {
+    if !need_host() || !common::need("losetup", common::have_program("losetup")) {
+        return;
+    }
+    let _lock = HOST.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = HostGuard::new();
+    let lo = Loop::new("160M");
+    let spec = format!("dev:{}", lo.dev);
+    let o = dmalab()
+        .args([
+            "page",
+            "--map",
+            "96M",
+            "--memory-limit",
+            "32M",
+            "--runtime",
+            "0.5",
+            "--swap",
+            &spec,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--allow-destroy"));
+    let d = run_json(&[
+        "--map",
+        "96M",
+        "--memory-limit",
+        "32M",
+        "--runtime",
+        "1",
+        "--swap",
+        &spec,
+        "--allow-destroy",
+        &lo.dev,
+    ]);
+    let sw = d["result"]["swap"].as_array().unwrap();
+    let ours = sw
+        .iter()
+        .find(|s| s["path"] == lo.dev.as_str())
+        .expect("device listed");
+    assert_eq!(ours["added_by_dmalab"], true);
+    assert_eq!(ours["received_pages"], true);
+    assert!(d["result"]["faults"]["major_faults"].as_u64().unwrap() > 0);
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap();
+    assert!(!swaps.contains(&lo.dev), "{swaps}");
+    // The swap header dmalab wrote is gone again.
+    let mut head = vec![0u8; 4096];
+    use std::io::Read;
+    std::fs::File::open(&lo.dev)
+        .unwrap()
+        .read_exact(&mut head)
+        .unwrap();
+    assert!(
+        head.iter().all(|&b| b == 0),
+        "swap header left on {}",
+        lo.dev
+    );
+}

@@ -269,11 +269,22 @@ fn describe_target(a: &LoadArgs) -> Result<TargetInfo, UsageError> {
                 ),
             ));
         }
-        if let Some(b) = dmalab_core::safety::block_device_for_nvme_generic(path)
+        match dmalab_core::safety::block_device_for_nvme_generic(path)
             .and_then(|b| DeviceInfo::describe(&b))
         {
-            size = b.size_bytes;
-            lbs = b.logical_block_size.max(512);
+            Some(b) => {
+                size = b.size_bytes;
+                lbs = b.logical_block_size.max(512);
+            }
+            None => {
+                return Err(UsageError::new(
+                    "--target",
+                    format!(
+                        "{} is not an NVMe generic namespace device (/dev/ngXnY with a matching /dev/nvmeXnY)",
+                        path.display()
+                    ),
+                ))
+            }
         }
     } else if a.engine == EngineKind::Nvme {
         return Err(UsageError::new(

@@ -152,6 +152,10 @@ struct RunArgs {
     /// the average major fault minus this.
     #[arg(long, value_name = "DURATION")]
     media_latency: Option<String>,
+    /// Allow --swap dev:PATH to overwrite this exact device (only if every
+    /// safety check of the device guard passes).
+    #[arg(long, value_name = "PATH")]
+    allow_destroy: Option<PathBuf>,
     /// Also write pmbench's XML report format to FILE.
     #[arg(long, value_name = "FILE")]
     xml: Option<PathBuf>,
@@ -229,6 +233,7 @@ impl RunArgs {
                 .as_deref()
                 .map(|s| parse_duration("--media-latency", s).map(dmalab_core::schema::ns))
                 .transpose()?,
+            allow_destroy: self.allow_destroy.clone(),
         };
         cfg.validate()?;
         Ok(cfg)
