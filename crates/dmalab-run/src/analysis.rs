@@ -50,6 +50,19 @@ pub struct Cell {
     pub aggressor_cmd_per_s: Option<f64>,
 }
 
+/// The aggressor's data bandwidth (bytes/s) and command rate during a
+/// run: from its live-stats evidence (the victim's window exactly), or,
+/// for an aggressor without a live-stats file that reports `bw_bytes`
+/// (`dmalab probe bandwidth`), its whole-run average and no command rate.
+pub fn aggressor_rates(r: &RunRecord) -> Option<(f64, Option<f64>)> {
+    let a = r.aggressor.as_ref()?;
+    if let Some(e) = &a.evidence {
+        return Some((e.bw_bytes, Some(e.cmd_per_s)));
+    }
+    let bw = a.result.as_ref()?.get("bw_bytes")?.as_f64()?;
+    Some((bw, None))
+}
+
 /// Figures of completed runs.
 pub fn values(runs: &[&RunRecord]) -> Vec<f64> {
     runs.iter()
@@ -115,20 +128,10 @@ pub fn cells(res: &Results, noisy_cv_pct: f64) -> Vec<Cell> {
         } else {
             (None, None, None)
         };
-        let ev: Vec<(f64, f64)> = runs
-            .iter()
-            .filter_map(|r| r.aggressor.as_ref()?.evidence.as_ref())
-            .map(|e| (e.bw_bytes, e.cmd_per_s))
-            .collect();
-        let (bw, cmd) = if ev.is_empty() {
-            (None, None)
-        } else {
-            let n = ev.len() as f64;
-            (
-                Some(ev.iter().map(|e| e.0).sum::<f64>() / n),
-                Some(ev.iter().map(|e| e.1).sum::<f64>() / n),
-            )
-        };
+        let ev: Vec<(f64, Option<f64>)> = runs.iter().filter_map(|r| aggressor_rates(r)).collect();
+        let cmds: Vec<f64> = ev.iter().filter_map(|e| e.1).collect();
+        let bw = (!ev.is_empty()).then(|| ev.iter().map(|e| e.0).sum::<f64>() / ev.len() as f64);
+        let cmd = (!cmds.is_empty()).then(|| cmds.iter().sum::<f64>() / cmds.len() as f64);
         out.push(Cell {
             noisy: summary
                 .as_ref()

@@ -22,6 +22,25 @@ pub struct Report {
     pub plots: usize,
 }
 
+/// Series labels in plot order: the loads, or in sweep mode plain and
+/// `aggressor@value` for each swept value.
+fn load_labels(res: &Results) -> Vec<String> {
+    match &res.header.sweep {
+        Some(s) => std::iter::once(PLAIN.to_string())
+            .chain(s.values.iter().map(|v| format!("{}@{v}", s.aggressor)))
+            .collect(),
+        None => res.header.loads.clone(),
+    }
+}
+
+/// The series label of a load (and sweep value).
+fn label(load: &str, sweep_value: &Option<String>) -> String {
+    match sweep_value {
+        Some(v) => format!("{load}@{v}"),
+        None => load.to_string(),
+    }
+}
+
 fn color(loads: &[String], load: &str) -> &'static str {
     let i = loads.iter().position(|l| l == load).unwrap_or(loads.len());
     PALETTE[i % PALETTE.len()]
@@ -59,15 +78,10 @@ fn bar_plot(res: &Results, victim: &str, cells: &[&Cell]) -> Option<String> {
         .iter()
         .filter(|c| cells.iter().any(|x| &x.configuration == *c))
         .collect();
-    let loads: Vec<&String> = res
-        .header
-        .loads
+    let labels = load_labels(res);
+    let loads: Vec<&String> = labels
         .iter()
-        .filter(|l| {
-            cells
-                .iter()
-                .any(|x| &x.load == *l && x.sweep_value.is_none())
-        })
+        .filter(|l| cells.iter().any(|x| label(&x.load, &x.sweep_value) == **l))
         .collect();
     if configs.is_empty() || loads.is_empty() {
         return None;
@@ -127,13 +141,13 @@ fn bar_plot(res: &Results, victim: &str, cells: &[&Cell]) -> Option<String> {
         for (li, l) in loads.iter().enumerate() {
             let Some(cell) = cells
                 .iter()
-                .find(|x| &x.configuration == *c && &x.load == *l && x.sweep_value.is_none())
+                .find(|x| &x.configuration == *c && label(&x.load, &x.sweep_value) == **l)
             else {
                 continue;
             };
             let x0 = cv.fx(group_w * gi as f64 + group_w * 0.1 + bar_w * li as f64);
             let bw = bar_w * cv.plot_w();
-            let col = color(&res.header.loads, l);
+            let col = color(&labels, l);
             if let Some(s) = &cell.summary {
                 let (y0, y1) = (cv.py(0.0), cv.py(s.mean));
                 let _ = write!(
@@ -187,7 +201,7 @@ fn bar_plot(res: &Results, victim: &str, cells: &[&Cell]) -> Option<String> {
     cv.legend(
         &loads
             .iter()
-            .map(|l| (l.to_string(), color(&res.header.loads, l).to_string()))
+            .map(|l| (l.to_string(), color(&labels, l).to_string()))
             .collect::<Vec<_>>(),
     );
     Some(cv.finish(&format!("bars: {victim}")))
@@ -273,15 +287,15 @@ fn merged_buckets(runs: &[&RunRecord]) -> BTreeMap<u64, (u64, u64)> {
 /// each load overlaid.
 fn hist_plot(res: &Results, victim: &str, config: &str) -> Option<String> {
     let mut series = Vec::new();
-    for l in &res.header.loads {
+    let labels = load_labels(res);
+    for l in &labels {
         let runs: Vec<&RunRecord> = res
             .runs
             .iter()
             .filter(|r| {
                 r.victim == victim
                     && r.configuration == config
-                    && &r.load == l
-                    && r.sweep_value.is_none()
+                    && label(&r.load, &r.sweep_value) == *l
                     && r.status == RunStatus::Completed
             })
             .collect();
@@ -303,58 +317,86 @@ fn hist_plot(res: &Results, victim: &str, config: &str) -> Option<String> {
         .iter()
         .filter_map(|s| s.1.values().map(|x| x.0).max())
         .max()? as f64;
-    let ymax = series
+    let shares: Vec<f64> = series
         .iter()
         .flat_map(|s| s.1.values().map(move |x| x.1 as f64 / s.2 as f64))
-        .fold(0.0, f64::max);
+        .filter(|v| *v > 0.0)
+        .collect();
+    let ymax = shares.iter().copied().fold(0.0, f64::max);
+    let ymin = shares.iter().copied().fold(1.0, f64::min).max(1e-7);
     let xs = Scale::Log(
         10f64.powf(lo.log10().floor()),
         10f64.powf((hi * 1.01).log10().ceil()),
     );
-    let mut cv = Canvas::new(720.0, 320.0, xs, Scale::Linear(0.0, nice_max(ymax)));
+    // Shares on a log scale, as pmbench plots counts: the rare slow
+    // accesses in the tail, where load shows first, stay visible.
+    let floor = 10f64.powf(ymin.log10().floor());
+    let ys = Scale::Log(floor, 10f64.powf(ymax.log10().ceil()).max(floor * 10.0));
+    let mut cv = Canvas::new(720.0, 320.0, xs, ys);
     cv.axes(
         &format!("{victim} in {config}: latency distribution, plain against load"),
         "latency (log scale)",
-        "share of accesses",
+        "share of accesses (log scale)",
         &|v| {
             dmalab_core::units::fmt_ns(v)
                 .replace(".0 ", " ")
                 .replace(".00 ", " ")
         },
-        &|v| format!("{:.0}%", v * 100.0),
+        &|v| {
+            let pct = v * 100.0;
+            let decimals = (-pct.log10().floor()).max(0.0) as usize;
+            format!("{pct:.decimals$}%")
+        },
         true,
     );
     for (l, b, total) in &series {
-        let col = color(&res.header.loads, l);
+        let col = color(&labels, l);
+        let base = cv.py(floor);
+        // A step outline: contiguous buckets join at their edges; a gap
+        // in the data drops to the baseline.
         let mut d = String::new();
+        let mut prev_hi: Option<(u64, f64)> = None;
         for (lo, (hi, c)) in b {
-            let y = cv.py(*c as f64 / *total as f64);
+            let y = cv.py((*c as f64 / *total as f64).max(floor));
             let (x0, x1) = (cv.px(*lo as f64), cv.px((*hi + 1) as f64));
-            let _ = write!(
-                d,
-                "{}{x0:.1},{:.1} L{x0:.1},{y:.1} L{x1:.1},{y:.1} L{x1:.1},{:.1} ",
-                if d.is_empty() { "M" } else { "L" },
-                cv.py(0.0),
-                cv.py(0.0)
-            );
+            match prev_hi {
+                Some((h, _)) if h + 1 == *lo => {
+                    let _ = write!(d, "L{x0:.1},{y:.1} L{x1:.1},{y:.1} ");
+                }
+                Some((_, px1)) => {
+                    let _ = write!(
+                        d,
+                        "L{px1:.1},{base:.1} M{x0:.1},{base:.1} L{x0:.1},{y:.1} L{x1:.1},{y:.1} "
+                    );
+                }
+                None => {
+                    let _ = write!(d, "M{x0:.1},{base:.1} L{x0:.1},{y:.1} L{x1:.1},{y:.1} ");
+                }
+            }
+            prev_hi = Some((*hi, x1));
         }
+        if let Some((_, px1)) = prev_hi {
+            let _ = write!(d, "L{px1:.1},{base:.1}");
+        }
+        let fill = if l == PLAIN { "0.25" } else { "0" };
         let _ = write!(
             cv.body,
-            r##"<path d="{d}" fill="{col}" fill-opacity="0.18" stroke="{col}" stroke-width="1.5"><title>{} ({total} samples)</title></path>"##,
+            r##"<path d="{d}" fill="{col}" fill-opacity="{fill}" stroke="{col}" stroke-width="1.4"><title>{} ({total} samples)</title></path>"##,
             esc(l)
         );
     }
     cv.legend(
         &series
             .iter()
-            .map(|s| (s.0.clone(), color(&res.header.loads, &s.0).to_string()))
+            .map(|s| (s.0.clone(), color(&labels, &s.0).to_string()))
             .collect::<Vec<_>>(),
     );
     Some(cv.finish(&format!("histogram: {victim} {config}")))
 }
 
-/// A named, coloured set of (x, y) points.
-type Series = (String, String, Vec<(f64, f64)>);
+/// A named, coloured set of (x, y, group) points; the line goes through
+/// the mean point of each group.
+type Series = (String, String, Vec<(f64, f64, u64)>);
 
 /// An XY plot of points (one per run) with a line through per-x means.
 #[allow(clippy::too_many_arguments)]
@@ -370,7 +412,7 @@ fn xy_plot(
 ) -> Option<String> {
     let pts: Vec<(f64, f64)> = series
         .iter()
-        .flat_map(|s| s.2.iter().copied())
+        .flat_map(|s| s.2.iter().map(|p| (p.0, p.1)))
         .filter(|p| p.0.is_finite() && p.1.is_finite())
         .collect();
     if pts.is_empty() {
@@ -387,14 +429,17 @@ fn xy_plot(
     cv.axes(title, xlabel, ylabel, fx, fy, true);
     for (name, col, p) in series {
         if line_through_means {
-            let mut by_x: BTreeMap<u64, (f64, f64, usize)> = BTreeMap::new();
-            for (x, y) in p {
-                let e = by_x.entry(x.to_bits()).or_insert((*x, 0.0, 0));
+            let mut by_g: BTreeMap<u64, (f64, f64, usize)> = BTreeMap::new();
+            for (x, y, g) in p {
+                let e = by_g.entry(*g).or_insert((0.0, 0.0, 0));
+                e.0 += x;
                 e.1 += y;
                 e.2 += 1;
             }
-            let mut means: Vec<(f64, f64)> =
-                by_x.values().map(|(x, s, n)| (*x, s / *n as f64)).collect();
+            let mut means: Vec<(f64, f64)> = by_g
+                .values()
+                .map(|(x, s, n)| (x / *n as f64, s / *n as f64))
+                .collect();
             means.sort_by(|a, b| a.0.total_cmp(&b.0));
             let d: Vec<String> = means
                 .iter()
@@ -414,7 +459,7 @@ fn xy_plot(
                 d.join(" ")
             );
         }
-        for (x, y) in p {
+        for (x, y, _) in p {
             let _ = write!(
                 cv.body,
                 r##"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="{col}" fill-opacity="0.7"><title>{}: {} / {}</title></circle>"##,
@@ -535,10 +580,7 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
     // Bars per victim.
     let mut section = String::new();
     for v in &h.victims {
-        let vc: Vec<&Cell> = cells
-            .iter()
-            .filter(|c| c.victim == v.name && c.sweep_value.is_none())
-            .collect();
+        let vc: Vec<&Cell> = cells.iter().filter(|c| c.victim == v.name).collect();
         fig(
             &mut section,
             bar_plot(res, &v.name, &vc),
@@ -573,15 +615,16 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
                 .iter()
                 .filter(|r| &r.configuration == c && r.status == RunStatus::Completed)
             {
-                let (Some(sv), Some(e)) = (
-                    r.sweep_value.as_ref(),
-                    r.aggressor.as_ref().and_then(|a| a.evidence.as_ref()),
-                ) else {
+                let (Some(sv), Some((bwv, cmdv))) =
+                    (r.sweep_value.as_ref(), analysis::aggressor_rates(r))
+                else {
                     continue;
                 };
                 let Ok(x) = sv.parse::<f64>() else { continue };
-                pb.push((x, e.bw_bytes));
-                pc.push((x, e.cmd_per_s));
+                pb.push((x, bwv, x.to_bits()));
+                if let Some(c) = cmdv {
+                    pc.push((x, c, x.to_bits()));
+                }
             }
             let col = PALETTE[(ci + 1) % PALETTE.len()].to_string();
             if !pb.is_empty() {
@@ -630,13 +673,20 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
                 let Some(val) = r.value else { continue };
                 let x = if r.load == PLAIN {
                     0.0
-                } else if let Some(e) = r.aggressor.as_ref().and_then(|a| a.evidence.as_ref()) {
+                } else if let Some((bwv, _)) = analysis::aggressor_rates(r) {
                     any_evidence = true;
-                    e.bw_bytes
+                    bwv
                 } else {
                     continue;
                 };
-                p.push((x, val));
+                // Line groups: one per load and sweep value (plain is 0).
+                let g = match (&r.sweep_value, h.sweep.as_ref()) {
+                    (Some(sv), Some(s)) => {
+                        1 + s.values.iter().position(|x| x == sv).unwrap_or(0) as u64
+                    }
+                    _ => h.loads.iter().position(|l| *l == r.load).unwrap_or(0) as u64,
+                };
+                p.push((x, val, g));
             }
             if any_evidence {
                 series.push((c.clone(), PALETTE[(ci + 1) % PALETTE.len()].to_string(), p));
@@ -652,7 +702,7 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
                 &series,
                 &bw_fmt,
                 &|x| short_value(x, &unit),
-                h.sweep.is_some(),
+                true,
                 &format!("latency vs bandwidth: {}", v.name),
             ),
             "Each run's figure against the bandwidth the aggressor delivered while it ran (plain runs at zero).",

@@ -18,9 +18,9 @@ pub struct Args {
     /// in the current directory].
     #[arg(long, short = 'o', value_name = "FILE")]
     pub results: Option<PathBuf>,
-    /// Start over when the results file holds results of a different
-    /// version of the experiment file (the old file is kept as
-    /// FILE.<time>.old).
+    /// Start over instead of resuming; needed when the results file holds
+    /// results of a different version of the experiment file (the old file
+    /// is kept as FILE.<time>.old).
     #[arg(long)]
     pub restart: bool,
     /// Check the experiment (including each aggressor's own --dry-run) and
