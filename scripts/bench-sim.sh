@@ -29,19 +29,19 @@ cat "$TMP/fc.trace" >/dev/null
 
 echo "dmalab sim speed, $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "file-copy $SIZE, params paper with dram.preset=ddr4-3200, one CPU (${PIN[*]:-unpinned})"
-printf '%-20s %12s %10s %12s\n' scheme line_refs wall_s refs_per_s
+printf '%-20s %12s %10s %12s %10s %16s\n' scheme line_refs wall_s refs_per_s cpu_s refs_per_cpu_s
 for s in snoop shared dma-cache-32K dma-cache-64K dma-cache-128K dma-cache-256K dma-cache-256K-pf; do
     "${PIN[@]}" "$BIN" sim compare "$TMP/fc.trace" --set dram.preset=ddr4-3200 \
         --schemes "$s" --output "$TMP/$s.json" >/dev/null
     python3 - "$TMP/$s.json" "$s" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))["result"]
-print(f"{sys.argv[2]:<20} {d['refs_simulated']:>12} {d['wall_ns']/1e9:>10.3f} {d['refs_per_sec']/1e6:>10.1f} M")
+print(f"{sys.argv[2]:<20} {d['refs_simulated']:>12} {d['wall_ns']/1e9:>10.3f} {d['refs_per_sec']/1e6:>10.1f} M {d['cpu_ns']/1e9:>10.3f} {d['refs_per_cpu_sec']/1e6:>14.1f} M")
 PY
 done
 "${PIN[@]}" "$BIN" sim compare "$TMP/fc.trace" --set dram.preset=ddr4-3200 --output "$TMP/all.json" >/dev/null
 python3 - "$TMP/all.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))["result"]
-print(f"{'all seven, one run':<20} {d['refs_simulated']:>12} {d['wall_ns']/1e9:>10.3f} {d['refs_per_sec']/1e6:>10.1f} M")
+print(f"{'all seven, one run':<20} {d['refs_simulated']:>12} {d['wall_ns']/1e9:>10.3f} {d['refs_per_sec']/1e6:>10.1f} M {d['cpu_ns']/1e9:>10.3f} {d['refs_per_cpu_sec']/1e6:>14.1f} M")
 PY
