@@ -10,6 +10,7 @@ pub mod error;
 pub mod hist;
 pub mod host;
 pub mod output;
+pub mod safety;
 pub mod schema;
 pub mod signal;
 pub mod units;

@@ -1,8 +1,18 @@
 //! dmalab load: precisely shaped DMA load into one host buffer.
 //!
 //! Layers (each a module): the pattern stream (which buffer region and device
-//! offset each command uses), the rate limiter, the engines (how a command
-//! reaches the device: io_uring on files/block devices, NVMe passthrough,
-//! null), the workers (one ring per pinned worker), accounting and safety.
+//! offset each command uses), the rate limiter and its independent checker,
+//! the engines (how a command reaches the device: io_uring on files/block
+//! devices, NVMe passthrough, null), the buffer, the target, live counters,
+//! and the runner (one ring per pinned worker) with its accounting. The
+//! device safety guard lives in `dmalab_core::safety`, shared with `page`.
 
+pub mod buffer;
+pub mod check;
 pub mod engine;
+pub mod limiter;
+pub mod live;
+pub mod pattern;
+pub mod result;
+pub mod run;
+pub mod target;

@@ -1,1 +1,25 @@
-//! dmalab run/report/compare: interference experiments, statistics and the HTML report.
+//! dmalab run/report/compare: interference experiments, statistics and the
+//! HTML report.
+//!
+//! - [`experiment`]: the TOML experiment file, checked with line numbers.
+//! - [`plan`]: the runs it makes, in order (plain, then each load, repeated).
+//! - [`runner`]: child processes, pinning, evidence from the aggressor's
+//!   live-stats file ([`livestats`]), one fsynced record per run
+//!   ([`record`]), resume.
+//! - [`stats`] and [`analysis`]: statistics per cell.
+//! - [`report`]: the self-contained HTML report and CSV; [`compare`]: two
+//!   result files side by side.
+
+pub mod analysis;
+pub mod compare;
+pub mod error;
+pub mod experiment;
+pub mod livestats;
+pub mod plan;
+pub mod progress;
+pub mod record;
+pub mod report;
+pub mod runner;
+pub mod stats;
+
+pub use error::{ExpError, RunError};

@@ -1,12 +1,26 @@
-//! `dmalab compare`.
+//! `dmalab compare A B`.
 
+use super::run::lift;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Not built yet.
+/// Print the differences between two result files: two `dmalab run`
+/// results files (per cell: means, change, Mann-Whitney U test), or two
+/// result documents of any dmalab command (every differing number and
+/// setting).
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// The reference file.
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+    /// The file compared against A.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+}
 
 /// Runs `dmalab compare`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("dmalab compare is not built yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let text = dmalab_run::compare::compare(&args.a, &args.b).map_err(lift)?;
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,12 +1,95 @@
-//! `dmalab info`.
+//! `dmalab info`: describe a device. `dmalab info nvme DEVICE` sends
+//! Identify Controller and Identify Namespace through the admin passthrough
+//! and shows model, serial, firmware, MDTS and the LBA formats with their
+//! relative performance and the one in use.
 
+use super::common::OutputArgs;
+use anyhow::Context;
+use dmalab_core::host::HostInfo;
+use dmalab_core::schema::ResultDoc;
+use dmalab_core::UsageError;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::SystemTime;
 
-/// Not built yet.
+/// Describe a device.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum What {
+    /// Identify an NVMe namespace: model, serial, firmware, MDTS, LBA formats
+    /// (relative performance, the one in use). Needs root (admin passthrough).
+    Nvme(NvmeArgs),
+}
+
+/// `dmalab info nvme DEVICE`.
+#[derive(clap::Args, Debug)]
+struct NvmeArgs {
+    /// The namespace: its generic character device (`/dev/ng0n1`) or its
+    /// block device (`/dev/nvme0n1`).
+    #[arg(value_name = "DEVICE")]
+    device: PathBuf,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// The resolved configuration of `dmalab info nvme`.
+#[derive(Serialize, Debug)]
+struct InfoConfig {
+    /// The device named on the command line.
+    device: String,
+}
 
 /// Runs `dmalab info`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("dmalab info is not built yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.what {
+        What::Nvme(a) => nvme(a),
+    }
+}
+
+fn nvme(a: NvmeArgs) -> anyhow::Result<ExitCode> {
+    let started = SystemTime::now();
+    let info = identify(&a.device)?;
+    let text = info.render_text();
+    print!("{text}");
+    let host = HostInfo::collect().with_target(&a.device);
+    let doc = ResultDoc::new(
+        "info nvme",
+        host,
+        InfoConfig {
+            device: a.device.display().to_string(),
+        },
+        info,
+        started,
+    );
+    a.output.write(&doc, &text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Opens and identifies `device`; a path that is missing or not an NVMe
+/// namespace is bad input (exit 2), a failing command is not.
+fn identify(device: &Path) -> anyhow::Result<dmalab_nvme::NvmeInfo> {
+    if !device.exists() {
+        return Err(UsageError::new(
+            "DEVICE",
+            format!(
+                "{} does not exist; name an NVMe namespace such as /dev/ng0n1 (see `nvme list`)",
+                device.display()
+            ),
+        )
+        .into());
+    }
+    let dev = dmalab_nvme::NvmeDevice::open(device, false).map_err(|e| match e {
+        dmalab_nvme::Error::NotNvme { .. } => {
+            anyhow::Error::new(UsageError::new("DEVICE", e.to_string()))
+        }
+        other => anyhow::Error::new(other),
+    })?;
+    dev.info()
+        .with_context(|| format!("identify {}", device.display()))
 }

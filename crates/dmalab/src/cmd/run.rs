@@ -1,12 +1,87 @@
-//! `dmalab run`.
+//! `dmalab run EXPERIMENT.toml`: runs an interference experiment.
 
+use anyhow::Context;
+use dmalab_run::{experiment, progress::Progress, runner, RunError};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Not built yet.
+/// Run an interference experiment file: every victim without load
+/// ("plain"), then beside each aggressor, repeated, with one JSON record
+/// per run appended to the results file. Rerunning resumes after the last
+/// complete run.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// The experiment file (TOML; see docs/run.md and examples/).
+    #[arg(value_name = "EXPERIMENT.toml")]
+    pub experiment: PathBuf,
+    /// Results file (JSON lines) [default: <experiment file stem>.results.jsonl
+    /// in the current directory].
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub results: Option<PathBuf>,
+    /// Start over when the results file holds results of a different
+    /// version of the experiment file (the old file is kept as
+    /// FILE.<time>.old).
+    #[arg(long)]
+    pub restart: bool,
+    /// Check the experiment (including each aggressor's own --dry-run) and
+    /// print the plan; run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// No progress output; errors and the final table only.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// Maps library errors: bad input stays a `UsageError` (exit 2).
+pub fn lift(e: RunError) -> anyhow::Error {
+    match e {
+        RunError::Usage(u) => anyhow::Error::new(u),
+        other => anyhow::anyhow!(other),
+    }
+}
 
 /// Runs `dmalab run`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("dmalab run is not built yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let exp = experiment::load(&args.experiment).map_err(|e| anyhow::Error::new(e.to_usage()))?;
+    let results = args.results.clone().unwrap_or_else(|| {
+        let stem = args
+            .experiment
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "experiment".into());
+        PathBuf::from(format!("{stem}.results.jsonl"))
+    });
+    let opts = runner::RunOptions {
+        exe: std::env::current_exe().context("cannot find the running dmalab binary")?,
+        results: results.clone(),
+        restart: args.restart,
+        dry_run: args.dry_run,
+    };
+    let mut progress = Progress::auto(args.quiet);
+    let out = runner::run(&exp, &opts, &mut progress).map_err(lift)?;
+    if args.dry_run {
+        println!("{} runs planned; nothing was run (--dry-run)", out.planned);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let res = dmalab_run::record::read(&results).map_err(lift)?;
+    let cells = dmalab_run::analysis::cells(&res, res.header.noisy_cv_pct);
+    print!("{}", dmalab_run::analysis::text_table(&cells));
+    let total = res.runs.len();
+    println!(
+        "{} of {} runs recorded in {} ({} this session, {} failed); `dmalab report {}` makes the HTML report",
+        total,
+        out.planned,
+        results.display(),
+        out.recorded,
+        out.failed,
+        results.display()
+    );
+    if out.interrupted {
+        eprintln!(
+            "dmalab run: stopped by a signal after {} of {} runs; run the same command again to resume",
+            total, out.planned
+        );
+        return Ok(ExitCode::from(130));
+    }
+    Ok(ExitCode::SUCCESS)
 }

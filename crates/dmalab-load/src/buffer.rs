@@ -1,0 +1,402 @@
+//! The one DMA buffer: mapped (optionally on huge pages), locked in memory,
+//! filled, split into registration pieces, and read by the CPU for the
+//! cache modes.
+
+use crate::engine::BufferPiece;
+use rand::{RngCore, SeedableRng};
+use serde::{Deserialize, Serialize};
+use std::fs;
+use std::path::PathBuf;
+
+/// Largest registration piece io_uring accepts: 1 GiB.
+pub const PIECE_LIMIT: u64 = 1 << 30;
+
+/// `--hugepages`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum HugePages {
+    /// Ordinary 4 KiB pages.
+    None,
+    /// Transparent huge pages (madvise(MADV_HUGEPAGE) on a 2 MiB aligned range).
+    Thp,
+    /// 2 MiB hugetlb pages (reserved for the run, given back afterwards).
+    #[value(name = "2m")]
+    #[serde(rename = "2m")]
+    H2m,
+    /// 1 GiB hugetlb pages (reserved for the run, given back afterwards).
+    #[value(name = "1g")]
+    #[serde(rename = "1g")]
+    H1g,
+}
+
+impl HugePages {
+    /// Page size of the mapping, bytes.
+    pub fn page_bytes(self) -> u64 {
+        match self {
+            HugePages::None => 4096,
+            HugePages::Thp | HugePages::H2m => 2 << 20,
+            HugePages::H1g => 1 << 30,
+        }
+    }
+}
+
+/// `--fill`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Fill {
+    /// All zero bytes.
+    Zero,
+    /// Pseudo-random bytes from a seeded generator.
+    Random {
+        /// The seed.
+        seed: u64,
+    },
+}
+
+/// Errors setting the buffer up.
+#[derive(Debug, thiserror::Error)]
+pub enum BufferError {
+    /// mmap failed.
+    #[error("cannot map a {bytes}-byte buffer{what}: {source}")]
+    Map {
+        /// Size asked for.
+        bytes: u64,
+        /// Extra context (huge pages).
+        what: String,
+        /// OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Huge pages could not be reserved.
+    #[error("{0}")]
+    HugeTlb(String),
+    /// mlock failed.
+    #[error("cannot lock the {bytes}-byte buffer in memory ({source}); raise the locked-memory limit (ulimit -l) or run as root")]
+    Lock {
+        /// Size.
+        bytes: u64,
+        /// OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Reservation of hugetlb pages, undone on drop.
+#[derive(Debug)]
+struct HugeTlbReservation {
+    nr_path: PathBuf,
+    original: u64,
+}
+
+impl Drop for HugeTlbReservation {
+    fn drop(&mut self) {
+        if let Err(e) = fs::write(&self.nr_path, self.original.to_string()) {
+            eprintln!(
+                "dmalab: warning: could not give back huge pages ({} to {}): {e}",
+                self.nr_path.display(),
+                self.original
+            );
+        }
+    }
+}
+
+fn read_u64(p: &std::path::Path) -> Option<u64> {
+    fs::read_to_string(p).ok()?.trim().parse().ok()
+}
+
+/// The DMA buffer.
+#[derive(Debug)]
+pub struct DmaBuffer {
+    map: *mut u8,
+    map_len: usize,
+    ptr: *mut u8,
+    len: usize,
+    piece_bytes: u64,
+    // Dropped after the mapping (field order): pages go back after munmap.
+    _reservation: Option<HugeTlbReservation>,
+    /// Huge pages reserved for this run (0 with none).
+    pub reserved_huge_pages: u64,
+}
+
+// SAFETY: the mapping is owned by this value and freed only on drop; it is
+// shared with workers and the device through raw pointers only.
+unsafe impl Send for DmaBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for DmaBuffer {}
+
+impl DmaBuffer {
+    /// Maps `len` bytes (a multiple of `bs`), locks and fills them.
+    /// `piece_bytes` is the registration piece size.
+    pub fn new(
+        len: u64,
+        piece_bytes: u64,
+        huge: HugePages,
+        fill: Fill,
+    ) -> Result<Self, BufferError> {
+        let page = huge.page_bytes();
+        let mut reservation = None;
+        let mut reserved = 0;
+        let map_len;
+        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        match huge {
+            HugePages::H2m | HugePages::H1g => {
+                let pages = len.div_ceil(page);
+                map_len = pages * page;
+                let (r, n) = reserve_hugetlb(page, pages)?;
+                reservation = r;
+                reserved = n;
+                flags |= libc::MAP_HUGETLB
+                    | if huge == HugePages::H2m {
+                        21 << libc::MAP_HUGE_SHIFT
+                    } else {
+                        30 << libc::MAP_HUGE_SHIFT
+                    };
+            }
+            // Over-map by one huge page so a 2 MiB aligned start exists.
+            HugePages::Thp => map_len = len.div_ceil(page) * page + page,
+            HugePages::None => map_len = len.div_ceil(4096) * 4096,
+        }
+        // SAFETY: anonymous mapping, no address hint; checked for MAP_FAILED.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                -1,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            let source = std::io::Error::last_os_error();
+            return Err(BufferError::Map {
+                bytes: len,
+                what: match huge {
+                    HugePages::H2m | HugePages::H1g => format!(
+                        " on {} huge pages",
+                        if huge == HugePages::H2m {
+                            "2 MiB"
+                        } else {
+                            "1 GiB"
+                        }
+                    ),
+                    _ => String::new(),
+                },
+                source,
+            });
+        }
+        let map = map.cast::<u8>();
+        let ptr = if huge == HugePages::Thp {
+            let addr = map as usize;
+            let aligned = addr.div_ceil(page as usize) * page as usize;
+            // SAFETY: aligned - addr < page, and the mapping has len + page
+            // bytes, so the aligned range lies inside it.
+            let p = unsafe { map.add(aligned - addr) };
+            // SAFETY: advice on our own mapping; failure only loses THP.
+            unsafe {
+                libc::madvise(
+                    p.cast(),
+                    len.div_ceil(page) as usize * page as usize,
+                    libc::MADV_HUGEPAGE,
+                )
+            };
+            p
+        } else {
+            map
+        };
+        let buf = DmaBuffer {
+            map,
+            map_len: map_len as usize,
+            ptr,
+            len: len as usize,
+            piece_bytes,
+            _reservation: reservation,
+            reserved_huge_pages: reserved,
+        };
+        buf.lock()?;
+        buf.fill(fill);
+        Ok(buf)
+    }
+
+    fn lock(&self) -> Result<(), BufferError> {
+        // SAFETY: the range is inside our mapping.
+        let mut r = unsafe { libc::mlock(self.ptr.cast(), self.len) };
+        if r != 0 {
+            // Root may raise its own limit; others get the error below.
+            let lim = libc::rlimit {
+                rlim_cur: libc::RLIM_INFINITY,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            // SAFETY: plain struct passed by pointer.
+            if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) } == 0 {
+                // SAFETY: as above.
+                r = unsafe { libc::mlock(self.ptr.cast(), self.len) };
+            }
+        }
+        if r != 0 {
+            return Err(BufferError::Lock {
+                bytes: self.len as u64,
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(())
+    }
+
+    fn fill(&self, fill: Fill) {
+        // SAFETY: the range is ours, mapped and writable; no reference to it
+        // exists elsewhere yet.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) };
+        match fill {
+            Fill::Zero => bytes.fill(0),
+            Fill::Random { seed } => rand_chacha::ChaCha8Rng::seed_from_u64(seed).fill_bytes(bytes),
+        }
+    }
+
+    /// Length, bytes.
+    pub fn len(&self) -> u64 {
+        self.len as u64
+    }
+
+    /// True for an empty buffer (never: the plan forbids it).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Start address.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// The registration pieces (index = buffer index).
+    pub fn pieces(&self) -> Vec<BufferPiece> {
+        let mut v = Vec::new();
+        let mut off = 0u64;
+        while off < self.len as u64 {
+            let l = self.piece_bytes.min(self.len as u64 - off);
+            v.push(BufferPiece {
+                // SAFETY: off < len: inside the buffer.
+                addr: unsafe { self.ptr.add(off as usize) },
+                len: l as usize,
+                buf_offset: off,
+            });
+            off += l;
+        }
+        v
+    }
+
+    /// Reads every cache line of `[offset, offset + len)` (the cache modes).
+    pub fn touch(&self, offset: u64, len: u64) -> u64 {
+        let end = (offset + len).min(self.len as u64);
+        let mut acc = 0u64;
+        let mut o = offset;
+        while o < end {
+            // SAFETY: o < len: inside the mapping; a volatile read so the
+            // compiler keeps it.
+            acc = acc.wrapping_add(u64::from(unsafe {
+                std::ptr::read_volatile(self.ptr.add(o as usize))
+            }));
+            o += 64;
+        }
+        std::hint::black_box(acc)
+    }
+}
+
+impl Drop for DmaBuffer {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, unmapped once; the reservation (if any) is
+        // dropped afterwards, giving the pages back.
+        unsafe { libc::munmap(self.map.cast(), self.map_len) };
+    }
+}
+
+/// Makes sure `pages` hugetlb pages of `page` bytes are free; returns the
+/// reservation to undo (None when enough were free already) and how many
+/// pages were added.
+fn reserve_hugetlb(
+    page: u64,
+    pages: u64,
+) -> Result<(Option<HugeTlbReservation>, u64), BufferError> {
+    let dir = PathBuf::from(format!(
+        "/sys/kernel/mm/hugepages/hugepages-{}kB",
+        page / 1024
+    ));
+    let nr_path = dir.join("nr_hugepages");
+    let (Some(nr), Some(free)) = (read_u64(&nr_path), read_u64(&dir.join("free_hugepages"))) else {
+        return Err(BufferError::HugeTlb(format!(
+            "this kernel offers no {} KiB huge pages ({} missing); use --hugepages thp or none",
+            page / 1024,
+            dir.display()
+        )));
+    };
+    if free >= pages {
+        return Ok((None, 0));
+    }
+    let want = nr + (pages - free);
+    fs::write(&nr_path, want.to_string()).map_err(|e| {
+        BufferError::HugeTlb(format!(
+            "cannot reserve {pages} huge pages of {} KiB by writing {want} to {}: {e}; run as root or reserve them yourself",
+            page / 1024,
+            nr_path.display()
+        ))
+    })?;
+    let reservation = HugeTlbReservation {
+        nr_path: nr_path.clone(),
+        original: nr,
+    };
+    let now_free = read_u64(&dir.join("free_hugepages")).unwrap_or(0);
+    if now_free < pages {
+        // Dropping the reservation gives back what we got.
+        drop(reservation);
+        return Err(BufferError::HugeTlb(format!(
+            "asked the kernel for {pages} free huge pages of {} KiB but only {now_free} could be had (memory too fragmented or too small); use a smaller --buffer or --hugepages thp",
+            page / 1024
+        )));
+    }
+    Ok((Some(reservation), pages - free))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_cover_buffer() {
+        let b = DmaBuffer::new(
+            10 * 4096,
+            4 * 4096,
+            HugePages::None,
+            Fill::Random { seed: 1 },
+        )
+        .unwrap();
+        let p = b.pieces();
+        assert_eq!(
+            p.iter().map(|p| p.len).collect::<Vec<_>>(),
+            vec![16384, 16384, 8192]
+        );
+        assert_eq!(p[2].buf_offset, 32768);
+        // Random fill is not all zero and is reproducible.
+        let c = DmaBuffer::new(
+            10 * 4096,
+            4 * 4096,
+            HugePages::None,
+            Fill::Random { seed: 1 },
+        )
+        .unwrap();
+        // SAFETY: both buffers are live and 40960 bytes long.
+        let (x, y) = unsafe {
+            (
+                std::slice::from_raw_parts(b.as_ptr(), 40960),
+                std::slice::from_raw_parts(c.as_ptr(), 40960),
+            )
+        };
+        assert_eq!(x, y);
+        assert!(x.iter().any(|&v| v != 0));
+        let _ = b.touch(0, 40960);
+    }
+
+    #[test]
+    fn thp_is_aligned() {
+        let b = DmaBuffer::new(4 << 20, PIECE_LIMIT, HugePages::Thp, Fill::Zero).unwrap();
+        assert_eq!(b.as_ptr() as usize % (2 << 20), 0);
+    }
+}

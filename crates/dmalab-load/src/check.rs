@@ -1,0 +1,180 @@
+//! The rate checker: did the run deliver the rate it was asked for?
+//!
+//! Independent of the limiter: it sees only per-command completion
+//! timestamps and sizes (recorded by the workers as commands complete) and
+//! the target, and computes the rate in every whole 1-second window, the
+//! run's mean, and, for Poisson arrival, a Kolmogorov–Smirnov test of the
+//! gaps between completions against the exponential distribution.
+
+use serde::{Deserialize, Serialize};
+
+/// Result of the KS test against an exponential distribution.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KsResult {
+    /// Number of gaps tested.
+    pub n: usize,
+    /// Mean of the exponential tested against, seconds.
+    pub mean_gap_s: f64,
+    /// The KS statistic D (largest CDF difference).
+    pub d: f64,
+    /// Asymptotic p-value (Kolmogorov distribution).
+    pub p_value: f64,
+    /// True when p >= 0.01 (not rejected at the 1% level).
+    pub pass: bool,
+}
+
+/// What the checker found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RateCheck {
+    /// What was checked: `bytes` (for --rate) or `commands` (--rate-iops).
+    pub unit: String,
+    /// Target, units per second.
+    pub target_per_s: f64,
+    /// Rate in each whole 1-second window since the start, units per second.
+    pub windows_per_s: Vec<f64>,
+    /// Largest |window - target| / target, percent (0 with no window).
+    pub window_max_error_pct: f64,
+    /// Mean rate over the whole windows, units per second.
+    pub mean_per_s: f64,
+    /// |mean - target| / target, percent.
+    pub mean_error_pct: f64,
+    /// KS test of the completion gaps (Poisson arrival only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ks: Option<KsResult>,
+}
+
+/// Checks completions `(time_ns since start, bytes)` against a target rate.
+/// `end_ns` is when submission stopped; only whole seconds before it count.
+/// With `poisson`, the gaps are tested against an exponential whose mean is
+/// the target's.
+pub fn check_rate(
+    completions: &[(u64, u64)],
+    unit_bytes: bool,
+    target_per_s: f64,
+    end_ns: u64,
+    poisson: bool,
+) -> RateCheck {
+    let mut times: Vec<(u64, u64)> = completions.to_vec();
+    times.sort_unstable();
+    let whole = (end_ns / 1_000_000_000) as usize;
+    let mut windows = vec![0f64; whole];
+    for &(t, b) in &times {
+        let w = (t / 1_000_000_000) as usize;
+        if w < whole {
+            windows[w] += if unit_bytes { b as f64 } else { 1.0 };
+        }
+    }
+    let err = |v: f64| 100.0 * (v - target_per_s).abs() / target_per_s;
+    let window_max_error_pct = windows.iter().map(|&w| err(w)).fold(0.0, f64::max);
+    let mean_per_s = if whole > 0 {
+        windows.iter().sum::<f64>() / whole as f64
+    } else {
+        0.0
+    };
+    let ks = poisson.then(|| {
+        let n = times.len().max(1) as f64;
+        let mean_bytes = times.iter().map(|t| t.1 as f64).sum::<f64>() / n;
+        let per_cmd = if unit_bytes { mean_bytes.max(1.0) } else { 1.0 };
+        let mean_gap_s = per_cmd / target_per_s;
+        let mut gaps: Vec<f64> = times
+            .windows(2)
+            .map(|w| (w[1].0 - w[0].0) as f64 / 1e9)
+            .collect();
+        ks_exponential(&mut gaps, mean_gap_s)
+    });
+    RateCheck {
+        unit: if unit_bytes { "bytes" } else { "commands" }.into(),
+        target_per_s,
+        windows_per_s: windows,
+        window_max_error_pct,
+        mean_per_s,
+        mean_error_pct: if whole > 0 { err(mean_per_s) } else { 100.0 },
+        ks,
+    }
+}
+
+/// One-sample KS test of `samples` against Exp(mean). Sorts `samples`.
+pub fn ks_exponential(samples: &mut [f64], mean: f64) -> KsResult {
+    samples.sort_by(|a, b| a.total_cmp(b));
+    let n = samples.len();
+    let mut d = 0f64;
+    for (i, &x) in samples.iter().enumerate() {
+        let f = 1.0 - (-x / mean).exp();
+        let lo = i as f64 / n as f64;
+        let hi = (i + 1) as f64 / n as f64;
+        d = d.max((f - lo).abs()).max((hi - f).abs());
+    }
+    let p_value = if n == 0 { 0.0 } else { kolmogorov_q(d, n) };
+    KsResult {
+        n,
+        mean_gap_s: mean,
+        d,
+        p_value,
+        pass: p_value >= 0.01,
+    }
+}
+
+/// P(D > d) for n samples (Numerical Recipes' asymptotic form with the
+/// Stephens correction).
+fn kolmogorov_q(d: f64, n: usize) -> f64 {
+    let sn = (n as f64).sqrt();
+    let lambda = (sn + 0.12 + 0.11 / sn) * d;
+    if lambda < 0.2 {
+        return 1.0;
+    }
+    let mut sum = 0.0;
+    let mut sign = 1.0;
+    for j in 1..=100 {
+        let j = j as f64;
+        let term = sign * (-2.0 * j * j * lambda * lambda).exp();
+        sum += term;
+        if term.abs() < 1e-12 {
+            break;
+        }
+        sign = -sign;
+    }
+    (2.0 * sum).clamp(0.0, 1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_distr::{Distribution, Exp1};
+
+    #[test]
+    fn exact_uniform_passes() {
+        let c: Vec<(u64, u64)> = (0..3000).map(|i| (i * 1_000_000 + 50_000, 4096)).collect();
+        let r = check_rate(&c, false, 1000.0, 3_000_000_000, false);
+        assert_eq!(r.windows_per_s, vec![1000.0, 1000.0, 1000.0]);
+        assert_eq!(r.window_max_error_pct, 0.0);
+        let r = check_rate(&c, true, 4096.0 * 1000.0, 3_000_000_000, false);
+        assert_eq!(r.mean_error_pct, 0.0);
+    }
+
+    #[test]
+    fn burst_in_one_window_fails() {
+        // 2000 commands all in the first second: windows 2000, 0.
+        let c: Vec<(u64, u64)> = (0..2000).map(|i| (i * 1000, 1)).collect();
+        let r = check_rate(&c, false, 1000.0, 2_000_000_000, false);
+        assert_eq!(r.window_max_error_pct, 100.0);
+        assert_eq!(r.mean_error_pct, 0.0);
+    }
+
+    #[test]
+    fn ks_accepts_exponential_and_rejects_uniform() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let mut e: Vec<f64> = (0..5000)
+            .map(|_| {
+                let x: f64 = Exp1.sample(&mut rng);
+                x * 2.0
+            })
+            .collect();
+        assert!(ks_exponential(&mut e, 2.0).pass);
+        let mut u: Vec<f64> = vec![2.0; 5000];
+        let r = ks_exponential(&mut u, 2.0);
+        assert!(!r.pass && r.d > 0.3, "{r:?}");
+        // The wrong mean is rejected too.
+        assert!(!ks_exponential(&mut e, 2.2).pass);
+    }
+}

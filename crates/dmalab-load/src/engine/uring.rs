@@ -1,0 +1,162 @@
+//! The `io_uring` engine: `O_DIRECT` reads and writes on a file or block
+//! device with the DMA buffer registered with the ring (`READ_FIXED` /
+//! `WRITE_FIXED`, one buffer index per piece) and the file registered
+//! (`IOSQE_FIXED_FILE`), as fio's `fixedbufs=1`, `registerfiles=1`.
+
+use super::{Command, Completion, Engine, EngineError, EngineSpec, Op};
+use io_uring::{opcode, squeue, types, IoUring};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
+use std::time::Duration;
+
+/// One ring, one registered file, the registered buffer pieces.
+pub struct UringEngine {
+    ring: IoUring,
+    // Kept open for as long as the ring uses its registered copy.
+    _file: File,
+    pieces: Vec<super::BufferPiece>,
+    ext_arg: bool,
+}
+
+/// Opens `path` with O_DIRECT for reading, or reading and writing.
+pub fn open_direct(path: &std::path::Path, write: bool) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+}
+
+impl UringEngine {
+    /// Opens the target, builds a ring of `iodepth` entries and registers the
+    /// file and buffer pieces.
+    pub fn open(spec: &EngineSpec) -> Result<Self, EngineError> {
+        let file = open_direct(&spec.target, spec.writes).map_err(|e| {
+            EngineError::io(format!("open {} with O_DIRECT", spec.target.display()), e)
+        })?;
+        let entries = spec.iodepth.max(1).next_power_of_two();
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_coop_taskrun()
+            .build(entries)
+            .or_else(|_| IoUring::new(entries))
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ENOSYS) | Some(libc::EPERM) => EngineError::Unsupported {
+                    feature: "io_uring".into(),
+                    detail: format!(
+                        "io_uring_setup failed ({e}); enable it (sysctl kernel.io_uring_disabled=0) or use a kernel >= 5.11"
+                    ),
+                },
+                _ => EngineError::io("io_uring_setup", e),
+            })?;
+        ring.submitter()
+            .register_files(&[file.as_raw_fd()])
+            .map_err(|e| EngineError::io("register the target file with io_uring", e))?;
+        let iovecs: Vec<libc::iovec> = spec
+            .pieces
+            .iter()
+            .map(|p| libc::iovec {
+                iov_base: p.addr.cast(),
+                iov_len: p.len,
+            })
+            .collect();
+        // SAFETY: the pieces describe the run's DmaBuffer, which stays mapped
+        // until every worker (and so this ring) has been dropped.
+        unsafe { ring.submitter().register_buffers(&iovecs) }.map_err(|e| {
+            let hint = if e.raw_os_error() == Some(libc::ENOMEM) {
+                " (locked-memory limit: raise ulimit -l or run as root)"
+            } else {
+                ""
+            };
+            EngineError::io(format!("register the DMA buffer with io_uring{hint}"), e)
+        })?;
+        let ext_arg = ring.params().is_feature_ext_arg();
+        Ok(Self {
+            ring,
+            _file: file,
+            pieces: spec.pieces.clone(),
+            ext_arg,
+        })
+    }
+}
+
+impl Engine for UringEngine {
+    fn name(&self) -> &'static str {
+        "io_uring"
+    }
+
+    fn queue(&mut self, cmd: &Command, slot: u32) -> Result<(), EngineError> {
+        let fd = types::Fixed(0);
+        let entry = match cmd.op {
+            Op::Read | Op::Write => {
+                let piece = self.pieces.get(cmd.piece as usize).ok_or_else(|| {
+                    EngineError::io(
+                        "queue",
+                        std::io::Error::other(format!("no buffer piece {}", cmd.piece)),
+                    )
+                })?;
+                let within = (cmd.buf_offset - piece.buf_offset) as usize;
+                debug_assert!(within + cmd.len as usize <= piece.len);
+                // SAFETY: within + len stays inside the piece (the pattern
+                // stream guarantees no command crosses a piece).
+                let addr = unsafe { piece.addr.add(within) };
+                if cmd.op == Op::Read {
+                    opcode::ReadFixed::new(fd, addr, cmd.len, cmd.piece)
+                        .offset(cmd.dev_offset)
+                        .build()
+                } else {
+                    opcode::WriteFixed::new(fd, addr, cmd.len, cmd.piece)
+                        .offset(cmd.dev_offset)
+                        .build()
+                }
+            }
+            Op::Flush => opcode::Fsync::new(fd)
+                .flags(types::FsyncFlags::DATASYNC)
+                .build(),
+            Op::Noop => opcode::Nop::new().build(),
+        }
+        .user_data(u64::from(slot));
+        // SAFETY: the entry's buffer lives in a registered piece that outlives
+        // the ring; the slot is free, so no other entry uses this user_data.
+        unsafe { self.ring.submission().push(&entry) }.map_err(|_| {
+            EngineError::io(
+                "queue",
+                std::io::Error::other("submission queue full (more commands than --iodepth)"),
+            )
+        })?;
+        let _ = squeue::Flags::empty();
+        Ok(())
+    }
+
+    fn submit_and_reap(
+        &mut self,
+        min_complete: usize,
+        timeout: Option<Duration>,
+        out: &mut Vec<Completion>,
+    ) -> Result<(), EngineError> {
+        let ready = self.ring.completion().len();
+        let want = min_complete.saturating_sub(ready);
+        let r = match timeout {
+            Some(t) if want > 0 && self.ext_arg => {
+                let ts = types::Timespec::from(t);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(want, &args)
+            }
+            _ => self.ring.submitter().submit_and_wait(want),
+        };
+        match r {
+            Ok(_) => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR)) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
+            Err(e) => return Err(EngineError::io("io_uring_enter", e)),
+        }
+        for cqe in self.ring.completion() {
+            out.push(Completion {
+                slot: cqe.user_data() as u32,
+                result: cqe.result(),
+            });
+        }
+        Ok(())
+    }
+}

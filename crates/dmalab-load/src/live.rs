@@ -1,0 +1,227 @@
+//! Live counters: the run's totals, updated atomically as command batches
+//! complete, in a 4096-byte page that `--live-stats FILE` maps from a file so
+//! another process (the experiment runner) can take exact snapshots.
+//!
+//! Layout (little-endian u64 fields; the magic is 8 bytes):
+//!
+//! | offset | field                                         |
+//! |-------:|-----------------------------------------------|
+//! | 0      | magic `b"DMALSTAT"`                           |
+//! | 8      | version = 1                                   |
+//! | 16     | pid of the `dmalab load` process              |
+//! | 24     | state: 0 starting, 1 running, 2 finished      |
+//! | 32     | data bytes completed                          |
+//! | 40     | commands completed                            |
+//! | 48     | blocks completed                              |
+//! | 56     | CLOCK_MONOTONIC ns of the last update         |
+//! | 64     | CLOCK_MONOTONIC ns when the load started      |
+//!
+//! Without `--live-stats` the same page is anonymous memory: the per-second
+//! reporter reads the totals from it either way.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Size of the page.
+pub const LIVE_BYTES: usize = 4096;
+/// The magic at offset 0.
+pub const MAGIC: &[u8; 8] = b"DMALSTAT";
+/// Layout version.
+pub const VERSION: u64 = 1;
+
+/// State values at offset 24.
+pub mod state {
+    /// Set up, not yet issuing.
+    pub const STARTING: u64 = 0;
+    /// Issuing commands.
+    pub const RUNNING: u64 = 1;
+    /// Done; the counters are final.
+    pub const FINISHED: u64 = 2;
+}
+
+/// CLOCK_MONOTONIC, nanoseconds.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer to our own timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The mapped page.
+#[derive(Debug)]
+pub struct LiveStats {
+    base: *mut u8,
+}
+
+// SAFETY: the page is only accessed through atomics (and the magic once,
+// before sharing); the mapping lives until drop.
+unsafe impl Send for LiveStats {}
+// SAFETY: as above.
+unsafe impl Sync for LiveStats {}
+
+impl LiveStats {
+    /// Creates `path` (replacing it), sizes it to 4096 bytes and maps it
+    /// shared; or, with no path, maps an anonymous page.
+    pub fn create(path: Option<&Path>) -> std::io::Result<Self> {
+        let (fd, flags, _file) = match path {
+            Some(p) => {
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o644)
+                    .open(p)?;
+                f.set_len(LIVE_BYTES as u64)?;
+                (f.as_raw_fd(), libc::MAP_SHARED, Some(f))
+            }
+            None => (-1, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, None),
+        };
+        // SAFETY: a fresh mapping of 4096 bytes of a file we sized (or
+        // anonymous memory); checked for MAP_FAILED.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                LIVE_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                fd,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let s = Self { base: base.cast() };
+        s.field(8).store(VERSION, Ordering::Relaxed);
+        // SAFETY: pid is a plain value.
+        s.field(16)
+            .store(u64::from(std::process::id()), Ordering::Relaxed);
+        s.field(24).store(state::STARTING, Ordering::Relaxed);
+        s.field(56).store(monotonic_ns(), Ordering::Relaxed);
+        // The magic last, so a reader that sees it sees a valid page.
+        s.field(0)
+            .store(u64::from_le_bytes(*MAGIC), Ordering::Release);
+        Ok(s)
+    }
+
+    fn field(&self, offset: usize) -> &AtomicU64 {
+        debug_assert!(offset & 7 == 0 && offset + 8 <= LIVE_BYTES);
+        // SAFETY: offset is 8-aligned inside the page-aligned 4096-byte
+        // mapping, which lives as long as &self; all access is atomic.
+        unsafe { &*(self.base.add(offset) as *const AtomicU64) }
+    }
+
+    /// Marks the load as started now.
+    pub fn set_running(&self, start_monotonic_ns: u64) {
+        self.field(64).store(start_monotonic_ns, Ordering::Relaxed);
+        self.field(56).store(monotonic_ns(), Ordering::Relaxed);
+        self.field(24).store(state::RUNNING, Ordering::Release);
+    }
+
+    /// Marks the counters final.
+    pub fn set_finished(&self) {
+        self.field(56).store(monotonic_ns(), Ordering::Relaxed);
+        self.field(24).store(state::FINISHED, Ordering::Release);
+    }
+
+    /// Adds one completion batch.
+    pub fn add(&self, bytes: u64, commands: u64, blocks: u64) {
+        self.field(32).fetch_add(bytes, Ordering::Relaxed);
+        self.field(40).fetch_add(commands, Ordering::Relaxed);
+        self.field(48).fetch_add(blocks, Ordering::Relaxed);
+        self.field(56).store(monotonic_ns(), Ordering::Release);
+    }
+
+    /// (bytes, commands, blocks) so far.
+    pub fn totals(&self) -> (u64, u64, u64) {
+        (
+            self.field(32).load(Ordering::Acquire),
+            self.field(40).load(Ordering::Acquire),
+            self.field(48).load(Ordering::Acquire),
+        )
+    }
+
+    /// The state field.
+    pub fn state(&self) -> u64 {
+        self.field(24).load(Ordering::Acquire)
+    }
+}
+
+impl Drop for LiveStats {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, unmapped once.
+        unsafe { libc::munmap(self.base.cast(), LIVE_BYTES) };
+    }
+}
+
+/// A snapshot parsed from a live-stats file's bytes (for readers and tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Writer's pid.
+    pub pid: u64,
+    /// State.
+    pub state: u64,
+    /// Data bytes completed.
+    pub bytes: u64,
+    /// Commands completed.
+    pub commands: u64,
+    /// Blocks completed.
+    pub blocks: u64,
+    /// CLOCK_MONOTONIC ns of the last update.
+    pub updated_ns: u64,
+    /// CLOCK_MONOTONIC ns when the load started.
+    pub started_ns: u64,
+}
+
+/// Parses a live-stats page; None when the magic or version is wrong.
+pub fn parse(bytes: &[u8]) -> Option<Snapshot> {
+    let u = |o: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(bytes.get(o..o + 8)?.try_into().ok()?))
+    };
+    if bytes.get(0..8)? != MAGIC || u(8)? != VERSION {
+        return None;
+    }
+    Some(Snapshot {
+        pid: u(16)?,
+        state: u(24)?,
+        bytes: u(32)?,
+        commands: u(40)?,
+        blocks: u(48)?,
+        updated_ns: u(56)?,
+        started_ns: u(64)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("live");
+        let s = LiveStats::create(Some(&p)).unwrap();
+        s.set_running(123);
+        s.add(8192, 2, 2);
+        s.add(4096, 1, 1);
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(bytes.len(), 4096);
+        let snap = parse(&bytes).unwrap();
+        assert_eq!(snap.pid, u64::from(std::process::id()));
+        assert_eq!((snap.bytes, snap.commands, snap.blocks), (12288, 3, 3));
+        assert_eq!((snap.state, snap.started_ns), (state::RUNNING, 123));
+        s.set_finished();
+        assert_eq!(
+            parse(&std::fs::read(&p).unwrap()).unwrap().state,
+            state::FINISHED
+        );
+        assert!(parse(&[0u8; 4096]).is_none());
+    }
+}

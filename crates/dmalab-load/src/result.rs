@@ -1,0 +1,361 @@
+//! Accounting and the result of a load run.
+
+use crate::check::RateCheck;
+use dmalab_core::hist::LatencySummary;
+use dmalab_core::schema::CpuUsage;
+use dmalab_core::units::{fmt_bytes, fmt_ns};
+use serde::{Deserialize, Serialize};
+
+/// Bytes of one NVMe submission queue entry (the command the device reads).
+pub const NVME_COMMAND_BYTES: u64 = 64;
+/// Bytes of one NVMe completion queue entry (what the device writes back).
+pub const NVME_COMPLETION_BYTES: u64 = 16;
+
+/// The thesis' bandwidth formula (section 5.2) with `bs` in place of 4096:
+/// `(blocks * bs + commands * (64 B + 16 B)) / runtime`, bytes per second.
+pub fn thesis_bandwidth(blocks: u64, commands: u64, bs: u64, runtime_s: f64) -> f64 {
+    if runtime_s <= 0.0 {
+        return 0.0;
+    }
+    (blocks as f64 * bs as f64
+        + commands as f64 * (NVME_COMMAND_BYTES + NVME_COMPLETION_BYTES) as f64)
+        / runtime_s
+}
+
+/// Counts of completed commands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Commands completed successfully.
+    pub commands: u64,
+    /// Blocks of `bs` moved.
+    pub blocks: u64,
+    /// Data bytes moved (blocks * bs).
+    pub data_bytes: u64,
+    /// NVMe command traffic: commands * (64 + 16) bytes.
+    pub command_overhead_bytes: u64,
+    /// data_bytes + command_overhead_bytes.
+    pub total_bytes: u64,
+    /// Commands that failed or transferred less than asked.
+    pub errors: u64,
+}
+
+impl Totals {
+    /// Adds one successful command of `blocks` blocks and `bytes` bytes.
+    pub fn add(&mut self, blocks: u64, bytes: u64) {
+        self.commands += 1;
+        self.blocks += blocks;
+        self.data_bytes += bytes;
+        self.command_overhead_bytes += NVME_COMMAND_BYTES + NVME_COMPLETION_BYTES;
+        self.total_bytes = self.data_bytes + self.command_overhead_bytes;
+    }
+
+    /// Sums two totals.
+    pub fn merge(&mut self, o: &Totals) {
+        self.commands += o.commands;
+        self.blocks += o.blocks;
+        self.data_bytes += o.data_bytes;
+        self.command_overhead_bytes += o.command_overhead_bytes;
+        self.total_bytes += o.total_bytes;
+        self.errors += o.errors;
+    }
+}
+
+/// Rates over the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rates {
+    /// Data bandwidth, bytes per second.
+    pub data_bw_bytes: f64,
+    /// NVMe command + completion traffic, bytes per second.
+    pub command_bw_bytes: f64,
+    /// The thesis' combined bandwidth (data + command traffic), bytes per second.
+    pub combined_bw_bytes: f64,
+    /// Commands per second.
+    pub iops: f64,
+    /// Blocks per second.
+    pub blocks_per_s: f64,
+}
+
+impl Rates {
+    /// Rates of `t` over `runtime_ns`, with block size `bs`.
+    pub fn of(t: &Totals, bs: u64, runtime_ns: u64) -> Self {
+        let s = runtime_ns as f64 / 1e9;
+        if s <= 0.0 {
+            return Self::default();
+        }
+        Self {
+            data_bw_bytes: t.data_bytes as f64 / s,
+            command_bw_bytes: t.command_overhead_bytes as f64 / s,
+            combined_bw_bytes: thesis_bandwidth(t.blocks, t.commands, bs, s),
+            iops: t.commands as f64 / s,
+            blocks_per_s: t.blocks as f64 / s,
+        }
+    }
+}
+
+/// One per-second sample (the same figures as the stderr lines).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// End of the interval, seconds since the start.
+    pub t_s: f64,
+    /// Length of the interval, seconds (1 except for the last one).
+    pub interval_s: f64,
+    /// Data bytes completed in the interval.
+    pub bytes: u64,
+    /// Commands completed in the interval.
+    pub commands: u64,
+    /// Blocks completed in the interval.
+    pub blocks: u64,
+    /// bytes / interval, bytes per second.
+    pub bw_bytes: f64,
+    /// commands / interval, commands per second.
+    pub iops: f64,
+    /// blocks / interval, blocks per second.
+    pub blocks_per_s: f64,
+}
+
+impl Sample {
+    /// The stderr line: `  3.000 s  12345 blocks/s  48.22 MiB/s  12345 commands/s`.
+    pub fn line(&self) -> String {
+        format!(
+            "{:8.3} s  {:>10.0} blocks/s  {:>10.2} MiB/s  {:>10.0} commands/s",
+            self.t_s,
+            self.blocks_per_s,
+            self.bw_bytes / (1 << 20) as f64,
+            self.iops
+        )
+    }
+}
+
+/// One worker's figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerResult {
+    /// Worker index.
+    pub index: usize,
+    /// Engine name.
+    pub engine: String,
+    /// CPUs it was pinned to (empty: not pinned).
+    pub cpus: Vec<usize>,
+    /// Its counts.
+    pub totals: Totals,
+    /// Its rates over the run's runtime.
+    pub rates: Rates,
+    /// Its thread's user and system CPU time.
+    pub cpu: CpuUsage,
+    /// Its command latency (submission to completion), nanoseconds.
+    pub lat_ns: LatencySummary,
+}
+
+/// CPU time of the whole process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuResult {
+    /// User CPU time of the workers, nanoseconds.
+    pub usr_ns: u64,
+    /// System CPU time of the workers, nanoseconds.
+    pub sys_ns: u64,
+    /// (usr + sys) / commands, nanoseconds per command.
+    pub cpu_ns_per_command: f64,
+    /// (usr + sys) / runtime, percent of one CPU.
+    pub cpu_pct: f64,
+}
+
+/// The result of `dmalab load`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadResult {
+    /// Time from the start to the last completion, nanoseconds.
+    pub runtime_ns: u64,
+    /// The engine that ran.
+    pub engine: String,
+    /// True when SIGINT/SIGTERM stopped the run early.
+    pub interrupted: bool,
+    /// All workers' counts.
+    pub totals: Totals,
+    /// All workers' rates.
+    pub rates: Rates,
+    /// Bytes read from storage into memory (--direction write), bytes.
+    pub storage_read_bytes: u64,
+    /// Bytes written from memory to storage (--direction read), bytes.
+    pub storage_write_bytes: u64,
+    /// Per-command latency, submission to completion, nanoseconds.
+    pub lat_ns: LatencySummary,
+    /// CPU time of the workers.
+    pub cpu: CpuResult,
+    /// Per-worker figures.
+    pub workers: Vec<WorkerResult>,
+    /// One sample per second.
+    pub samples: Vec<Sample>,
+    /// The rate checker's verdict (only with --rate or --rate-iops).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_check: Option<RateCheck>,
+    /// The first failed command, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
+    /// Huge pages dmalab reserved for the buffer (given back afterwards).
+    pub reserved_huge_pages: u64,
+    /// Under a rate limit: how late each command was submitted after its
+    /// due time, nanoseconds (large values mean the host could not keep the
+    /// pace: CPU contention or hypervisor steal, not the device).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pacing_lateness_ns: Option<LatencySummary>,
+    /// The DMA transfer trace written with --trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceResult>,
+    /// SHA-256 of the whole DMA buffer after the run, hex (only with
+    /// --buffer-checksum): a storage read of what a storage write wrote
+    /// brings back the same checksum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer_sha256: Option<String>,
+    /// Identify Controller/Namespace of the target (nvme engine only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvme: Option<dmalab_nvme::NvmeInfo>,
+}
+
+/// What `--trace` recorded.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceResult {
+    /// The trace file (dmalab-sim binary format).
+    pub path: String,
+    /// DMA transfers recorded (one per completed data command).
+    pub transfers: u64,
+    /// Records written.
+    pub records: u64,
+    /// Transfers whose submit time was earlier than the previous record's.
+    pub reordered: u64,
+}
+
+impl LoadResult {
+    /// The human summary printed on stdout.
+    pub fn text(&self, bs: u64) -> String {
+        let mut s = String::new();
+        let r = &self.rates;
+        let t = &self.totals;
+        s.push_str(&format!(
+            "dmalab load: {} engine, {:.3} s{}\n",
+            self.engine,
+            self.runtime_ns as f64 / 1e9,
+            if self.interrupted {
+                " (interrupted)"
+            } else {
+                ""
+            }
+        ));
+        s.push_str(&format!(
+            "  commands {}  blocks {} of {}  data {}  errors {}\n",
+            t.commands,
+            t.blocks,
+            fmt_bytes(bs as f64),
+            fmt_bytes(t.data_bytes as f64),
+            t.errors
+        ));
+        s.push_str(&format!(
+            "  data      {:>12}/s  {:>12.0} blocks/s  {:>12.0} commands/s\n",
+            fmt_bytes(r.data_bw_bytes),
+            r.blocks_per_s,
+            r.iops
+        ));
+        s.push_str(&format!(
+            "  commands  {:>12}/s  (64 B command + 16 B completion each)\n",
+            fmt_bytes(r.command_bw_bytes)
+        ));
+        s.push_str(&format!(
+            "  combined  {:>12}/s  (blocks*bs + commands*80 B) / runtime\n",
+            fmt_bytes(r.combined_bw_bytes)
+        ));
+        let p = |q: f64| self.lat_ns.p(q).map_or("-".into(), |v| fmt_ns(v as f64));
+        s.push_str(&format!(
+            "  latency   mean {}  p50 {}  p99 {}  p99.9 {}  max {}\n",
+            fmt_ns(self.lat_ns.mean_ns),
+            p(50.0),
+            p(99.0),
+            p(99.9),
+            fmt_ns(self.lat_ns.max_ns as f64)
+        ));
+        s.push_str(&format!(
+            "  cpu       usr {}  sys {}  {} per command  {:.1}% of a CPU\n",
+            fmt_ns(self.cpu.usr_ns as f64),
+            fmt_ns(self.cpu.sys_ns as f64),
+            fmt_ns(self.cpu.cpu_ns_per_command),
+            self.cpu.cpu_pct
+        ));
+        for w in &self.workers {
+            s.push_str(&format!(
+                "  worker {:<3} cpus {:<8} {:>12}/s  {:>10.0} commands/s  usr {}  sys {}\n",
+                w.index,
+                if w.cpus.is_empty() {
+                    "any".to_string()
+                } else {
+                    dmalab_core::cpus::format_cpu_list(&w.cpus)
+                },
+                fmt_bytes(w.rates.data_bw_bytes),
+                w.rates.iops,
+                fmt_ns(w.cpu.usr_ns as f64),
+                fmt_ns(w.cpu.sys_ns as f64)
+            ));
+        }
+        if let Some(c) = &self.rate_check {
+            s.push_str(&format!(
+                "  rate      target {:.0} {}/s  mean {:.0} ({:.3}% off)  worst 1-s window {:.3}% off over {} windows\n",
+                c.target_per_s,
+                c.unit,
+                c.mean_per_s,
+                c.mean_error_pct,
+                c.window_max_error_pct,
+                c.windows_per_s.len()
+            ));
+            if let Some(l) = &self.pacing_lateness_ns {
+                let p = |q: f64| l.p(q).map_or("-".into(), |v| fmt_ns(v as f64));
+                s.push_str(&format!(
+                    "  pacing    submitted after the due time by p50 {}  p99 {}  max {}\n",
+                    p(50.0),
+                    p(99.0),
+                    fmt_ns(l.max_ns as f64)
+                ));
+            }
+            if let Some(ks) = &c.ks {
+                s.push_str(&format!(
+                    "  poisson   KS D {:.4}  p {:.3}  n {}  {}\n",
+                    ks.d,
+                    ks.p_value,
+                    ks.n,
+                    if ks.pass {
+                        "exponential (not rejected at 1%)"
+                    } else {
+                        "NOT exponential"
+                    }
+                ));
+            }
+        }
+        if let Some(t) = &self.trace {
+            s.push_str(&format!(
+                "  trace     {} DMA transfers in {}\n",
+                t.transfers, t.path
+            ));
+        }
+        if let Some(e) = &self.first_error {
+            s.push_str(&format!("  first error: {e}\n"));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thesis_formula() {
+        // 1000 blocks of 4 KiB in 500 commands over 2 s:
+        // (4096000 + 500 * 80) / 2 = 2068000 B/s.
+        assert_eq!(thesis_bandwidth(1000, 500, 4096, 2.0), 2_068_000.0);
+        // Flush: commands only.
+        assert_eq!(thesis_bandwidth(0, 100, 4096, 1.0), 8_000.0);
+        assert_eq!(thesis_bandwidth(1, 1, 4096, 0.0), 0.0);
+        let mut t = Totals::default();
+        t.add(32, 32 * 4096);
+        t.add(32, 32 * 4096);
+        assert_eq!(t.total_bytes, 64 * 4096 + 160);
+        let r = Rates::of(&t, 4096, 1_000_000_000);
+        assert_eq!(r.combined_bw_bytes, (64 * 4096 + 160) as f64);
+        assert_eq!(r.command_bw_bytes, 160.0);
+        assert_eq!(r.iops, 2.0);
+    }
+}

@@ -1,0 +1,392 @@
+//! `dmalab probe bandwidth`: MLC-style traffic from pinned threads.
+//!
+//! Every thread owns its arrays (each `size` bytes, first-touched by the
+//! thread itself on its CPU) and sweeps them line by line, forever, until
+//! the run ends. Bytes are counted as the program moves them (STREAM's
+//! convention): a regular store to a line not in cache also costs a read for
+//! ownership on the memory bus, which is not counted; W6's non-temporal
+//! stores do not.
+//!
+//! | traffic | per 64-byte line                       | reads : writes |
+//! |---------|----------------------------------------|----------------|
+//! | R       | load a                                 | 1 : 0          |
+//! | W2      | c = a ^ b                              | 2 : 1          |
+//! | W3      | d = a ^ b ^ c                          | 3 : 1          |
+//! | W5      | a = a + 1 (in place)                   | 1 : 1          |
+//! | W6      | stream constant to a (`movntdq`)       | 0 : 1 (NT)     |
+//! | copy    | b = a                                  | 1 : 1          |
+//! | triad   | a = b + 3.0 * c (f64)                  | 2 : 1          |
+
+use crate::kernels;
+use crate::latency::halted;
+use crate::mem::{Buffer, PageKind, LINE};
+use crate::ProbeError;
+use dmalab_core::UsageError;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+
+/// A traffic type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Traffic {
+    /// All reads.
+    R,
+    /// 2 reads : 1 write.
+    W2,
+    /// 3 reads : 1 write.
+    W3,
+    /// 1 read : 1 write, in place.
+    W5,
+    /// Non-temporal writes only.
+    W6,
+    /// b = a.
+    #[serde(rename = "copy")]
+    Copy,
+    /// a = b + s * c.
+    #[serde(rename = "triad")]
+    Triad,
+}
+
+impl Traffic {
+    /// Parses `R`, `W2`, `W3`, `W5`, `W6`, `copy`, `triad`.
+    pub fn parse(option: &str, text: &str) -> Result<Self, UsageError> {
+        Ok(match text.to_ascii_lowercase().as_str() {
+            "r" => Self::R,
+            "w2" => Self::W2,
+            "w3" => Self::W3,
+            "w5" => Self::W5,
+            "w6" => Self::W6,
+            "copy" => Self::Copy,
+            "triad" => Self::Triad,
+            _ => {
+                return Err(UsageError::new(
+                    option,
+                    format!("'{text}' is not a traffic type; use R, W2, W3, W5, W6, copy or triad"),
+                ))
+            }
+        })
+    }
+
+    /// Name as in MLC.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::R => "R",
+            Self::W2 => "W2",
+            Self::W3 => "W3",
+            Self::W5 => "W5",
+            Self::W6 => "W6",
+            Self::Copy => "copy",
+            Self::Triad => "triad",
+        }
+    }
+
+    /// Arrays used.
+    pub fn arrays(self) -> usize {
+        match self {
+            Self::R | Self::W5 | Self::W6 => 1,
+            Self::Copy => 2,
+            Self::W2 | Self::Triad => 3,
+            Self::W3 => 4,
+        }
+    }
+
+    /// (lines read, lines written) per step.
+    pub fn lines_rw(self) -> (u64, u64) {
+        match self {
+            Self::R => (1, 0),
+            Self::W2 | Self::Triad => (2, 1),
+            Self::W3 => (3, 1),
+            Self::W5 | Self::Copy => (1, 1),
+            Self::W6 => (0, 1),
+        }
+    }
+}
+
+/// Lines per chunk between progress updates and stop checks (256 KiB).
+const CHUNK: usize = 4096;
+
+/// One thread's arrays.
+pub struct BwWorker {
+    traffic: Traffic,
+    arrays: Vec<Buffer>,
+    pos: usize,
+    sink: u64,
+}
+
+impl BwWorker {
+    /// Allocates and first-touches the arrays (call on the pinned thread).
+    pub fn prepare(
+        traffic: Traffic,
+        size: usize,
+        pages: PageKind,
+        membind: Option<usize>,
+    ) -> Result<Self, ProbeError> {
+        let arrays = (0..traffic.arrays())
+            .map(|_| Buffer::new(size, pages, membind))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            traffic,
+            arrays,
+            pos: 0,
+            sink: 0,
+        })
+    }
+
+    /// Runs one chunk with `delay` spin cycles after every line; returns
+    /// the lines stepped.
+    pub fn chunk(&mut self, delay: u32) -> usize {
+        let lines = self.arrays[0].lines();
+        let n = CHUNK.min(lines - self.pos);
+        let off = self.pos * LINE;
+        let p = |i: usize| -> *mut u8 {
+            // SAFETY: off + n lines lies inside every array (same length).
+            unsafe { self.arrays[i].as_ptr().add(off) }
+        };
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: every pointer is 64-byte aligned (page aligned base plus
+        // whole lines) with n lines valid; the arrays are ours.
+        unsafe {
+            use kernels::bw;
+            match self.traffic {
+                Traffic::R => self.sink ^= bw::read(p(0), n, delay),
+                Traffic::W2 => bw::w2(p(0), p(1), p(2), n, delay),
+                Traffic::W3 => bw::w3(p(0), p(1), p(2), p(3), n, delay),
+                Traffic::W5 => bw::w5(p(0), n, delay),
+                Traffic::W6 => bw::w6(p(0), n, delay, self.pos as u64),
+                Traffic::Copy => bw::copy(p(0), p(1), n, delay),
+                Traffic::Triad => bw::triad(p(0), p(1), p(2), n, delay),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (p, delay);
+            unimplemented!("bandwidth kernels exist for x86_64 only");
+        }
+        std::hint::black_box(self.sink);
+        self.pos += n;
+        if self.pos >= lines {
+            self.pos = 0;
+        }
+        n
+    }
+
+    /// Runs until `stop`, adding lines stepped to `progress`.
+    pub fn run_until(&mut self, delay: u32, stop: &AtomicBool, progress: &AtomicU64) {
+        while !halted(stop) {
+            let n = self.chunk(delay);
+            progress.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Traffic type.
+    pub fn traffic(&self) -> Traffic {
+        self.traffic
+    }
+}
+
+/// A resolved bandwidth run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BandwidthPlan {
+    /// Traffic type.
+    pub traffic: Traffic,
+    /// Size of each array of each thread, bytes.
+    pub size_bytes: usize,
+    /// Page kind.
+    pub pages: PageKind,
+    /// CPU of each thread.
+    pub cpus: Vec<usize>,
+    /// NUMA node the arrays are bound to.
+    pub membind: Option<usize>,
+    /// Spin cycles after every line (about one cycle each).
+    pub delay_cycles: u32,
+    /// Measuring time, nanoseconds.
+    pub runtime_ns: u64,
+}
+
+/// One thread's bandwidth.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ThreadBandwidth {
+    /// CPU it ran on.
+    pub cpu: usize,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Time measured, nanoseconds.
+    pub elapsed_ns: u64,
+    /// (read + written) / time, bytes per second.
+    pub bw_bytes: f64,
+}
+
+/// Result of `dmalab probe bandwidth`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct BandwidthResult {
+    /// Per-thread figures.
+    pub threads: Vec<ThreadBandwidth>,
+    /// Bytes read, all threads.
+    pub read_bytes: u64,
+    /// Bytes written, all threads.
+    pub write_bytes: u64,
+    /// Wall time of the measurement, nanoseconds.
+    pub elapsed_ns: u64,
+    /// Sum of the per-thread bandwidths, bytes per second.
+    pub bw_bytes: f64,
+    /// Measured cost of one delay iteration, TSC cycles (when a delay was
+    /// asked for).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_iteration_cycles: Option<f64>,
+}
+
+/// Starts one pinned thread per CPU, each preparing a [`BwWorker`]; returns
+/// them (or the first error).
+pub fn prepare_workers(
+    traffic: Traffic,
+    size: usize,
+    pages: PageKind,
+    membind: Option<usize>,
+    cpus: &[usize],
+) -> Result<Vec<BwWorker>, ProbeError> {
+    std::thread::scope(|s| {
+        let hs: Vec<_> = cpus
+            .iter()
+            .map(|&cpu| {
+                s.spawn(move || {
+                    dmalab_core::cpus::pin_current_thread(&[cpu])
+                        .map_err(|e| ProbeError::System(format!("cannot pin to CPU {cpu}: {e}")))?;
+                    BwWorker::prepare(traffic, size, pages, membind)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(ProbeError::System("bandwidth thread panicked".into())))
+            })
+            .collect()
+    })
+}
+
+/// Runs `workers` pinned to `cpus` for `runtime_ns` (or until `stop`);
+/// `on_start` is called once every worker is running.
+pub fn run_workers(
+    workers: &mut [BwWorker],
+    cpus: &[usize],
+    delay: u32,
+    runtime_ns: u64,
+    stop: &AtomicBool,
+    on_start: &mut dyn FnMut(),
+) -> BandwidthResult {
+    let progress: Vec<AtomicU64> = workers.iter().map(|_| AtomicU64::new(0)).collect();
+    let local_stop = Arc::new(AtomicBool::new(false));
+    let barrier = Barrier::new(workers.len() + 1);
+    let t0 = std::thread::scope(|s| {
+        for (i, w) in workers.iter_mut().enumerate() {
+            let (cpu, prog, local_stop, barrier) = (cpus[i], &progress[i], &local_stop, &barrier);
+            s.spawn(move || {
+                let _ = dmalab_core::cpus::pin_current_thread(&[cpu]);
+                barrier.wait();
+                w.run_until(delay, local_stop, prog);
+            });
+        }
+        barrier.wait();
+        let t0 = crate::tsc::mono_ns();
+        on_start();
+        let end = t0 + runtime_ns;
+        loop {
+            let now = crate::tsc::mono_ns();
+            if now >= end || halted(stop) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_nanos((end - now).min(10_000_000)));
+        }
+        local_stop.store(true, Ordering::Relaxed);
+        t0
+    });
+    let elapsed = crate::tsc::mono_ns() - t0;
+    let mut r = BandwidthResult {
+        elapsed_ns: elapsed,
+        ..Default::default()
+    };
+    for (i, w) in workers.iter().enumerate() {
+        let lines = progress[i].load(Ordering::Relaxed);
+        let (lr, lw) = w.traffic().lines_rw();
+        let t = ThreadBandwidth {
+            cpu: cpus[i],
+            read_bytes: lines * lr * LINE as u64,
+            write_bytes: lines * lw * LINE as u64,
+            elapsed_ns: elapsed,
+            bw_bytes: (lines * (lr + lw) * LINE as u64) as f64 * 1e9 / elapsed.max(1) as f64,
+        };
+        r.read_bytes += t.read_bytes;
+        r.write_bytes += t.write_bytes;
+        r.bw_bytes += t.bw_bytes;
+        r.threads.push(t);
+    }
+    r
+}
+
+/// Runs a bandwidth plan.
+pub fn run(plan: &BandwidthPlan) -> Result<BandwidthResult, ProbeError> {
+    let mut workers = prepare_workers(
+        plan.traffic,
+        plan.size_bytes,
+        plan.pages,
+        plan.membind,
+        &plan.cpus,
+    )?;
+    // One untimed lap warms the arrays and the code.
+    for w in workers.iter_mut() {
+        let lines = w.arrays[0].lines();
+        let mut done = 0;
+        while done < lines {
+            done += w.chunk(0);
+        }
+    }
+    let stop = AtomicBool::new(false);
+    let mut r = run_workers(
+        &mut workers,
+        &plan.cpus,
+        plan.delay_cycles,
+        plan.runtime_ns,
+        &stop,
+        &mut || {},
+    );
+    if plan.delay_cycles > 0 {
+        r.delay_iteration_cycles = Some(kernels::spin_cycles_per_iteration());
+    }
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traffic_names_roundtrip() {
+        for t in ["R", "W2", "W3", "W5", "W6", "copy", "triad"] {
+            assert_eq!(Traffic::parse("--traffic", t).unwrap().name(), t);
+        }
+        assert_eq!(
+            Traffic::parse("--traffic", "W9").unwrap_err().option,
+            "--traffic"
+        );
+    }
+
+    #[test]
+    fn counts_bytes_by_ratio() {
+        let cpu = dmalab_core::cpus::allowed_cpus()[0];
+        let plan = BandwidthPlan {
+            traffic: Traffic::W2,
+            size_bytes: 1 << 20,
+            pages: PageKind::Small,
+            cpus: vec![cpu],
+            membind: None,
+            delay_cycles: 0,
+            runtime_ns: 50_000_000,
+        };
+        let r = run(&plan).unwrap();
+        assert!(r.read_bytes > 0);
+        assert_eq!(r.read_bytes, 2 * r.write_bytes);
+        assert!(r.bw_bytes > 0.0);
+    }
+}

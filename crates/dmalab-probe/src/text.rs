@@ -1,0 +1,331 @@
+//! Human summaries of probe results (what goes to stdout and to
+//! `--output-format text`).
+
+use crate::bandwidth::{BandwidthPlan, BandwidthResult};
+use crate::latency::{IntervalFigures, LatencyPlan, LatencyResult};
+use crate::loaded::{LoadedPlan, LoadedPoint, LoadedResult};
+use crate::tsc::{TimerCost, TscInfo};
+use dmalab_core::cpus::format_cpu_list;
+use dmalab_core::hist::LatencySummary;
+use dmalab_core::units::{fmt_bytes, fmt_ns};
+use std::fmt::Write;
+
+fn gbs(b: f64) -> String {
+    format!("{:.2} GB/s", b / 1e9)
+}
+
+/// The TSC and timer lines.
+pub fn timing_lines(tsc: &TscInfo, timer: &TimerCost) -> String {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "TSC {:.3} MHz (calibrated against CLOCK_MONOTONIC, {} rounds, spread {:.0} ppm",
+        tsc.tsc_hz / 1e6,
+        tsc.calibration.rounds,
+        tsc.calibration.spread_ppm
+    );
+    match (&tsc.cpuid_source, tsc.cpuid_vs_calibrated_ppm) {
+        (Some(src), Some(ppm)) => {
+            let _ = write!(s, "; {src} differs by {ppm:+.0} ppm");
+        }
+        _ => s.push_str("; CPUID gives no TSC frequency on this CPU"),
+    }
+    s.push_str(")\n");
+    let _ = writeln!(
+        s,
+        "timer: rdtscp+lfence bracket {} cycles median (min {}) = {:.1} ns, subtracted from every sample; bare rdtscp pair {} cycles, bare rdtsc pair {} cycles; one rdtscp+lfence costs {:.0} cycles when repeated; TSC steps by {} cycle(s) = {:.1} ns (the resolution of a sample)",
+        timer.fenced_pair_median_cycles,
+        timer.fenced_pair_min_cycles,
+        timer.subtracted_ns,
+        timer.bare_rdtscp_pair_median_cycles,
+        timer.bare_rdtsc_pair_median_cycles,
+        timer.fenced_read_cost_cycles,
+        timer.tsc_step_cycles,
+        tsc.ns(timer.tsc_step_cycles as f64)
+    );
+    s
+}
+
+/// Percentile line of a summary.
+pub fn percentiles(sum: &LatencySummary) -> String {
+    let p = |q: f64| sum.p(q).map_or("-".into(), |v| fmt_ns(v as f64));
+    format!(
+        "samples {}  mean {}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+        sum.samples,
+        fmt_ns(sum.mean_ns),
+        p(50.0),
+        p(90.0),
+        p(99.0),
+        p(99.9),
+        fmt_ns(sum.max_ns as f64)
+    )
+}
+
+/// A text histogram: the summary's buckets merged to half-octaves, with
+/// bars.
+pub fn histogram(sum: &LatencySummary) -> String {
+    let mut rows: Vec<(u64, u64, u64)> = Vec::new();
+    for b in &sum.buckets {
+        // Half-octave index of the bucket's low edge.
+        let k = ((b.lo_ns.max(1) as f64).log2() * 2.0).floor() as i64;
+        match rows.last_mut() {
+            Some(r) if ((r.0.max(1) as f64).log2() * 2.0).floor() as i64 == k => {
+                r.1 = b.hi_ns;
+                r.2 += b.count;
+            }
+            _ => rows.push((b.lo_ns, b.hi_ns, b.count)),
+        }
+    }
+    let total: u64 = rows.iter().map(|r| r.2).sum::<u64>().max(1);
+    let most = rows.iter().map(|r| r.2).max().unwrap_or(1).max(1);
+    let mut s = String::from("        from           to      samples   share\n");
+    for (lo, hi, c) in rows {
+        let bar = "#".repeat(((c as f64 / most as f64) * 40.0).ceil() as usize);
+        let _ = writeln!(
+            s,
+            "{:>12} {:>12} {:>12} {:>6.2}%  {}",
+            fmt_ns(lo as f64),
+            fmt_ns(hi as f64),
+            c,
+            c as f64 * 100.0 / total as f64,
+            bar
+        );
+    }
+    s
+}
+
+/// Header of the live interval table.
+pub fn interval_header() -> String {
+    format!(
+        "{:>5} {:>8} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "intv", "t_s", "accesses", "mean", "p50", "p90", "p99", "p99.9", "max"
+    )
+}
+
+/// One line of the live interval table.
+pub fn interval_line(f: &IntervalFigures) -> String {
+    let o = |v: Option<u64>| v.map_or("-".into(), |x| fmt_ns(x as f64));
+    format!(
+        "{:>5} {:>8.2} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        f.index,
+        f.start_ns as f64 / 1e9,
+        f.accesses,
+        fmt_ns(f.mean_ns),
+        o(f.p50_ns),
+        o(f.p90_ns),
+        o(f.p99_ns),
+        o(f.p99_9_ns),
+        o(f.max_ns)
+    )
+}
+
+/// Summary of a latency run.
+pub fn latency(plan: &LatencyPlan, r: &LatencyResult) -> String {
+    let mut s = String::new();
+    let group = if plan.group_pages == 0 {
+        "one group over the whole buffer".to_string()
+    } else {
+        format!("groups of {} pages", plan.group_pages)
+    };
+    let _ = writeln!(
+        s,
+        "dmalab probe latency: {} over {} per thread on {} pages ({group}), {}% writes, {} thread(s) on CPU {}{}, mode {}",
+        plan.pattern.name(),
+        fmt_bytes(plan.size_bytes as f64),
+        plan.pages.name(),
+        plan.write_pct,
+        plan.cpus.len(),
+        format_cpu_list(&plan.cpus),
+        plan.membind.map_or(String::new(), |n| format!(", memory on node {n}")),
+        plan.mode.name()
+    );
+    s.push_str(&timing_lines(&r.tsc, &r.timer));
+    for t in &r.threads {
+        if let Some(b) = t.thp_backed_bytes {
+            let _ = writeln!(
+                s,
+                "CPU {}: {} of the buffer on transparent huge pages",
+                t.cpu,
+                fmt_bytes(b as f64)
+            );
+        }
+    }
+    for t in &r.threads {
+        if let Some(n) = t.hugetlb_pages_added {
+            let _ = writeln!(
+                s,
+                "CPU {}: raised the hugetlb pool by {n} page(s) for the run (restored at exit)",
+                t.cpu
+            );
+        }
+    }
+    if let Some(c) = &r.clock {
+        let _ = writeln!(
+            s,
+            "clock mode: mean {} per access ({} accesses)",
+            fmt_ns(c.mean_ns),
+            c.accesses
+        );
+    }
+    for (i, t) in r.threads.iter().enumerate() {
+        for (k, rd) in t.rounds.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "  thread {i} round {k}: clock {}  per-access {}  ratio {:.3}  timed loop {} per access",
+                fmt_ns(rd.clock_mean_ns),
+                fmt_ns(rd.per_access_mean_ns),
+                rd.ratio,
+                fmt_ns(rd.per_access_loop_ns)
+            );
+        }
+    }
+    if let Some(p) = &r.per_access {
+        let _ = writeln!(s, "per-access: {}", percentiles(p));
+        if r.threads.len() > 1 {
+            for t in &r.threads {
+                if let Some(tp) = &t.per_access {
+                    let _ = writeln!(s, "  CPU {}: {}", t.cpu, percentiles(tp));
+                }
+            }
+        }
+        s.push_str(&histogram(p));
+    }
+    if !r.intervals.is_empty() {
+        s.push_str(&interval_header());
+        s.push('\n');
+        for f in &r.intervals {
+            s.push_str(&interval_line(f));
+            s.push('\n');
+        }
+    }
+    if !r.matrix.is_empty() {
+        s.push_str(
+            "NUMA latency matrix (per-access mean / p50; rows: CPU node, columns: memory node)\n",
+        );
+        for c in &r.matrix {
+            let _ = writeln!(
+                s,
+                "  cpu node {} -> mem node {}: {} / {}",
+                c.cpu_node,
+                c.mem_node,
+                fmt_ns(c.mean_ns),
+                fmt_ns(c.p50_ns as f64)
+            );
+        }
+    }
+    s
+}
+
+/// Summary of a bandwidth run.
+pub fn bandwidth(plan: &BandwidthPlan, r: &BandwidthResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "dmalab probe bandwidth: {} traffic, {} per array per thread on {} pages, {} thread(s) on CPU {}, delay {} cycles/line",
+        plan.traffic.name(),
+        fmt_bytes(plan.size_bytes as f64),
+        plan.pages.name(),
+        plan.cpus.len(),
+        format_cpu_list(&plan.cpus),
+        plan.delay_cycles
+    );
+    for t in &r.threads {
+        let _ = writeln!(
+            s,
+            "  CPU {:>3}: {}  (read {}, written {})",
+            t.cpu,
+            gbs(t.bw_bytes),
+            fmt_bytes(t.read_bytes as f64),
+            fmt_bytes(t.write_bytes as f64)
+        );
+    }
+    if let Some(c) = r.delay_iteration_cycles {
+        let _ = writeln!(s, "one delay cycle measured {c:.2} TSC cycles");
+    }
+    let _ = writeln!(
+        s,
+        "total: {} over {:.2} s (read {}, written {})",
+        gbs(r.bw_bytes),
+        r.elapsed_ns as f64 / 1e9,
+        fmt_bytes(r.read_bytes as f64),
+        fmt_bytes(r.write_bytes as f64)
+    );
+    s
+}
+
+/// Header of the loaded-latency table.
+pub fn loaded_header() -> String {
+    format!(
+        "{:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        "delay_cyc", "load_GB/s", "mean", "p50", "p99", "p99.9"
+    )
+}
+
+/// One row of the loaded-latency table.
+pub fn loaded_line(p: &LoadedPoint) -> String {
+    let q = |x: f64| p.latency.p(x).map_or("-".into(), |v| fmt_ns(v as f64));
+    format!(
+        "{:>12} {:>12.2} {:>10} {:>10} {:>10} {:>10}",
+        p.delay_cycles.map_or("idle".into(), |d| d.to_string()),
+        p.bw_bytes / 1e9,
+        fmt_ns(p.latency.mean_ns),
+        q(50.0),
+        q(99.0),
+        q(99.9)
+    )
+}
+
+/// Summary of a loaded-latency sweep.
+pub fn loaded(plan: &LoadedPlan, r: &LoadedResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "dmalab probe loaded: chase over {} on CPU {}, {} load thread(s) of {} traffic on CPU {} ({} per array)",
+        fmt_bytes(plan.size_bytes as f64),
+        plan.latency_cpu,
+        plan.load_cpus.len(),
+        plan.traffic.name(),
+        format_cpu_list(&plan.load_cpus),
+        fmt_bytes(plan.bw_size_bytes as f64)
+    );
+    s.push_str(&timing_lines(&r.tsc, &r.timer));
+    let _ = writeln!(
+        s,
+        "one delay cycle measured {:.2} TSC cycles",
+        r.delay_iteration_cycles
+    );
+    s.push_str(&loaded_header());
+    s.push('\n');
+    for p in &r.points {
+        s.push_str(&loaded_line(p));
+        s.push('\n');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dmalab_core::hist::LatHist;
+
+    #[test]
+    fn histogram_rows_add_up() {
+        let mut h = LatHist::new();
+        h.record_n(5, 100);
+        h.record_n(90, 1000);
+        h.record_n(100, 1000);
+        h.record_n(5_000, 10);
+        let sum = h.summary();
+        let text = histogram(&sum);
+        let counted: u64 = text
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().nth(4).unwrap().parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(counted, 2110);
+        // 90 and 100 ns share a half-octave (64..90.5 is another), so at most
+        // four rows: 5 ns, 90 ns, 100 ns, 5 us.
+        assert!(text.lines().count() <= 5, "{text}");
+        assert!(percentiles(&sum).contains("p99"));
+    }
+}

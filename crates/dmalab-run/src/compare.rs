@@ -1,0 +1,244 @@
+//! `dmalab compare A B`: the differences between two result files.
+//!
+//! Two experiment results files: per cell, the means side by side, the
+//! change and a Mann-Whitney U test of B's runs against A's. Two single
+//! result documents (`dmalab load/probe/page --output`): every number in
+//! `/result` and every setting in `/config` that differs.
+
+use crate::analysis::{self, fmt_value};
+use crate::error::RunError;
+use crate::record;
+use crate::stats;
+use serde_json::Value;
+use std::path::Path;
+
+fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, Value)>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                if k == "buckets" || k == "hdr_v2_base64" {
+                    continue;
+                }
+                flatten(
+                    &format!("{prefix}/{}", k.replace('~', "~0").replace('/', "~1")),
+                    x,
+                    out,
+                );
+            }
+        }
+        Value::Array(a) if a.len() <= 64 => {
+            for (i, x) in a.iter().enumerate() {
+                flatten(&format!("{prefix}/{i}"), x, out);
+            }
+        }
+        Value::Array(_) => {}
+        other => out.push((prefix.to_string(), other.clone())),
+    }
+}
+
+fn compare_docs(a: &Value, b: &Value, an: &str, bn: &str) -> String {
+    let mut out = String::new();
+    for part in ["config", "result"] {
+        let (mut fa, mut fb) = (Vec::new(), Vec::new());
+        flatten(&format!("/{part}"), &a[part], &mut fa);
+        flatten(&format!("/{part}"), &b[part], &mut fb);
+        let mut rows = Vec::new();
+        for (k, va) in &fa {
+            match fb.iter().find(|(kb, _)| kb == k) {
+                Some((_, vb)) if va != vb => {
+                    let change = match (va.as_f64(), vb.as_f64()) {
+                        (Some(x), Some(y)) if x != 0.0 => format!("{:+.2}%", (y / x - 1.0) * 100.0),
+                        _ => String::new(),
+                    };
+                    rows.push(format!("  {k}: {va} -> {vb} {change}"));
+                }
+                None => rows.push(format!("  {k}: {va} -> (absent)")),
+                _ => {}
+            }
+        }
+        for (k, vb) in &fb {
+            if !fa.iter().any(|(ka, _)| ka == k) {
+                rows.push(format!("  {k}: (absent) -> {vb}"));
+            }
+        }
+        out.push_str(&format!(
+            "{part}: {} difference(s) between {an} and {bn}\n",
+            rows.len()
+        ));
+        for r in rows {
+            out.push_str(&r);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Compares two files; returns the text to print.
+pub fn compare(a: &Path, b: &Path) -> Result<String, RunError> {
+    let (an, bn) = (a.display().to_string(), b.display().to_string());
+    match (record::read(a), record::read(b)) {
+        (Ok(ra), Ok(rb)) => {
+            let ca = analysis::cells(&ra, ra.header.noisy_cv_pct);
+            let cb = analysis::cells(&rb, rb.header.noisy_cv_pct);
+            let mut out = format!(
+                "A = {an} ({} runs, {}), B = {bn} ({} runs, {})\n",
+                ra.runs.len(),
+                ra.header.started_at,
+                rb.runs.len(),
+                rb.header.started_at
+            );
+            if ra.header.experiment_hash != rb.header.experiment_hash {
+                out.push_str("note: the two results come from different experiment files\n");
+            }
+            let mut rows = vec![[
+                "cell".to_string(),
+                "mean A".into(),
+                "mean B".into(),
+                "B vs A".into(),
+                "MWU p".into(),
+                "".into(),
+            ]];
+            for x in &ca {
+                let key = format!(
+                    "{}/{}/{}{}",
+                    x.configuration,
+                    x.victim,
+                    x.load,
+                    x.sweep_value
+                        .as_ref()
+                        .map(|s| format!("@{s}"))
+                        .unwrap_or_default()
+                );
+                let Some(y) = cb.iter().find(|y| {
+                    (&y.configuration, &y.victim, &y.load, &y.sweep_value)
+                        == (&x.configuration, &x.victim, &x.load, &x.sweep_value)
+                }) else {
+                    rows.push([
+                        key,
+                        x.summary
+                            .as_ref()
+                            .map(|s| fmt_value(s.mean, &x.unit))
+                            .unwrap_or_default(),
+                        "(absent)".into(),
+                        String::new(),
+                        String::new(),
+                        String::new(),
+                    ]);
+                    continue;
+                };
+                let (ma, mb) = (
+                    x.summary.as_ref().map(|s| s.mean),
+                    y.summary.as_ref().map(|s| s.mean),
+                );
+                let change = match (ma, mb) {
+                    (Some(a), Some(b)) if a != 0.0 => format!("{:+.2}%", (b / a - 1.0) * 100.0),
+                    _ => String::new(),
+                };
+                let m = stats::mann_whitney(&y.values, &x.values, None);
+                let p = m.map(|m| format!("{:.4}", m.p)).unwrap_or_default();
+                let flag = if m.is_some_and(|m| m.p < 0.05) {
+                    "differs (p < 0.05)"
+                } else {
+                    ""
+                };
+                rows.push([
+                    key,
+                    ma.map(|v| fmt_value(v, &x.unit)).unwrap_or_default(),
+                    mb.map(|v| fmt_value(v, &y.unit)).unwrap_or_default(),
+                    change,
+                    p,
+                    flag.into(),
+                ]);
+            }
+            for y in &cb {
+                if !ca.iter().any(|x| {
+                    (&y.configuration, &y.victim, &y.load, &y.sweep_value)
+                        == (&x.configuration, &x.victim, &x.load, &x.sweep_value)
+                }) {
+                    rows.push([
+                        format!("{}/{}/{}", y.configuration, y.victim, y.load),
+                        "(absent)".into(),
+                        y.summary
+                            .as_ref()
+                            .map(|s| fmt_value(s.mean, &y.unit))
+                            .unwrap_or_default(),
+                        String::new(),
+                        String::new(),
+                        String::new(),
+                    ]);
+                }
+            }
+            let mut w = [0usize; 6];
+            for r in &rows {
+                for (i, c) in r.iter().enumerate() {
+                    w[i] = w[i].max(c.chars().count());
+                }
+            }
+            for r in rows {
+                let line: Vec<String> = r
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| format!("{c:<width$}", width = w[i]))
+                    .collect();
+                out.push_str(line.join("  ").trim_end());
+                out.push('\n');
+            }
+            Ok(out)
+        }
+        (ea, eb) => {
+            let doc = |p: &Path,
+                       prev: Result<record::Results, RunError>|
+             -> Result<Value, RunError> {
+                if prev.is_ok() {
+                    return Err(RunError::Usage(dmalab_core::UsageError::new(
+                        "B",
+                        format!("{} is an experiment results file but the other is not; compare two results files or two result documents", p.display()),
+                    )));
+                }
+                let text = std::fs::read_to_string(p).map_err(|e| RunError::io(p, e))?;
+                let v: Value = serde_json::from_str(&text).map_err(|e| {
+                    RunError::Usage(dmalab_core::UsageError::new(
+                        p.display().to_string(),
+                        format!("neither a dmalab results file (JSON lines) nor a result document (JSON): {e}"),
+                    ))
+                })?;
+                if v.get("schema_version").is_none() || v.get("result").is_none() {
+                    return Err(RunError::Usage(dmalab_core::UsageError::new(
+                        p.display().to_string(),
+                        "this JSON is not a dmalab result document (no schema_version/result); write one with --output FILE --output-format json",
+                    )));
+                }
+                Ok(v)
+            };
+            let va = doc(a, ea)?;
+            let vb = doc(b, eb)?;
+            let mut out = String::new();
+            if va["command"] != vb["command"] {
+                out.push_str(&format!(
+                    "note: different commands: {} vs {}\n",
+                    va["command"], vb["command"]
+                ));
+            }
+            out.push_str(&compare_docs(&va, &vb, &an, &bn));
+            Ok(out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_differences() {
+        let a = serde_json::json!({"config": {"bs_bytes": 4096}, "result": {"bw_bytes": 100.0, "lat": {"mean_ns": 5}}});
+        let b = serde_json::json!({"config": {"bs_bytes": 8192}, "result": {"bw_bytes": 150.0, "lat": {"mean_ns": 5}}});
+        let t = compare_docs(&a, &b, "a", "b");
+        assert!(t.contains("/config/bs_bytes: 4096 -> 8192 +100.00%"), "{t}");
+        assert!(
+            t.contains("/result/bw_bytes: 100.0 -> 150.0 +50.00%"),
+            "{t}"
+        );
+        assert!(!t.contains("mean_ns"), "{t}");
+    }
+}

@@ -1,0 +1,1150 @@
+//! Experiment files: TOML read with serde, unknown keys rejected, every error
+//! with the line it is about.
+//!
+//! The fixed structure (`[experiment]`, `[cpus]`, `[sweep]`, the reserved
+//! keys of `[[aggressor]]` and `[[victim]]`) is checked here. The remaining
+//! keys of a dmalab aggressor or victim are that command's flags
+//! (`max_blocks = 8` becomes `--max-blocks 8`); which flags exist is for the
+//! command itself to say, so the runner checks them against the child's
+//! `--help` before the first run (see `runner::validate`), keeping this crate
+//! independent of the other commands' option lists.
+
+use crate::error::ExpError;
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use toml::Spanned;
+
+/// Which direction of a figure is good.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Better {
+    /// Latencies and run times: smaller is better.
+    Lower,
+    /// Bandwidths and rates: larger is better.
+    Higher,
+}
+
+/// The order in which runs are done within a configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Plain, then each load, repeated (the thesis' cycles): slow drift of
+    /// the machine hits every load alike.
+    Cycle,
+    /// All repetitions of plain, then all of the first load, and so on.
+    Blocked,
+}
+
+/// A command-line flag for a child command, from a key of the file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Flag {
+    /// The key as written (`max_blocks`).
+    pub key: String,
+    /// The value; `None` for a boolean switch set to true.
+    pub values: Vec<String>,
+    /// True for `key = true` (a switch without a value).
+    pub switch: bool,
+    /// Line in the experiment file.
+    pub line: usize,
+}
+
+impl Flag {
+    /// The flag's long name: `max_blocks` -> `--max-blocks`.
+    pub fn long(&self) -> String {
+        format!("--{}", self.key.replace('_', "-"))
+    }
+
+    /// The arguments this flag adds to a command line.
+    pub fn args(&self) -> Vec<String> {
+        if self.switch {
+            return vec![self.long()];
+        }
+        let mut out = Vec::new();
+        for v in &self.values {
+            out.push(self.long());
+            out.push(v.clone());
+        }
+        out
+    }
+}
+
+/// What an aggressor runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AggressorKind {
+    /// `dmalab load` (DMA load); evidence from its `--live-stats` file.
+    Load,
+    /// `dmalab probe bandwidth` (a CPU bandwidth antagonist).
+    ProbeBandwidth,
+    /// Any command; `{live_stats}` in its argv is replaced by the path of a
+    /// live-stats file it is expected to keep up to date.
+    Exec {
+        /// Program and arguments.
+        argv: Vec<String>,
+    },
+}
+
+/// One load that runs beside the victims.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Aggressor {
+    /// Name used in records and plots (`random`, `single`).
+    pub name: String,
+    /// What runs.
+    pub kind: AggressorKind,
+    /// Flags for the dmalab command (empty for exec).
+    pub flags: Vec<Flag>,
+    /// Line of its `[[aggressor]]` table.
+    pub line: usize,
+}
+
+impl AggressorKind {
+    /// The dmalab subcommand words, or None for exec.
+    pub fn subcommand(&self) -> Option<Vec<&'static str>> {
+        match self {
+            AggressorKind::Load => Some(vec!["load"]),
+            AggressorKind::ProbeBandwidth => Some(vec!["probe", "bandwidth"]),
+            AggressorKind::Exec { .. } => None,
+        }
+    }
+}
+
+/// The built-in Redis recipe: redis-server on loopback with persistence off,
+/// driven by redis-benchmark; the figure is the benchmark's wall-clock time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RedisRecipe {
+    /// Requests in total (`redis-benchmark -n`).
+    pub requests: u64,
+    /// Parallel client connections (`-c`).
+    pub clients: u64,
+    /// Tests to run (`-t`, e.g. `set,get`).
+    pub tests: String,
+    /// Value size in bytes (`-d`).
+    pub data_size_bytes: u64,
+    /// Requests per pipeline (`-P`).
+    pub pipeline: u64,
+    /// Key space (`-r`): random keys out of this many.
+    pub keyspace: u64,
+}
+
+/// What a victim runs.
+#[derive(Clone, Debug)]
+pub enum VictimKind {
+    /// `dmalab probe latency`.
+    ProbeLatency,
+    /// `dmalab probe bandwidth`.
+    ProbeBandwidth,
+    /// `dmalab page`.
+    Page,
+    /// Any command, timed wall-clock; a regex may pull the figure from stdout.
+    Exec {
+        /// Program and arguments.
+        argv: Vec<String>,
+        /// The first capture group (or the whole match) is the figure.
+        regex: Option<Regex>,
+    },
+    /// redis-server + redis-benchmark.
+    Redis(RedisRecipe),
+    /// Nothing: waits, so the aggressor's figures alone are measured.
+    Idle {
+        /// How long to wait.
+        duration: Duration,
+    },
+}
+
+impl VictimKind {
+    /// The `command` value that names this kind.
+    pub fn label(&self) -> &'static str {
+        match self {
+            VictimKind::ProbeLatency => "probe latency",
+            VictimKind::ProbeBandwidth => "probe bandwidth",
+            VictimKind::Page => "page",
+            VictimKind::Exec { .. } => "exec",
+            VictimKind::Redis(_) => "redis",
+            VictimKind::Idle { .. } => "idle",
+        }
+    }
+
+    /// The dmalab subcommand words, or None.
+    pub fn subcommand(&self) -> Option<Vec<&'static str>> {
+        match self {
+            VictimKind::ProbeLatency => Some(vec!["probe", "latency"]),
+            VictimKind::ProbeBandwidth => Some(vec!["probe", "bandwidth"]),
+            VictimKind::Page => Some(vec!["page"]),
+            _ => None,
+        }
+    }
+
+    /// Pointers tried, in order, when the default metric is not in a
+    /// result (e.g. a latency probe run in clock-only mode).
+    pub fn metric_fallbacks(&self) -> &'static [&'static str] {
+        match self {
+            VictimKind::ProbeLatency => &["/result/clock/mean_ns"],
+            _ => &[],
+        }
+    }
+
+    /// Default figure: JSON pointer (into the child's result document, or
+    /// into the runner's own measurement for exec/redis/idle), unit, and
+    /// which direction is better.
+    pub fn default_metric(&self) -> (&'static str, &'static str, Better) {
+        match self {
+            VictimKind::ProbeLatency => ("/result/per_access/mean_ns", "ns", Better::Lower),
+            VictimKind::ProbeBandwidth => ("/result/bw_bytes", "B/s", Better::Higher),
+            VictimKind::Page => ("/result/total/all/mean_ns", "ns", Better::Lower),
+            VictimKind::Exec { regex: Some(_), .. } => ("regex", "", Better::Lower),
+            VictimKind::Exec { .. } | VictimKind::Redis(_) | VictimKind::Idle { .. } => {
+                ("wall_s", "s", Better::Lower)
+            }
+        }
+    }
+}
+
+/// One workload whose slowdown is measured.
+#[derive(Clone, Debug)]
+pub struct Victim {
+    /// Name used in records and plots.
+    pub name: String,
+    /// What runs.
+    pub kind: VictimKind,
+    /// Flags for the dmalab command (empty otherwise).
+    pub flags: Vec<Flag>,
+    /// JSON pointer to the figure in the child's result document
+    /// (dmalab kinds), `wall_s` or `regex`.
+    pub metric: String,
+    /// Unit of the figure.
+    pub unit: String,
+    /// Which direction is better.
+    pub better: Better,
+    /// True when `metric` is the kind's default (fallbacks apply).
+    pub metric_is_default: bool,
+    /// Per-run time limit; a run past it is killed and recorded as failed.
+    pub timeout: Duration,
+    /// Explicit CPUs for this victim (default: the experiment's victim CPUs).
+    pub cpus: Option<Vec<usize>>,
+    /// Line of its `[[victim]]` table.
+    pub line: usize,
+}
+
+/// A named set of flag overrides applied to every aggressor that accepts
+/// them (the thesis' "default", "big buffer", "caching").
+#[derive(Clone, Debug, PartialEq)]
+pub struct Configuration {
+    /// Name used in records and plots.
+    pub name: String,
+    /// Flags that replace the aggressors' own.
+    pub overrides: Vec<Flag>,
+    /// Line where it is defined.
+    pub line: usize,
+}
+
+/// Sweep mode: one aggressor flag (e.g. `workers`) over a list of values,
+/// for bandwidth/command-rate and latency-versus-bandwidth curves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sweep {
+    /// The aggressor that is swept.
+    pub aggressor: String,
+    /// The flag key that varies.
+    pub flag: String,
+    /// Its values, in order.
+    pub values: Vec<String>,
+    /// Also run each victim without load (x = 0 on the curves).
+    pub include_plain: bool,
+    /// Line of `[sweep]`.
+    pub line: usize,
+}
+
+/// Where processes run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Placement {
+    /// CPUs of the aggressor (default: the last allowed CPU).
+    pub aggressor: Vec<usize>,
+    /// CPUs of the victims (default: every allowed CPU but the aggressor's).
+    pub victims: Vec<usize>,
+}
+
+/// A parsed, checked experiment.
+#[derive(Clone, Debug)]
+pub struct Experiment {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// Its text.
+    pub text: String,
+    /// SHA-256 of its bytes, hex; results carry it so resume can refuse a
+    /// changed file.
+    pub hash: String,
+    /// `experiment.name` or the file stem.
+    pub name: String,
+    /// Cycles per configuration (default 10).
+    pub repetitions: u32,
+    /// Time the aggressor runs before each victim starts.
+    pub warmup: Duration,
+    /// Pause after each run.
+    pub cooldown: Duration,
+    /// Noisy-cell threshold: coefficient of variation, percent.
+    pub noisy_cv_pct: f64,
+    /// Order of runs.
+    pub order: Order,
+    /// CPU placement.
+    pub placement: Placement,
+    /// Warnings found while reading (shown, and kept in the header).
+    pub warnings: Vec<String>,
+    /// Loads.
+    pub aggressors: Vec<Aggressor>,
+    /// Workloads.
+    pub victims: Vec<Victim>,
+    /// Configurations (at least one).
+    pub configurations: Vec<Configuration>,
+    /// Sweep mode, when given.
+    pub sweep: Option<Sweep>,
+}
+
+type RawValue = Spanned<toml::Value>;
+type RawTable = Spanned<BTreeMap<String, RawValue>>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    experiment: Option<RawExperiment>,
+    #[serde(default)]
+    cpus: Option<RawCpus>,
+    #[serde(default)]
+    aggressor: Vec<RawTable>,
+    #[serde(default)]
+    victim: Vec<RawTable>,
+    #[serde(default)]
+    configuration: Vec<RawTable>,
+    #[serde(default)]
+    matrix: Option<RawTable>,
+    #[serde(default)]
+    sweep: Option<Spanned<RawSweep>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExperiment {
+    name: Option<Spanned<String>>,
+    repetitions: Option<Spanned<i64>>,
+    warmup: Option<RawValue>,
+    cooldown: Option<RawValue>,
+    timeout: Option<RawValue>,
+    noisy_cv_pct: Option<Spanned<f64>>,
+    order: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCpus {
+    aggressor: Option<Spanned<String>>,
+    victims: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSweep {
+    aggressor: Spanned<String>,
+    flag: Spanned<String>,
+    values: Spanned<Vec<toml::Value>>,
+    include_plain: Option<bool>,
+}
+
+/// Line (1-based) of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+struct Ctx<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, offset: usize, msg: impl Into<String>) -> ExpError {
+        ExpError::new(self.path, Some(line_of(self.text, offset)), msg)
+    }
+    fn line(&self, offset: usize) -> usize {
+        line_of(self.text, offset)
+    }
+}
+
+fn value_text(v: &toml::Value) -> Option<String> {
+    match v {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Float(f) => Some(f.to_string()),
+        _ => None,
+    }
+}
+
+fn duration(ctx: &Ctx, field: &str, v: &RawValue) -> Result<Duration, ExpError> {
+    let text = value_text(v.get_ref()).ok_or_else(|| {
+        ctx.err(
+            v.span().start,
+            format!("{field}: expected a duration such as \"2s\" or \"500ms\""),
+        )
+    })?;
+    dmalab_core::units::parse_duration(field, &text)
+        .map_err(|e| ctx.err(v.span().start, format!("{field}: {}", e.message)))
+}
+
+fn flag_from(ctx: &Ctx, owner: &str, key: &str, v: &RawValue) -> Result<Option<Flag>, ExpError> {
+    let line = ctx.line(v.span().start);
+    let bad = || {
+        ctx.err(
+            v.span().start,
+            format!("{owner}: key '{key}': expected a string, number, boolean or a list of them"),
+        )
+    };
+    let flag = match v.get_ref() {
+        toml::Value::Boolean(true) => Flag {
+            key: key.into(),
+            values: vec![],
+            switch: true,
+            line,
+        },
+        toml::Value::Boolean(false) => return Ok(None),
+        toml::Value::Array(items) => {
+            let values = items
+                .iter()
+                .map(value_text)
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(bad)?;
+            Flag {
+                key: key.into(),
+                values,
+                switch: false,
+                line,
+            }
+        }
+        other => Flag {
+            key: key.into(),
+            values: vec![value_text(other).ok_or_else(bad)?],
+            switch: false,
+            line,
+        },
+    };
+    if key.is_empty()
+        || !key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(ctx.err(
+            v.span().start,
+            format!("{owner}: '{key}' is not a flag name"),
+        ));
+    }
+    Ok(Some(flag))
+}
+
+/// Takes a string key out of a raw table.
+fn take_str(
+    ctx: &Ctx,
+    owner: &str,
+    t: &mut BTreeMap<String, RawValue>,
+    key: &str,
+) -> Result<Option<(String, usize)>, ExpError> {
+    match t.remove(key) {
+        None => Ok(None),
+        Some(v) => match v.get_ref() {
+            toml::Value::String(s) => Ok(Some((s.clone(), v.span().start))),
+            _ => Err(ctx.err(v.span().start, format!("{owner}: '{key}' must be a string"))),
+        },
+    }
+}
+
+fn take_argv(
+    ctx: &Ctx,
+    owner: &str,
+    t: &mut BTreeMap<String, RawValue>,
+    table_start: usize,
+) -> Result<Vec<String>, ExpError> {
+    let v = t.remove("run").ok_or_else(|| {
+        ctx.err(
+            table_start,
+            format!("{owner}: an exec command needs run = [\"program\", \"arg\", ...]"),
+        )
+    })?;
+    let argv = match v.get_ref() {
+        toml::Value::Array(a) => a.iter().map(value_text).collect::<Option<Vec<_>>>(),
+        toml::Value::String(s) => Some(vec!["sh".into(), "-c".into(), s.clone()]),
+        _ => None,
+    };
+    match argv {
+        Some(a) if !a.is_empty() => Ok(a),
+        _ => Err(ctx.err(
+            v.span().start,
+            format!(
+                "{owner}: run must be a non-empty list of strings (argv) or a shell command string"
+            ),
+        )),
+    }
+}
+
+fn take_u64(
+    ctx: &Ctx,
+    owner: &str,
+    t: &mut BTreeMap<String, RawValue>,
+    key: &str,
+    default: u64,
+) -> Result<u64, ExpError> {
+    match t.remove(key) {
+        None => Ok(default),
+        Some(v) => match v.get_ref() {
+            toml::Value::Integer(i) if *i > 0 => Ok(*i as u64),
+            toml::Value::String(s) => dmalab_core::units::parse_size(key, s)
+                .map_err(|e| ctx.err(v.span().start, format!("{owner}: {key}: {}", e.message))),
+            _ => Err(ctx.err(
+                v.span().start,
+                format!("{owner}: {key} must be a positive whole number"),
+            )),
+        },
+    }
+}
+
+fn reject_rest(
+    ctx: &Ctx,
+    owner: &str,
+    t: &BTreeMap<String, RawValue>,
+    allowed: &str,
+) -> Result<(), ExpError> {
+    if let Some((k, v)) = t.iter().min_by_key(|(_, v)| v.span().start) {
+        return Err(ctx.err(
+            v.span().start,
+            format!("{owner}: unknown key '{k}'; allowed here: {allowed}"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_name(
+    ctx: &Ctx,
+    what: &str,
+    name: &str,
+    at: usize,
+    seen: &mut Vec<String>,
+) -> Result<(), ExpError> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.=, ".contains(c))
+    {
+        return Err(ctx.err(
+            at,
+            format!("{what} name '{name}' must be letters, digits and _ - . = , only"),
+        ));
+    }
+    if name == "plain" {
+        return Err(ctx.err(
+            at,
+            format!("{what} name 'plain' is reserved for runs without load"),
+        ));
+    }
+    if seen.iter().any(|s| s == name) {
+        return Err(ctx.err(at, format!("{what} name '{name}' is used twice")));
+    }
+    seen.push(name.to_string());
+    Ok(())
+}
+
+/// Parses CPU placement against the CPUs this process may use.
+fn placement(
+    ctx: &Ctx,
+    raw: Option<RawCpus>,
+    warnings: &mut Vec<String>,
+) -> Result<Placement, ExpError> {
+    let allowed = dmalab_core::cpus::allowed_cpus();
+    let last = *allowed.last().unwrap_or(&0);
+    let (agg_raw, vic_raw) = match raw {
+        Some(r) => (r.aggressor, r.victims),
+        None => (None, None),
+    };
+    let parse = |field: &str, v: &Spanned<String>| {
+        dmalab_core::cpus::parse_cpu_list(field, v.get_ref())
+            .map_err(|e| ctx.err(v.span().start, format!("{field}: {}", e.message)))
+    };
+    let aggressor = match &agg_raw {
+        Some(v) if v.get_ref() != "last" => parse("cpus.aggressor", v)?,
+        _ => vec![last],
+    };
+    let victims = match &vic_raw {
+        Some(v) if v.get_ref() != "rest" => parse("cpus.victims", v)?,
+        _ => {
+            let rest: Vec<usize> = allowed
+                .iter()
+                .copied()
+                .filter(|c| !aggressor.contains(c))
+                .collect();
+            if rest.is_empty() {
+                warnings.push(format!(
+                    "only CPU {} is available: victims share it with the aggressor",
+                    dmalab_core::cpus::format_cpu_list(&allowed)
+                ));
+                allowed.clone()
+            } else {
+                rest
+            }
+        }
+    };
+    if victims.iter().any(|c| aggressor.contains(c)) && vic_raw.is_some() {
+        warnings.push(
+            "cpus.victims overlaps cpus.aggressor: scheduling will mix with interference".into(),
+        );
+    }
+    Ok(Placement { aggressor, victims })
+}
+
+/// Reads and checks an experiment file.
+pub fn load(path: &Path) -> Result<Experiment, ExpError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| ExpError::new(path, None, format!("cannot read the experiment file: {e}")))?;
+    let text = String::from_utf8(bytes.clone())
+        .map_err(|_| ExpError::new(path, None, "the experiment file is not UTF-8 text"))?;
+    let mut exp = parse(path, &text)?;
+    exp.hash = hex(&Sha256::digest(&bytes));
+    Ok(exp)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Parses experiment text (`path` names it in errors).
+pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
+    let ctx = Ctx { path, text };
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|s| line_of(text, s.start));
+        ExpError::new(path, line, e.message().trim().replace('\n', " "))
+    })?;
+    let mut warnings = Vec::new();
+
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "experiment".into());
+    let mut name = stem;
+    let mut repetitions = 10u32;
+    let mut warmup = Duration::from_secs(2);
+    let mut cooldown = Duration::from_secs(1);
+    let mut timeout = Duration::from_secs(600);
+    let mut noisy_cv_pct = 5.0;
+    let mut order = Order::Cycle;
+    if let Some(e) = raw.experiment {
+        if let Some(n) = e.name {
+            name = n.into_inner();
+        }
+        if let Some(r) = e.repetitions {
+            if *r.get_ref() < 1 || *r.get_ref() > 100_000 {
+                return Err(ctx.err(
+                    r.span().start,
+                    format!(
+                        "experiment.repetitions: {} is out of range; use 1 or more (default 10)",
+                        r.get_ref()
+                    ),
+                ));
+            }
+            repetitions = *r.get_ref() as u32;
+        }
+        if let Some(v) = &e.warmup {
+            warmup = duration(&ctx, "experiment.warmup", v)?;
+        }
+        if let Some(v) = &e.cooldown {
+            cooldown = duration(&ctx, "experiment.cooldown", v)?;
+        }
+        if let Some(v) = &e.timeout {
+            timeout = duration(&ctx, "experiment.timeout", v)?;
+            if timeout.is_zero() {
+                return Err(ctx.err(v.span().start, "experiment.timeout: must be above zero"));
+            }
+        }
+        if let Some(v) = e.noisy_cv_pct {
+            if v.get_ref().partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+                return Err(ctx.err(
+                    v.span().start,
+                    "experiment.noisy_cv_pct: must be above zero (default 5)",
+                ));
+            }
+            noisy_cv_pct = *v.get_ref();
+        }
+        if let Some(o) = e.order {
+            order = match o.get_ref().as_str() {
+                "cycle" => Order::Cycle,
+                "blocked" => Order::Blocked,
+                other => {
+                    return Err(ctx.err(
+                        o.span().start,
+                        format!("experiment.order: '{other}' is not an order; use cycle (plain, then each load, repeated) or blocked"),
+                    ))
+                }
+            };
+        }
+    }
+    let placement = placement(&ctx, raw.cpus, &mut warnings)?;
+
+    // Aggressors.
+    let mut aggressors = Vec::new();
+    let mut seen = Vec::new();
+    for (i, t) in raw.aggressor.into_iter().enumerate() {
+        let start = t.span().start;
+        let mut map = t.into_inner();
+        let owner_default = format!("aggressor #{}", i + 1);
+        let (name, name_at) = take_str(&ctx, &owner_default, &mut map, "name")?
+            .ok_or_else(|| ctx.err(start, format!("{owner_default}: needs name = \"...\"")))?;
+        check_name(&ctx, "aggressor", &name, name_at, &mut seen)?;
+        let owner = format!("aggressor '{name}'");
+        let (command, cmd_at) =
+            take_str(&ctx, &owner, &mut map, "command")?.unwrap_or_else(|| ("load".into(), start));
+        let kind = match command.as_str() {
+            "load" => AggressorKind::Load,
+            "probe bandwidth" => AggressorKind::ProbeBandwidth,
+            "exec" => AggressorKind::Exec {
+                argv: take_argv(&ctx, &owner, &mut map, start)?,
+            },
+            other => {
+                return Err(ctx.err(
+                    cmd_at,
+                    format!("{owner}: command '{other}' is not an aggressor; use load, \"probe bandwidth\" or exec"),
+                ))
+            }
+        };
+        let mut flags = Vec::new();
+        if matches!(kind, AggressorKind::Exec { .. }) {
+            reject_rest(&ctx, &owner, &map, "name, command, run")?;
+        } else {
+            for (k, v) in &map {
+                if let Some(f) = flag_from(&ctx, &owner, k, v)? {
+                    flags.push(f);
+                }
+            }
+            flags.sort_by_key(|f| f.line);
+        }
+        aggressors.push(Aggressor {
+            name,
+            kind,
+            flags,
+            line: line_of(text, start),
+        });
+    }
+
+    // Victims.
+    let mut victims = Vec::new();
+    let mut seen = Vec::new();
+    for (i, t) in raw.victim.into_iter().enumerate() {
+        let start = t.span().start;
+        let mut map = t.into_inner();
+        let owner_default = format!("victim #{}", i + 1);
+        let (name, name_at) = take_str(&ctx, &owner_default, &mut map, "name")?
+            .ok_or_else(|| ctx.err(start, format!("{owner_default}: needs name = \"...\"")))?;
+        check_name(&ctx, "victim", &name, name_at, &mut seen)?;
+        let owner = format!("victim '{name}'");
+        let (command, cmd_at) = take_str(&ctx, &owner, &mut map, "command")?
+            .ok_or_else(|| ctx.err(start, format!("{owner}: needs command = \"probe latency\", \"probe bandwidth\", \"page\", \"exec\", \"redis\" or \"idle\"")))?;
+        let metric = take_str(&ctx, &owner, &mut map, "metric")?;
+        let unit = take_str(&ctx, &owner, &mut map, "unit")?;
+        let better = match take_str(&ctx, &owner, &mut map, "better")? {
+            None => None,
+            Some((b, at)) => Some(match b.as_str() {
+                "lower" => Better::Lower,
+                "higher" => Better::Higher,
+                _ => {
+                    return Err(ctx.err(
+                        at,
+                        format!("{owner}: better = '{b}': use \"lower\" or \"higher\""),
+                    ))
+                }
+            }),
+        };
+        let vt = match map.remove("timeout") {
+            Some(v) => duration(&ctx, &format!("{owner}: timeout"), &v)?,
+            None => timeout,
+        };
+        let cpus = match take_str(&ctx, &owner, &mut map, "cpus")? {
+            None => None,
+            Some((c, at)) => Some(
+                dmalab_core::cpus::parse_cpu_list("cpus", &c)
+                    .map_err(|e| ctx.err(at, format!("{owner}: cpus: {}", e.message)))?,
+            ),
+        };
+        let kind = match command.as_str() {
+            "probe latency" => VictimKind::ProbeLatency,
+            "probe bandwidth" => VictimKind::ProbeBandwidth,
+            "page" => VictimKind::Page,
+            "exec" => {
+                let argv = take_argv(&ctx, &owner, &mut map, start)?;
+                let regex = match take_str(&ctx, &owner, &mut map, "regex")? {
+                    None => None,
+                    Some((r, at)) => Some(Regex::new(&r).map_err(|e| {
+                        ctx.err(at, format!("{owner}: regex: {}", e.to_string().replace('\n', " ")))
+                    })?),
+                };
+                reject_rest(&ctx, &owner, &map, "name, command, run, regex, metric, unit, better, timeout, cpus")?;
+                VictimKind::Exec { argv, regex }
+            }
+            "redis" => {
+                let r = RedisRecipe {
+                    requests: take_u64(&ctx, &owner, &mut map, "requests", 100_000)?,
+                    clients: take_u64(&ctx, &owner, &mut map, "clients", 50)?,
+                    tests: take_str(&ctx, &owner, &mut map, "tests")?
+                        .map(|t| t.0)
+                        .unwrap_or_else(|| "set,get".into()),
+                    data_size_bytes: take_u64(&ctx, &owner, &mut map, "data_size", 64)?,
+                    pipeline: take_u64(&ctx, &owner, &mut map, "pipeline", 1)?,
+                    keyspace: take_u64(&ctx, &owner, &mut map, "keyspace", 100_000)?,
+                };
+                reject_rest(
+                    &ctx,
+                    &owner,
+                    &map,
+                    "name, command, requests, clients, tests, data_size, pipeline, keyspace, metric, unit, better, timeout, cpus",
+                )?;
+                VictimKind::Redis(r)
+            }
+            "idle" => {
+                let d = match map.remove("duration") {
+                    Some(v) => duration(&ctx, &format!("{owner}: duration"), &v)?,
+                    None => return Err(ctx.err(start, format!("{owner}: an idle victim needs duration = \"5s\""))),
+                };
+                reject_rest(&ctx, &owner, &map, "name, command, duration, timeout, cpus")?;
+                VictimKind::Idle { duration: d }
+            }
+            other => {
+                return Err(ctx.err(
+                    cmd_at,
+                    format!("{owner}: command '{other}' is not a victim; use \"probe latency\", \"probe bandwidth\", page, exec, redis or idle"),
+                ))
+            }
+        };
+        let mut flags = Vec::new();
+        if kind.subcommand().is_some() {
+            for (k, v) in &map {
+                if let Some(f) = flag_from(&ctx, &owner, k, v)? {
+                    flags.push(f);
+                }
+            }
+            flags.sort_by_key(|f| f.line);
+        }
+        let (dm, du, db) = kind.default_metric();
+        let metric_is_default = metric.is_none();
+        let metric = metric.map(|m| m.0).unwrap_or_else(|| dm.to_string());
+        if kind.subcommand().is_some() && !metric.starts_with('/') {
+            return Err(ctx.err(start, format!("{owner}: metric '{metric}' must be a JSON pointer into the result document, e.g. \"{dm}\"")));
+        }
+        victims.push(Victim {
+            name,
+            unit: unit.map(|u| u.0).unwrap_or_else(|| du.to_string()),
+            better: better.unwrap_or(db),
+            metric,
+            metric_is_default,
+            kind,
+            flags,
+            timeout: vt,
+            cpus,
+            line: line_of(text, start),
+        });
+    }
+    if victims.is_empty() {
+        return Err(ExpError::new(
+            path,
+            None,
+            "no victims: add at least one [[victim]] table",
+        ));
+    }
+
+    // Configurations: explicit ones, or the product of [matrix].
+    let mut configurations = Vec::new();
+    let mut seen = Vec::new();
+    for (i, t) in raw.configuration.into_iter().enumerate() {
+        let start = t.span().start;
+        let mut map = t.into_inner();
+        let owner_default = format!("configuration #{}", i + 1);
+        let (name, at) = take_str(&ctx, &owner_default, &mut map, "name")?
+            .ok_or_else(|| ctx.err(start, format!("{owner_default}: needs name = \"...\"")))?;
+        check_name(&ctx, "configuration", &name, at, &mut seen)?;
+        let owner = format!("configuration '{name}'");
+        let mut overrides = Vec::new();
+        for (k, v) in &map {
+            if let Some(f) = flag_from(&ctx, &owner, k, v)? {
+                overrides.push(f);
+            }
+        }
+        overrides.sort_by_key(|f| f.line);
+        configurations.push(Configuration {
+            name,
+            overrides,
+            line: line_of(text, start),
+        });
+    }
+    if let Some(m) = raw.matrix {
+        let start = m.span().start;
+        if !configurations.is_empty() {
+            return Err(ctx.err(start, "[matrix] and [[configuration]] cannot both be given; list the configurations or their product, not both"));
+        }
+        let mut product: Vec<(String, Vec<Flag>)> = vec![(String::new(), Vec::new())];
+        let mut axes: Vec<(&String, &RawValue)> = m.get_ref().iter().collect();
+        axes.sort_by_key(|(_, v)| v.span().start);
+        for (k, v) in axes {
+            let items = match v.get_ref() {
+                toml::Value::Array(a) if !a.is_empty() => a,
+                _ => {
+                    return Err(ctx.err(
+                        v.span().start,
+                        format!("matrix: '{k}' must be a non-empty list of values"),
+                    ))
+                }
+            };
+            let mut next = Vec::new();
+            for (pname, pflags) in &product {
+                for item in items {
+                    let single = Spanned::new(v.span(), item.clone());
+                    let f = flag_from(&ctx, "matrix", k, &single)?;
+                    let text_v = value_text(item).unwrap_or_else(|| item.to_string());
+                    let n = if pname.is_empty() {
+                        format!("{k}={text_v}")
+                    } else {
+                        format!("{pname},{k}={text_v}")
+                    };
+                    let mut fl = pflags.clone();
+                    fl.extend(f);
+                    next.push((n, fl));
+                }
+            }
+            product = next;
+        }
+        for (n, fl) in product {
+            configurations.push(Configuration {
+                name: n,
+                overrides: fl,
+                line: line_of(text, start),
+            });
+        }
+    }
+    if configurations.is_empty() {
+        configurations.push(Configuration {
+            name: "default".into(),
+            overrides: Vec::new(),
+            line: 1,
+        });
+    }
+    if aggressors.is_empty() && configurations.iter().any(|c| !c.overrides.is_empty()) {
+        return Err(ExpError::new(
+            path,
+            Some(configurations[0].line),
+            "configurations override aggressor flags, but there is no [[aggressor]]",
+        ));
+    }
+
+    let sweep = match raw.sweep {
+        None => None,
+        Some(s) => {
+            let start = s.span().start;
+            let s = s.into_inner();
+            let agg = s.aggressor.get_ref().clone();
+            let Some(a) = aggressors.iter().find(|a| a.name == agg) else {
+                return Err(ctx.err(
+                    s.aggressor.span().start,
+                    format!("sweep.aggressor: no aggressor is named '{agg}'"),
+                ));
+            };
+            if a.kind.subcommand().is_none() {
+                return Err(ctx.err(s.aggressor.span().start, "sweep.aggressor: an exec aggressor has no flags to sweep; use a load or probe bandwidth aggressor"));
+            }
+            let values = s
+                .values
+                .get_ref()
+                .iter()
+                .map(value_text)
+                .collect::<Option<Vec<_>>>()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| {
+                    ctx.err(
+                        s.values.span().start,
+                        "sweep.values: must be a non-empty list of numbers or strings",
+                    )
+                })?;
+            Some(Sweep {
+                aggressor: agg,
+                flag: s.flag.get_ref().clone(),
+                values,
+                include_plain: s.include_plain.unwrap_or(true),
+                line: line_of(text, start),
+            })
+        }
+    };
+
+    Ok(Experiment {
+        path: path.to_path_buf(),
+        text: text.to_string(),
+        hash: hex(&Sha256::digest(text.as_bytes())),
+        name,
+        repetitions,
+        warmup,
+        cooldown,
+        noisy_cv_pct,
+        order,
+        placement,
+        warnings,
+        aggressors,
+        victims,
+        configurations,
+        sweep,
+    })
+}
+
+impl Experiment {
+    /// The flags an aggressor gets in a configuration (and at a sweep
+    /// value): its own, with the configuration's overrides replacing or
+    /// adding keys the aggressor's command accepts.
+    pub fn aggressor_flags(
+        &self,
+        agg: &Aggressor,
+        config: &Configuration,
+        sweep_value: Option<&str>,
+        accepts: &dyn Fn(&Flag) -> bool,
+    ) -> Vec<Flag> {
+        let norm = |k: &str| k.replace('-', "_");
+        let mut flags = agg.flags.clone();
+        let mut put = |f: Flag| {
+            if let Some(slot) = flags.iter_mut().find(|g| norm(&g.key) == norm(&f.key)) {
+                *slot = f;
+            } else {
+                flags.push(f);
+            }
+        };
+        for o in &config.overrides {
+            if accepts(o) {
+                put(o.clone());
+            }
+        }
+        if let (Some(s), Some(v)) = (&self.sweep, sweep_value) {
+            if s.aggressor == agg.name {
+                put(Flag {
+                    key: s.flag.clone(),
+                    values: vec![v.to_string()],
+                    switch: false,
+                    line: s.line,
+                });
+            }
+        }
+        flags
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Result<Experiment, ExpError> {
+        parse(Path::new("t.toml"), text)
+    }
+
+    #[test]
+    fn minimal_exec_experiment() {
+        let e = p(r#"
+[[victim]]
+name = "true"
+command = "exec"
+run = ["true"]
+"#)
+        .unwrap();
+        assert_eq!(e.repetitions, 10);
+        assert_eq!(e.configurations.len(), 1);
+        assert_eq!(e.victims[0].metric, "wall_s");
+        assert_eq!(e.victims[0].better, Better::Lower);
+        assert_eq!(e.name, "t");
+    }
+
+    #[test]
+    fn unknown_top_level_key_has_line() {
+        let e = p("[experiment]\nrepetitions = 3\nrepetitons = 4\n").unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(e.message.contains("repetitons"), "{e}");
+    }
+
+    #[test]
+    fn unknown_exec_key_has_line() {
+        let e = p("[[victim]]\nname = \"a\"\ncommand = \"exec\"\nrun = [\"true\"]\nregx = \"x\"\n")
+            .unwrap_err();
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.message.contains("unknown key 'regx'"), "{e}");
+    }
+
+    #[test]
+    fn syntax_error_has_line() {
+        let e = p("[experiment]\nrepetitions = = 3\n").unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_the_field() {
+        let e = p("[experiment]\nwarmup = \"soon\"\n[[victim]]\nname=\"a\"\ncommand=\"idle\"\nduration=\"1s\"\n").unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert!(e.message.contains("experiment.warmup"), "{e}");
+        let e = p("[[victim]]\nname=\"a\"\ncommand=\"fly\"\n").unwrap_err();
+        assert_eq!(e.line, Some(3));
+        let e = p("[[victim]]\nname=\"plain\"\ncommand=\"idle\"\nduration=\"1s\"\n").unwrap_err();
+        assert!(e.message.contains("reserved"), "{e}");
+        let e =
+            p("[[victim]]\nname=\"a\"\ncommand=\"exec\"\nrun=[\"x\"]\nregex=\"(\"\n").unwrap_err();
+        assert_eq!(e.line, Some(5));
+    }
+
+    #[test]
+    fn flags_and_matrix() {
+        let e = p(r#"
+[[aggressor]]
+name = "random"
+pattern = "random"
+max_blocks = 8
+burst = true
+keep = false
+
+[matrix]
+buffer = ["4M", "1G"]
+cache = ["none", "always"]
+
+[[victim]]
+name = "lat"
+command = "probe latency"
+size = "64M"
+"#)
+        .unwrap();
+        let a = &e.aggressors[0];
+        assert_eq!(a.kind, AggressorKind::Load);
+        let args: Vec<String> = a.flags.iter().flat_map(|f| f.args()).collect();
+        assert_eq!(
+            args,
+            ["--pattern", "random", "--max-blocks", "8", "--burst"]
+        );
+        let names: Vec<&str> = e.configurations.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "buffer=4M,cache=none",
+                "buffer=4M,cache=always",
+                "buffer=1G,cache=none",
+                "buffer=1G,cache=always"
+            ]
+        );
+        let f = e.aggressor_flags(a, &e.configurations[3], None, &|_| true);
+        let args: Vec<String> = f.iter().flat_map(|f| f.args()).collect();
+        assert!(args.ends_with(&[
+            "--buffer".into(),
+            "1G".into(),
+            "--cache".into(),
+            "always".into()
+        ]));
+        assert_eq!(e.victims[0].flags[0].args(), ["--size", "64M"]);
+    }
+
+    #[test]
+    fn sweep_must_name_an_aggressor() {
+        let e = p("[[aggressor]]\nname=\"r\"\n[sweep]\naggressor=\"x\"\nflag=\"workers\"\nvalues=[1,2]\n[[victim]]\nname=\"i\"\ncommand=\"idle\"\nduration=\"1s\"\n").unwrap_err();
+        assert_eq!(e.line, Some(4), "{e}");
+    }
+}

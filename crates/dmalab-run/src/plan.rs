@@ -1,0 +1,138 @@
+//! The list of runs an experiment makes, in the order they are made.
+
+use crate::experiment::{Experiment, Order};
+
+/// The load name of a run without an aggressor.
+pub const PLAIN: &str = "plain";
+
+/// One run to make.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedRun {
+    /// Position in the plan.
+    pub index: usize,
+    /// Index into `Experiment::configurations`.
+    pub configuration: usize,
+    /// Repetition, 1-based.
+    pub repetition: u32,
+    /// Index into `Experiment::victims`.
+    pub victim: usize,
+    /// Index into `Experiment::aggressors`, None for plain.
+    pub aggressor: Option<usize>,
+    /// Sweep value, in sweep mode.
+    pub sweep_value: Option<String>,
+}
+
+/// Expands an experiment into its runs.
+///
+/// Cycle order (the default, as the thesis): for each configuration, for
+/// each repetition, for each victim: plain, then every load. Blocked order
+/// makes all repetitions of one load before the next. Sweep mode: for each
+/// configuration and repetition, each victim runs plain (unless turned
+/// off) and then beside the swept aggressor at each value.
+pub fn expand(e: &Experiment) -> Vec<PlannedRun> {
+    let mut runs = Vec::new();
+    let mut push = |c, r, v, a, s: Option<String>| {
+        runs.push(PlannedRun {
+            index: 0,
+            configuration: c,
+            repetition: r,
+            victim: v,
+            aggressor: a,
+            sweep_value: s,
+        })
+    };
+    let mut loads: Vec<Option<usize>> = vec![None];
+    loads.extend((0..e.aggressors.len()).map(Some));
+    for c in 0..e.configurations.len() {
+        if let Some(s) = &e.sweep {
+            let a = e.aggressors.iter().position(|a| a.name == s.aggressor);
+            for r in 1..=e.repetitions {
+                for v in 0..e.victims.len() {
+                    if s.include_plain {
+                        push(c, r, v, None, None);
+                    }
+                    for val in &s.values {
+                        push(c, r, v, a, Some(val.clone()));
+                    }
+                }
+            }
+            continue;
+        }
+        match e.order {
+            Order::Cycle => {
+                for r in 1..=e.repetitions {
+                    for v in 0..e.victims.len() {
+                        for &a in &loads {
+                            push(c, r, v, a, None);
+                        }
+                    }
+                }
+            }
+            Order::Blocked => {
+                for v in 0..e.victims.len() {
+                    for &a in &loads {
+                        for r in 1..=e.repetitions {
+                            push(c, r, v, a, None);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (i, r) in runs.iter_mut().enumerate() {
+        r.index = i;
+    }
+    runs
+}
+
+/// The load names in plan order (`plain` first).
+pub fn load_names(e: &Experiment) -> Vec<String> {
+    let mut v = vec![PLAIN.to_string()];
+    match &e.sweep {
+        Some(s) => v.push(s.aggressor.clone()),
+        None => v.extend(e.aggressors.iter().map(|a| a.name.clone())),
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn cycle_order_is_plain_then_each_load_repeated() {
+        let e = crate::experiment::parse(
+            Path::new("t.toml"),
+            "[experiment]\nrepetitions = 2\n[[aggressor]]\nname=\"random\"\n[[aggressor]]\nname=\"single\"\n[[victim]]\nname=\"v\"\ncommand=\"idle\"\nduration=\"1s\"\n",
+        )
+        .unwrap();
+        let runs = expand(&e);
+        let seq: Vec<(u32, Option<usize>)> =
+            runs.iter().map(|r| (r.repetition, r.aggressor)).collect();
+        assert_eq!(
+            seq,
+            [
+                (1, None),
+                (1, Some(0)),
+                (1, Some(1)),
+                (2, None),
+                (2, Some(0)),
+                (2, Some(1))
+            ]
+        );
+        assert_eq!(runs.last().unwrap().index, 5);
+    }
+
+    #[test]
+    fn sweep_plan() {
+        let e = crate::experiment::parse(
+            Path::new("t.toml"),
+            "[experiment]\nrepetitions = 1\n[[aggressor]]\nname=\"r\"\n[sweep]\naggressor=\"r\"\nflag=\"workers\"\nvalues=[1,2,4]\n[[victim]]\nname=\"v\"\ncommand=\"idle\"\nduration=\"1s\"\n",
+        )
+        .unwrap();
+        let runs = expand(&e);
+        let vals: Vec<Option<&str>> = runs.iter().map(|r| r.sweep_value.as_deref()).collect();
+        assert_eq!(vals, [None, Some("1"), Some("2"), Some("4")]);
+    }
+}

@@ -1,0 +1,274 @@
+//! Results files: JSON lines, one header and then one record per run,
+//! each appended and fsynced as soon as it exists.
+
+use crate::error::RunError;
+use crate::experiment::Better;
+use dmalab_core::host::HostInfo;
+use dmalab_core::schema::{RunStatus, ToolInfo};
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::path::Path;
+
+/// What a victim is, as the report needs it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct VictimMeta {
+    /// Name.
+    pub name: String,
+    /// Kind (`probe latency`, `exec`, `redis`, ...).
+    pub command: String,
+    /// JSON pointer or `wall_s`/`regex`: where the figure comes from.
+    pub metric: String,
+    /// Unit of the figure.
+    pub unit: String,
+    /// Which direction is better.
+    pub better: Better,
+}
+
+/// Sweep description in the header.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SweepMeta {
+    /// The swept aggressor.
+    pub aggressor: String,
+    /// The swept flag.
+    pub flag: String,
+    /// Its values.
+    pub values: Vec<String>,
+}
+
+/// First line of a results file.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Header {
+    /// Always `header`.
+    pub record: String,
+    /// Schema version of the records.
+    pub schema_version: u32,
+    /// The program that wrote it.
+    pub tool: ToolInfo,
+    /// Experiment name.
+    pub experiment: String,
+    /// Experiment file as given.
+    pub experiment_path: String,
+    /// SHA-256 of the experiment file, hex.
+    pub experiment_hash: String,
+    /// The experiment file's text, so results explain themselves.
+    pub experiment_toml: String,
+    /// When the first session started, RFC 3339.
+    pub started_at: String,
+    /// The machine.
+    pub host: HostInfo,
+    /// Runs in the plan.
+    pub planned_runs: usize,
+    /// Victims.
+    pub victims: Vec<VictimMeta>,
+    /// Configurations, in order.
+    pub configurations: Vec<String>,
+    /// Loads, in order (`plain` first).
+    pub loads: Vec<String>,
+    /// Sweep mode, when used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepMeta>,
+    /// Noisy-cell threshold, coefficient of variation in percent.
+    pub noisy_cv_pct: f64,
+    /// Aggressor CPUs.
+    pub aggressor_cpus: String,
+    /// Victim CPUs.
+    pub victim_cpus: String,
+    /// Warnings from reading the experiment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// Why a run failed.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct Failure {
+    /// What happened, in words.
+    pub reason: String,
+    /// Exit status of the process at fault, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    /// Signal that ended it, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Last lines of its stderr.
+    pub stderr_tail: String,
+}
+
+/// One per-second reading of the aggressor during the victim.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Sample {
+    /// Since the victim started, nanoseconds.
+    pub t_ns: u64,
+    /// Data bytes since the previous sample (the victim's start for the first).
+    pub data_bytes: u64,
+    /// Commands since the previous sample.
+    pub commands: u64,
+    /// Length of this interval, nanoseconds.
+    pub interval_ns: u64,
+}
+
+/// The aggressor's work while the victim ran, from its live-stats file.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct Evidence {
+    /// Victim's start to end, between the two snapshots, nanoseconds.
+    pub window_ns: u64,
+    /// Data bytes the aggressor completed in the window.
+    pub data_bytes: u64,
+    /// Commands completed in the window.
+    pub commands: u64,
+    /// Blocks completed in the window.
+    pub blocks: u64,
+    /// Data bandwidth in the window, bytes per second.
+    pub bw_bytes: f64,
+    /// Command rate in the window, per second.
+    pub cmd_per_s: f64,
+    /// True when the aggressor was running at both snapshots.
+    pub running_throughout: bool,
+    /// Per-second samples.
+    pub samples: Vec<Sample>,
+}
+
+/// The aggressor's side of a run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct AggressorOutcome {
+    /// Its command line.
+    pub argv: Vec<String>,
+    /// Exit status after it was stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    /// Its `/result`, when it wrote a result document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// Counters during the victim, when it keeps a live-stats file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+    /// Last lines of its stderr.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stderr_tail: String,
+}
+
+/// One run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RunRecord {
+    /// Always `run`.
+    pub record: String,
+    /// The experiment file's hash.
+    pub experiment_hash: String,
+    /// Position in the plan (0-based); unique in a results file.
+    pub index: usize,
+    /// Configuration name.
+    pub configuration: String,
+    /// Repetition, 1-based.
+    pub repetition: u32,
+    /// Victim name.
+    pub victim: String,
+    /// `plain` or the aggressor's name.
+    pub load: String,
+    /// The swept flag's value, in sweep mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep_value: Option<String>,
+    /// Start, RFC 3339 UTC.
+    pub started_at: String,
+    /// Completed or failed (interrupted runs are not recorded).
+    pub status: RunStatus,
+    /// The figure, when the run completed.
+    #[serde(default)]
+    pub value: Option<f64>,
+    /// Where the figure came from.
+    pub metric: String,
+    /// Its unit.
+    pub unit: String,
+    /// Which direction is better.
+    pub better: Better,
+    /// Victim's wall-clock time, nanoseconds.
+    pub victim_wall_ns: u64,
+    /// Victim's command line.
+    pub victim_argv: Vec<String>,
+    /// Victim CPUs.
+    pub victim_cpus: String,
+    /// The victim's `/result` (dmalab victims) or its measurement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub victim_result: Option<serde_json::Value>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+    /// The aggressor's side, for loaded runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggressor: Option<AggressorOutcome>,
+}
+
+impl RunRecord {
+    /// The cell this run belongs to.
+    pub fn cell(&self) -> (String, String, String, Option<String>) {
+        (
+            self.configuration.clone(),
+            self.victim.clone(),
+            self.load.clone(),
+            self.sweep_value.clone(),
+        )
+    }
+}
+
+/// A results file read back.
+#[derive(Clone, Debug)]
+pub struct Results {
+    /// The header.
+    pub header: Header,
+    /// Run records in file order.
+    pub runs: Vec<RunRecord>,
+    /// Byte length of the complete lines (a torn last line is past it).
+    pub complete_len: u64,
+}
+
+/// Reads a results file. A last line without its newline (a write cut by a
+/// kill) is ignored; any other bad line is an error.
+pub fn read(path: &Path) -> Result<Results, RunError> {
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_to_string(&mut text))
+        .map_err(|e| RunError::io(path, e))?;
+    let complete_len = text.rfind('\n').map_or(0, |i| i + 1);
+    let mut header = None;
+    let mut runs = Vec::new();
+    for (i, line) in text[..complete_len].lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+            RunError::Other(format!(
+                "{}:{}: not a results record: {e}",
+                path.display(),
+                i + 1
+            ))
+        })?;
+        let bad = |e: serde_json::Error| {
+            RunError::Other(format!(
+                "{}:{}: not a results record: {e}",
+                path.display(),
+                i + 1
+            ))
+        };
+        match v.get("record").and_then(|r| r.as_str()) {
+            Some("header") if header.is_none() => header = Some(serde_json::from_value(v).map_err(bad)?),
+            Some("header") => {}
+            Some("run") => runs.push(serde_json::from_value(v).map_err(bad)?),
+            _ => {
+                return Err(RunError::Other(format!(
+                    "{}:{}: not a dmalab results record (no \"record\" field); is this an experiment results file?",
+                    path.display(),
+                    i + 1
+                )))
+            }
+        }
+    }
+    let header = header.ok_or_else(|| {
+        RunError::Other(format!(
+            "{}: no header line; this is not a `dmalab run` results file",
+            path.display()
+        ))
+    })?;
+    Ok(Results {
+        header,
+        runs,
+        complete_len: complete_len as u64,
+    })
+}

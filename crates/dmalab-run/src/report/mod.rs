@@ -1,0 +1,781 @@
+//! `dmalab report`: one self-contained HTML file (inline SVG, no scripts,
+//! nothing fetched) and CSV, rendered from a results file.
+
+pub mod csv;
+pub mod svg;
+
+use crate::analysis::{self, fmt_value, Cell};
+use crate::experiment::Better;
+use crate::plan::PLAIN;
+use crate::record::{Results, RunRecord};
+use dmalab_core::schema::RunStatus;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use svg::{esc, nice_max, Canvas, Scale, PALETTE};
+
+/// A rendered report.
+pub struct Report {
+    /// The HTML document.
+    pub html: String,
+    /// Number of plots (SVG elements of class `plot`) in it.
+    pub plots: usize,
+}
+
+fn color(loads: &[String], load: &str) -> &'static str {
+    let i = loads.iter().position(|l| l == load).unwrap_or(loads.len());
+    PALETTE[i % PALETTE.len()]
+}
+
+fn short_value(v: f64, unit: &str) -> String {
+    match unit {
+        "B/s" => bw_fmt(v),
+        "ns" => dmalab_core::units::fmt_ns(v),
+        "s" if v != 0.0 && v.abs() < 1.0 => format!("{:.0} ms", v * 1e3),
+        "s" => format!("{v:.1} s"),
+        _ => {
+            if v.abs() >= 1e4 || (v != 0.0 && v.abs() < 1e-2) {
+                format!("{v:.2e}")
+            } else {
+                format!("{}", (v * 1000.0).round() / 1000.0)
+            }
+        }
+    }
+}
+
+/// Small deterministic jitter for dots, in -1..1.
+fn jitter(i: usize) -> f64 {
+    let x = ((i as u64).wrapping_mul(2654435761) % 1000) as f64 / 1000.0;
+    x * 2.0 - 1.0
+}
+
+/// The thesis' figure: bars of the mean per configuration and load, each
+/// run as a dot, the 95% interval as a whisker.
+fn bar_plot(res: &Results, victim: &str, cells: &[&Cell]) -> Option<String> {
+    let meta = res.header.victims.iter().find(|v| v.name == victim)?;
+    let configs: Vec<&String> = res
+        .header
+        .configurations
+        .iter()
+        .filter(|c| cells.iter().any(|x| &x.configuration == *c))
+        .collect();
+    let loads: Vec<&String> = res
+        .header
+        .loads
+        .iter()
+        .filter(|l| {
+            cells
+                .iter()
+                .any(|x| &x.load == *l && x.sweep_value.is_none())
+        })
+        .collect();
+    if configs.is_empty() || loads.is_empty() {
+        return None;
+    }
+    let max = cells
+        .iter()
+        .flat_map(|c| {
+            c.values
+                .iter()
+                .copied()
+                .chain(c.summary.as_ref().map(|s| s.ci_hi))
+        })
+        .fold(0.0f64, f64::max);
+    let width = (220.0 + configs.len() as f64 * (loads.len() as f64 * 46.0 + 40.0)).max(640.0);
+    let mut cv = Canvas::new(
+        width,
+        340.0,
+        Scale::Linear(0.0, 1.0),
+        Scale::Linear(0.0, nice_max(max)),
+    );
+    let unit = meta.unit.clone();
+    let better = if meta.better == Better::Lower {
+        "lower is better"
+    } else {
+        "higher is better"
+    };
+    cv.axes(
+        &format!(
+            "{victim}: {} per configuration ({better})",
+            if meta.metric == "wall_s" {
+                "run time"
+            } else {
+                meta.metric.rsplit('/').next().unwrap_or("")
+            }
+        ),
+        "configuration",
+        &format!(
+            "{} [{}]",
+            meta.metric.rsplit('/').next().unwrap_or(""),
+            unit
+        ),
+        &|_| String::new(),
+        &|v| short_value(v, &unit),
+        false,
+    );
+    let group_w = 1.0 / configs.len() as f64;
+    let bar_w = group_w * 0.8 / loads.len() as f64;
+    let mut k = 0;
+    for (gi, c) in configs.iter().enumerate() {
+        let gx = cv.fx(group_w * (gi as f64 + 0.5));
+        let _ = write!(
+            cv.body,
+            r##"<text x="{gx:.1}" y="{:.1}" class="tick" text-anchor="middle">{}</text>"##,
+            cv.py(0.0) + 16.0,
+            esc(c)
+        );
+        for (li, l) in loads.iter().enumerate() {
+            let Some(cell) = cells
+                .iter()
+                .find(|x| &x.configuration == *c && &x.load == *l && x.sweep_value.is_none())
+            else {
+                continue;
+            };
+            let x0 = cv.fx(group_w * gi as f64 + group_w * 0.1 + bar_w * li as f64);
+            let bw = bar_w * cv.plot_w();
+            let col = color(&res.header.loads, l);
+            if let Some(s) = &cell.summary {
+                let (y0, y1) = (cv.py(0.0), cv.py(s.mean));
+                let _ = write!(
+                    cv.body,
+                    r##"<rect x="{:.1}" y="{y1:.1}" width="{:.1}" height="{:.1}" fill="{col}" fill-opacity="0.55" stroke="{col}"><title>{} / {}: mean {} (n={})</title></rect>"##,
+                    x0 + 2.0,
+                    (bw - 4.0).max(1.0),
+                    (y0 - y1).max(0.0),
+                    esc(c),
+                    esc(l),
+                    esc(&fmt_value(s.mean, &unit)),
+                    s.n
+                );
+                let xm = x0 + bw / 2.0;
+                let _ = write!(
+                    cv.body,
+                    r##"<line x1="{xm:.1}" x2="{xm:.1}" y1="{:.1}" y2="{:.1}" class="whisker"/><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" class="whisker"/><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" class="whisker"/>"##,
+                    cv.py(s.ci_lo),
+                    cv.py(s.ci_hi),
+                    xm - 5.0,
+                    xm + 5.0,
+                    cv.py(s.ci_lo),
+                    cv.py(s.ci_lo),
+                    xm - 5.0,
+                    xm + 5.0,
+                    cv.py(s.ci_hi),
+                    cv.py(s.ci_hi)
+                );
+            }
+            for v in &cell.values {
+                k += 1;
+                let x = x0 + bw / 2.0 + jitter(k) * bw * 0.25;
+                let _ = write!(
+                    cv.body,
+                    r##"<circle cx="{x:.1}" cy="{:.1}" r="3" class="dot"><title>{}</title></circle>"##,
+                    cv.py(*v),
+                    esc(&fmt_value(*v, &unit))
+                );
+            }
+            if let Some(s) = cell.slowdown {
+                let _ = write!(
+                    cv.body,
+                    r##"<text x="{:.1}" y="{:.1}" class="small" text-anchor="middle">{:+.1}%</text>"##,
+                    x0 + bw / 2.0,
+                    cv.py(0.0) - 4.0,
+                    (s - 1.0) * 100.0
+                );
+            }
+        }
+    }
+    cv.legend(
+        &loads
+            .iter()
+            .map(|l| (l.to_string(), color(&res.header.loads, l).to_string()))
+            .collect::<Vec<_>>(),
+    );
+    Some(cv.finish(&format!("bars: {victim}")))
+}
+
+/// The first latency summary (an object with `buckets` of `lo_ns`/`hi_ns`/
+/// `count`) in a result, nearest the top.
+pub fn find_latency(v: &Value) -> Option<&Value> {
+    let mut queue = vec![v];
+    while !queue.is_empty() {
+        let mut next = Vec::new();
+        for x in queue {
+            match x {
+                Value::Object(m) => {
+                    if let Some(Value::Array(b)) = m.get("buckets") {
+                        if b.first()
+                            .is_some_and(|e| e.get("lo_ns").is_some() && e.get("count").is_some())
+                        {
+                            return Some(x);
+                        }
+                    }
+                    next.extend(m.values());
+                }
+                Value::Array(a) => next.extend(a.iter()),
+                _ => {}
+            }
+        }
+        queue = next;
+    }
+    None
+}
+
+/// The latency summary that goes with a run's figure: the nearest one at or
+/// under an ancestor of the metric's pointer (`/result/total/all/mean_ns`
+/// -> `/total/all/lat`), else the first one nearest the top.
+pub fn latency_for(r: &RunRecord) -> Option<&Value> {
+    let res = r.victim_result.as_ref()?;
+    let has = |v: &Value| {
+        v.get("buckets")
+            .and_then(|b| b.as_array())
+            .is_some_and(|b| b.first().is_some_and(|e| e.get("lo_ns").is_some()))
+    };
+    let mut p = r.metric.strip_prefix("/result").unwrap_or("").to_string();
+    while let Some((parent, _)) = p.rsplit_once('/') {
+        p = parent.to_string();
+        if let Some(v) = res.pointer(&p) {
+            if has(v) {
+                return Some(v);
+            }
+            if let Value::Object(m) = v {
+                if let Some(child) = m.values().find(|c| has(c)) {
+                    return Some(child);
+                }
+            }
+        }
+    }
+    find_latency(res)
+}
+
+/// Buckets of all runs merged: lo_ns -> (hi_ns, count).
+fn merged_buckets(runs: &[&RunRecord]) -> BTreeMap<u64, (u64, u64)> {
+    let mut m: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    for r in runs {
+        let Some(lat) = latency_for(r) else {
+            continue;
+        };
+        for b in lat["buckets"].as_array().into_iter().flatten() {
+            let (Some(lo), Some(hi), Some(c)) = (
+                b["lo_ns"].as_u64(),
+                b["hi_ns"].as_u64(),
+                b["count"].as_u64(),
+            ) else {
+                continue;
+            };
+            let e = m.entry(lo).or_insert((hi, 0));
+            e.1 += c;
+        }
+    }
+    m
+}
+
+/// pmbench's figure: latency histograms, log-scaled latency, plain against
+/// each load overlaid.
+fn hist_plot(res: &Results, victim: &str, config: &str) -> Option<String> {
+    let mut series = Vec::new();
+    for l in &res.header.loads {
+        let runs: Vec<&RunRecord> = res
+            .runs
+            .iter()
+            .filter(|r| {
+                r.victim == victim
+                    && r.configuration == config
+                    && &r.load == l
+                    && r.sweep_value.is_none()
+                    && r.status == RunStatus::Completed
+            })
+            .collect();
+        let b = merged_buckets(&runs);
+        let total: u64 = b.values().map(|x| x.1).sum();
+        if total > 0 {
+            series.push((l.clone(), b, total));
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    let lo = series
+        .iter()
+        .filter_map(|s| s.1.keys().next().copied())
+        .min()?
+        .max(1) as f64;
+    let hi = series
+        .iter()
+        .filter_map(|s| s.1.values().map(|x| x.0).max())
+        .max()? as f64;
+    let ymax = series
+        .iter()
+        .flat_map(|s| s.1.values().map(move |x| x.1 as f64 / s.2 as f64))
+        .fold(0.0, f64::max);
+    let xs = Scale::Log(
+        10f64.powf(lo.log10().floor()),
+        10f64.powf((hi * 1.01).log10().ceil()),
+    );
+    let mut cv = Canvas::new(720.0, 320.0, xs, Scale::Linear(0.0, nice_max(ymax)));
+    cv.axes(
+        &format!("{victim} in {config}: latency distribution, plain against load"),
+        "latency (log scale)",
+        "share of accesses",
+        &|v| {
+            dmalab_core::units::fmt_ns(v)
+                .replace(".0 ", " ")
+                .replace(".00 ", " ")
+        },
+        &|v| format!("{:.0}%", v * 100.0),
+        true,
+    );
+    for (l, b, total) in &series {
+        let col = color(&res.header.loads, l);
+        let mut d = String::new();
+        for (lo, (hi, c)) in b {
+            let y = cv.py(*c as f64 / *total as f64);
+            let (x0, x1) = (cv.px(*lo as f64), cv.px((*hi + 1) as f64));
+            let _ = write!(
+                d,
+                "{}{x0:.1},{:.1} L{x0:.1},{y:.1} L{x1:.1},{y:.1} L{x1:.1},{:.1} ",
+                if d.is_empty() { "M" } else { "L" },
+                cv.py(0.0),
+                cv.py(0.0)
+            );
+        }
+        let _ = write!(
+            cv.body,
+            r##"<path d="{d}" fill="{col}" fill-opacity="0.18" stroke="{col}" stroke-width="1.5"><title>{} ({total} samples)</title></path>"##,
+            esc(l)
+        );
+    }
+    cv.legend(
+        &series
+            .iter()
+            .map(|s| (s.0.clone(), color(&res.header.loads, &s.0).to_string()))
+            .collect::<Vec<_>>(),
+    );
+    Some(cv.finish(&format!("histogram: {victim} {config}")))
+}
+
+/// A named, coloured set of (x, y) points.
+type Series = (String, String, Vec<(f64, f64)>);
+
+/// An XY plot of points (one per run) with a line through per-x means.
+#[allow(clippy::too_many_arguments)]
+fn xy_plot(
+    title: &str,
+    xlabel: &str,
+    ylabel: &str,
+    series: &[Series],
+    fx: &dyn Fn(f64) -> String,
+    fy: &dyn Fn(f64) -> String,
+    line_through_means: bool,
+    aria: &str,
+) -> Option<String> {
+    let pts: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|s| s.2.iter().copied())
+        .filter(|p| p.0.is_finite() && p.1.is_finite())
+        .collect();
+    if pts.is_empty() {
+        return None;
+    }
+    let xmax = pts.iter().map(|p| p.0).fold(0.0, f64::max);
+    let ymax = pts.iter().map(|p| p.1).fold(0.0, f64::max);
+    let mut cv = Canvas::new(
+        720.0,
+        320.0,
+        Scale::Linear(0.0, nice_max(xmax)),
+        Scale::Linear(0.0, nice_max(ymax)),
+    );
+    cv.axes(title, xlabel, ylabel, fx, fy, true);
+    for (name, col, p) in series {
+        if line_through_means {
+            let mut by_x: BTreeMap<u64, (f64, f64, usize)> = BTreeMap::new();
+            for (x, y) in p {
+                let e = by_x.entry(x.to_bits()).or_insert((*x, 0.0, 0));
+                e.1 += y;
+                e.2 += 1;
+            }
+            let mut means: Vec<(f64, f64)> =
+                by_x.values().map(|(x, s, n)| (*x, s / *n as f64)).collect();
+            means.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let d: Vec<String> = means
+                .iter()
+                .enumerate()
+                .map(|(i, (x, y))| {
+                    format!(
+                        "{}{:.1},{:.1}",
+                        if i == 0 { "M" } else { "L" },
+                        cv.px(*x),
+                        cv.py(*y)
+                    )
+                })
+                .collect();
+            let _ = write!(
+                cv.body,
+                r##"<path d="{}" fill="none" stroke="{col}" stroke-width="2"/>"##,
+                d.join(" ")
+            );
+        }
+        for (x, y) in p {
+            let _ = write!(
+                cv.body,
+                r##"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="{col}" fill-opacity="0.7"><title>{}: {} / {}</title></circle>"##,
+                cv.px(*x),
+                cv.py(*y),
+                esc(name),
+                esc(&fx(*x)),
+                esc(&fy(*y))
+            );
+        }
+    }
+    cv.legend(
+        &series
+            .iter()
+            .map(|s| (s.0.clone(), s.1.clone()))
+            .collect::<Vec<_>>(),
+    );
+    Some(cv.finish(aria))
+}
+
+/// Bandwidth in decimal units, so that axis ticks (0.5, 1, 1.5 GB/s) read
+/// as round numbers.
+fn bw_fmt(v: f64) -> String {
+    let (d, u) = if v >= 1e9 {
+        (1e9, "GB/s")
+    } else if v >= 1e6 {
+        (1e6, "MB/s")
+    } else if v >= 1e3 {
+        (1e3, "kB/s")
+    } else {
+        (1.0, "B/s")
+    };
+    let x = v / d;
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{x:.0} {u}")
+    } else {
+        format!("{x:.2} {u}").replace("0 ", " ")
+    }
+}
+
+fn rate_fmt(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.1}M/s", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.0}k/s", v / 1e3)
+    } else {
+        format!("{v:.0}/s")
+    }
+}
+
+const STYLE: &str = r#"
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1200px;color:#222;padding:0 16px}
+h1{font-size:1.5em;margin-bottom:4px}h2{font-size:1.2em;margin-top:32px;border-bottom:1px solid #ddd}
+.meta{color:#555;font-size:.9em}.meta td{padding:1px 12px 1px 0}
+figure{margin:12px 0 20px 0}figcaption{font-size:.85em;color:#555;max-width:900px}
+svg.plot{background:#fff;border:1px solid #e3e3e3;max-width:100%;height:auto}
+svg .title{font-size:13px;font-weight:600}svg .tick{font-size:11px;fill:#444}svg .small{font-size:10px;fill:#333}
+svg .label{font-size:12px;fill:#333}svg .grid{stroke:#eee}svg .frame{fill:none;stroke:#999}
+svg .dot{fill:#111;fill-opacity:.75}svg .whisker{stroke:#111;stroke-width:1.3}
+div.scroll{overflow-x:auto}table.stats{border-collapse:collapse;font-size:.8em}table.stats th,table.stats td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
+table.stats th{background:#f4f4f4}table.stats td.l{text-align:left}tr.noisy td{background:#fff6e0}td.sig{font-weight:600}
+pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:.85em}
+"#;
+
+/// Renders the report.
+pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
+    let cells = analysis::cells(res, noisy_cv_pct);
+    let h = &res.header;
+    let mut plots = 0;
+    let mut body = String::new();
+    let mut fig = |body: &mut String, svg: Option<String>, caption: &str| {
+        if let Some(s) = svg {
+            plots += 1;
+            let _ = writeln!(
+                body,
+                "<figure>{s}<figcaption>{}</figcaption></figure>",
+                esc(caption)
+            );
+        }
+    };
+    let failed = res
+        .runs
+        .iter()
+        .filter(|r| r.status != RunStatus::Completed)
+        .count();
+    let _ = write!(
+        body,
+        r#"<h1>dmalab report: {}</h1><table class="meta">
+<tr><td>host</td><td>{} · {} · {} CPUs · kernel {}{}</td></tr>
+<tr><td>runs</td><td>{} recorded of {} planned, {} failed · started {}</td></tr>
+<tr><td>placement</td><td>aggressor on CPU {} · victims on CPU {}</td></tr>
+<tr><td>experiment</td><td>{} (sha256 {}…) · dmalab {}</td></tr></table>
+"#,
+        esc(&h.experiment),
+        esc(&h.host.hostname),
+        esc(&h.host.cpu_model),
+        h.host.cpus_online,
+        esc(&h.host.kernel),
+        if h.host.virtualized {
+            " · virtual machine"
+        } else {
+            ""
+        },
+        res.runs.len(),
+        h.planned_runs,
+        failed,
+        esc(&h.started_at),
+        esc(&h.aggressor_cpus),
+        esc(&h.victim_cpus),
+        esc(&h.experiment_path),
+        esc(&h.experiment_hash[..12.min(h.experiment_hash.len())]),
+        esc(&h.tool.version)
+    );
+    for w in &h.warnings {
+        let _ = write!(body, "<p><b>warning:</b> {}</p>", esc(w));
+    }
+
+    // Bars per victim.
+    let mut section = String::new();
+    for v in &h.victims {
+        let vc: Vec<&Cell> = cells
+            .iter()
+            .filter(|c| c.victim == v.name && c.sweep_value.is_none())
+            .collect();
+        fig(
+            &mut section,
+            bar_plot(res, &v.name, &vc),
+            &format!("Bars: mean of completed runs; dots: each run; whiskers: 95% bootstrap interval of the mean; labels: change against plain. Figure: {} ({}).", v.metric, v.command),
+        );
+    }
+    if !section.is_empty() {
+        let _ = write!(body, "<h2>Victims under load</h2>\n{section}");
+    }
+
+    // Latency histograms.
+    let mut section = String::new();
+    for v in &h.victims {
+        for c in &h.configurations {
+            fig(&mut section, hist_plot(res, &v.name, c), "Histogram buckets of every completed run merged per load, as share of all accesses; latency on a log scale.");
+        }
+    }
+    if !section.is_empty() {
+        let _ = write!(body, "<h2>Latency distributions</h2>\n{section}");
+    }
+
+    // Sweep: bandwidth and command rate against the swept flag.
+    if let Some(s) = &h.sweep {
+        let mut section = String::new();
+        let mut bw = Vec::new();
+        let mut cmd = Vec::new();
+        for (ci, c) in h.configurations.iter().enumerate() {
+            let mut pb = Vec::new();
+            let mut pc = Vec::new();
+            for r in res
+                .runs
+                .iter()
+                .filter(|r| &r.configuration == c && r.status == RunStatus::Completed)
+            {
+                let (Some(sv), Some(e)) = (
+                    r.sweep_value.as_ref(),
+                    r.aggressor.as_ref().and_then(|a| a.evidence.as_ref()),
+                ) else {
+                    continue;
+                };
+                let Ok(x) = sv.parse::<f64>() else { continue };
+                pb.push((x, e.bw_bytes));
+                pc.push((x, e.cmd_per_s));
+            }
+            let col = PALETTE[(ci + 1) % PALETTE.len()].to_string();
+            if !pb.is_empty() {
+                bw.push((c.clone(), col.clone(), pb));
+                cmd.push((c.clone(), col, pc));
+            }
+        }
+        let flag = s.flag.clone();
+        fig(
+            &mut section,
+            xy_plot(&format!("aggressor '{}': data bandwidth against --{}", s.aggressor, flag), &flag, "data bandwidth", &bw, &|v| format!("{v}"), &bw_fmt, true, "sweep bandwidth"),
+            "Data bytes the aggressor completed while each victim ran, per second (from its live-stats file); one dot per run, line through the means.",
+        );
+        fig(
+            &mut section,
+            xy_plot(
+                &format!(
+                    "aggressor '{}': command rate against --{}",
+                    s.aggressor, flag
+                ),
+                &flag,
+                "commands per second",
+                &cmd,
+                &|v| format!("{v}"),
+                &rate_fmt,
+                true,
+                "sweep command rate",
+            ),
+            "Commands the aggressor completed while each victim ran, per second.",
+        );
+        if !section.is_empty() {
+            let _ = write!(body, "<h2>Sweep over --{}</h2>\n{section}", esc(&flag));
+        }
+    }
+
+    // Victim figure against aggressor bandwidth.
+    let mut section = String::new();
+    for v in &h.victims {
+        let mut series = Vec::new();
+        for (ci, c) in h.configurations.iter().enumerate() {
+            let mut p = Vec::new();
+            let mut any_evidence = false;
+            for r in res.runs.iter().filter(|r| {
+                r.victim == v.name && &r.configuration == c && r.status == RunStatus::Completed
+            }) {
+                let Some(val) = r.value else { continue };
+                let x = if r.load == PLAIN {
+                    0.0
+                } else if let Some(e) = r.aggressor.as_ref().and_then(|a| a.evidence.as_ref()) {
+                    any_evidence = true;
+                    e.bw_bytes
+                } else {
+                    continue;
+                };
+                p.push((x, val));
+            }
+            if any_evidence {
+                series.push((c.clone(), PALETTE[(ci + 1) % PALETTE.len()].to_string(), p));
+            }
+        }
+        let unit = v.unit.clone();
+        fig(
+            &mut section,
+            xy_plot(
+                &format!("{}: figure against the aggressor's bandwidth", v.name),
+                "aggressor data bandwidth during the run",
+                &format!("{} [{}]", v.metric.rsplit('/').next().unwrap_or(""), v.unit),
+                &series,
+                &bw_fmt,
+                &|x| short_value(x, &unit),
+                h.sweep.is_some(),
+                &format!("latency vs bandwidth: {}", v.name),
+            ),
+            "Each run's figure against the bandwidth the aggressor delivered while it ran (plain runs at zero).",
+        );
+    }
+    if !section.is_empty() {
+        let _ = write!(
+            body,
+            "<h2>Victim figure against aggressor bandwidth</h2>\n{section}"
+        );
+    }
+
+    // Statistics table.
+    let _ = write!(
+        body,
+        r#"<h2>Statistics</h2><p class="meta">Mean, median and sample standard deviation of completed runs; 95% percentile-bootstrap interval of the mean (10,000 resamples, fixed seed); slowdown = loaded/plain for lower-is-better figures and plain/loaded for higher-is-better ones, with its bootstrap interval; Mann-Whitney U two-sided against plain (exact without ties for small samples). Noisy: coefficient of variation above {noisy_cv_pct}%.</p>
+<div class="scroll"><table class="stats"><tr><th>configuration</th><th>victim</th><th>load</th><th>n</th><th>failed</th><th>mean</th><th>median</th><th>sd</th><th>CV</th><th>95% CI</th><th>slowdown</th><th>slowdown 95% CI</th><th>MWU U</th><th>MWU p</th><th>aggressor bandwidth</th><th>aggressor commands</th></tr>
+"#
+    );
+    for c in &cells {
+        let load = match &c.sweep_value {
+            Some(s) => format!("{}@{s}", c.load),
+            None => c.load.clone(),
+        };
+        let f = |v: f64| esc(&fmt_value(v, &c.unit));
+        let (mean, med, sd, cvp, ci) = match &c.summary {
+            Some(s) => (
+                f(s.mean),
+                f(s.median),
+                f(s.sd),
+                format!("{:.2}%", s.cv_pct),
+                format!("{} – {}", f(s.ci_lo), f(s.ci_hi)),
+            ),
+            None => Default::default(),
+        };
+        let slow = c
+            .slowdown
+            .map(|s| format!("{:+.2}%", (s - 1.0) * 100.0))
+            .unwrap_or_default();
+        let sci = c
+            .slowdown_ci
+            .map(|(a, b)| format!("{:+.2}% – {:+.2}%", (a - 1.0) * 100.0, (b - 1.0) * 100.0))
+            .unwrap_or_default();
+        let (u, p, sig) = match c.mwu {
+            Some(m) => (
+                format!("{}", m.u),
+                format!(
+                    "{:.4} ({})",
+                    m.p,
+                    if m.method == crate::stats::MwuMethod::Exact {
+                        "exact"
+                    } else {
+                        "normal"
+                    }
+                ),
+                m.p < 0.05,
+            ),
+            None => Default::default(),
+        };
+        let _ = writeln!(
+            body,
+            r#"<tr{}><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td>{}</td><td>{}</td><td>{mean}</td><td>{med}</td><td>{sd}</td><td>{cvp}{}</td><td>{ci}</td><td>{slow}</td><td>{sci}</td><td>{u}</td><td{}>{p}</td><td>{}</td><td>{}</td></tr>"#,
+            if c.noisy { r#" class="noisy""# } else { "" },
+            esc(&c.configuration),
+            esc(&c.victim),
+            esc(&load),
+            c.values.len(),
+            c.failed,
+            if c.noisy { " noisy" } else { "" },
+            if sig { r#" class="sig""# } else { "" },
+            c.aggressor_bw_bytes.map(bw_fmt).unwrap_or_default(),
+            c.aggressor_cmd_per_s.map(rate_fmt).unwrap_or_default()
+        );
+    }
+    body.push_str("</table></div>\n");
+
+    let failed: Vec<&RunRecord> = res
+        .runs
+        .iter()
+        .filter(|r| r.status != RunStatus::Completed)
+        .collect();
+    if !failed.is_empty() {
+        body.push_str(r#"<h2>Failed runs</h2><table class="stats"><tr><th>run</th><th>configuration</th><th>victim</th><th>load</th><th>rep</th><th>reason</th><th>exit status</th><th>stderr (tail)</th></tr>"#);
+        for r in failed {
+            let f = r.failure.clone().unwrap_or_default();
+            let _ = writeln!(
+                body,
+                r#"<tr><td>{}</td><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td>{}</td><td class="l">{}</td><td>{}</td><td class="l"><pre>{}</pre></td></tr>"#,
+                r.index,
+                esc(&r.configuration),
+                esc(&r.victim),
+                esc(&r.load),
+                r.repetition,
+                esc(&f.reason),
+                f.exit_status
+                    .map(|s| s.to_string())
+                    .or(f.signal.map(|s| format!("signal {s}")))
+                    .unwrap_or_default(),
+                esc(f
+                    .stderr_tail
+                    .lines()
+                    .rev()
+                    .take(6)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join("\n")
+                    .as_str())
+            );
+        }
+        body.push_str("</table>\n");
+    }
+    let _ = writeln!(
+        body,
+        "<h2>Experiment file</h2><pre>{}</pre>",
+        esc(&h.experiment_toml)
+    );
+
+    let html = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><meta name=\"generator\" content=\"dmalab {}\"><title>dmalab report: {}</title><style>{STYLE}</style></head>\n<body data-plots=\"{plots}\">\n{body}</body></html>\n",
+        esc(&h.tool.version),
+        esc(&h.experiment)
+    );
+    Report { html, plots }
+}

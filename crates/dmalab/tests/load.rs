@@ -1,0 +1,676 @@
+//! `dmalab load` through the binary: files, patterns, accounting, JSON,
+//! stop conditions, signals, live stats, bad input, and (with root and loop
+//! devices) rate precision and storage-read accounting.
+
+mod common;
+mod load_util;
+
+use load_util::{load, loop_devices_available, LoopDev};
+use serde_json::Value;
+use std::path::Path;
+
+fn u(v: &Value, path: &str) -> u64 {
+    v.pointer(path)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{path} missing in {v}"))
+}
+
+fn f(v: &Value, path: &str) -> f64 {
+    v.pointer(path)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("{path} missing"))
+}
+
+fn dir_is_empty(p: &Path) -> bool {
+    std::fs::read_dir(p).unwrap().next().is_none()
+}
+
+#[test]
+fn file_target_json_summary_and_cleanup() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let target = dir.path().join("x");
+    let t = target.to_str().unwrap();
+    let (code, stdout, stderr, json) = load(&[
+        "--target",
+        t,
+        "--size",
+        "32M",
+        "--pattern",
+        "random",
+        "--direction",
+        "write",
+        "--runtime",
+        "2",
+        "--buffer",
+        "8M",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let j = json.expect("JSON written");
+    assert_eq!(u(&j, "/schema_version"), 1);
+    assert_eq!(j["command"], "load");
+    assert_eq!(j["status"], "completed");
+    assert_eq!(j["config"]["stream"]["pattern"], "random");
+    assert_eq!(j["config"]["stream"]["device_offsets"], "sequential");
+    assert_eq!(j["host"]["target"]["kind"], "file");
+    let commands = u(&j, "/result/totals/commands");
+    let blocks = u(&j, "/result/totals/blocks");
+    assert!(commands > 0);
+    assert_eq!(
+        blocks,
+        commands * 32,
+        "random moves --max-blocks per command"
+    );
+    assert_eq!(u(&j, "/result/totals/data_bytes"), blocks * 4096);
+    assert_eq!(
+        u(&j, "/result/totals/command_overhead_bytes"),
+        commands * 80
+    );
+    assert_eq!(u(&j, "/result/storage_read_bytes"), blocks * 4096);
+    // The thesis' formula, from the JSON's own figures.
+    let rt = u(&j, "/result/runtime_ns") as f64 / 1e9;
+    let combined = f(&j, "/result/rates/combined_bw_bytes");
+    let want = (blocks as f64 * 4096.0 + commands as f64 * 80.0) / rt;
+    assert!(
+        (combined - want).abs() / want < 1e-9,
+        "{combined} vs {want}"
+    );
+    // Per-second samples: at least the two whole seconds, the same counts.
+    let samples = j["result"]["samples"].as_array().unwrap();
+    assert!(samples.len() >= 2);
+    let sum: u64 = samples
+        .iter()
+        .map(|s| s["commands"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, commands);
+    assert!(stderr.contains("blocks/s") && stderr.contains("commands/s"));
+    assert!(stdout.contains("combined"));
+    assert!(
+        j["result"]["lat_ns"]["percentile_ns"]["99.000000"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(j["result"]["workers"].as_array().unwrap().len(), 1);
+    assert!(u(&j, "/result/cpu/sys_ns") + u(&j, "/result/cpu/usr_ns") > 0);
+    // The file dmalab created is gone.
+    assert!(!target.exists());
+}
+
+#[test]
+fn pattern_streams_exact_counts() {
+    // The null engine: exact counts without a device.
+    let cases: &[(&[&str], u64, u64)] = &[
+        (&["--pattern", "single", "--commands", "100"], 100, 100),
+        (
+            &[
+                "--pattern",
+                "random",
+                "--max-blocks",
+                "8",
+                "--commands",
+                "50",
+            ],
+            50,
+            400,
+        ),
+        (
+            &["--pattern", "full", "--max-blocks", "8", "--commands", "10"],
+            10,
+            80,
+        ),
+        (&["--pattern", "random", "--blocks", "100"], 4, 100),
+        (&["--pattern", "noop", "--commands", "1000"], 1000, 0),
+        (&["--pattern", "flush", "--commands", "10"], 10, 0),
+    ];
+    for (args, commands, blocks) in cases {
+        let mut a = vec!["--engine", "null", "--buffer", "1M", "-q"];
+        a.extend_from_slice(args);
+        let (code, _, stderr, json) = load(&a);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        let j = json.unwrap();
+        assert_eq!(u(&j, "/result/totals/commands"), *commands, "{args:?}");
+        assert_eq!(u(&j, "/result/totals/blocks"), *blocks, "{args:?}");
+    }
+}
+
+#[test]
+fn io_uring_flush_noop_and_storage_writes_on_created_file() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let t = dir.path().join("w");
+    let t = t.to_str().unwrap();
+    for args in [
+        vec!["--pattern", "flush", "--commands", "20"],
+        vec!["--pattern", "noop", "--commands", "2000"],
+        vec![
+            "--pattern",
+            "single",
+            "--direction",
+            "read",
+            "--commands",
+            "500",
+            "--fill",
+            "random:3",
+        ],
+        vec![
+            "--pattern",
+            "full",
+            "--workers",
+            "2",
+            "--commands",
+            "200",
+            "--cache",
+            "always",
+        ],
+        vec![
+            "--pattern",
+            "single",
+            "--hugepages",
+            "thp",
+            "--cache",
+            "once",
+            "--commands",
+            "100",
+        ],
+    ] {
+        let mut a = vec!["--target", t, "--size", "8M", "--buffer", "4M", "-q"];
+        a.extend_from_slice(&args);
+        let (code, _, stderr, json) = load(&a);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        let j = json.unwrap();
+        assert_eq!(j["status"], "completed");
+        assert_eq!(u(&j, "/result/totals/errors"), 0);
+        assert!(!Path::new(t).exists(), "created target left behind");
+    }
+}
+
+#[test]
+fn workers_are_pinned_and_reported() {
+    let (code, _, stderr, json) = load(&[
+        "--engine",
+        "null",
+        "--workers",
+        "2",
+        "--cpus-allowed",
+        "0",
+        "--runtime",
+        "1",
+        "-q",
+        "--pattern",
+        "single",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let j = json.unwrap();
+    let w = j["result"]["workers"].as_array().unwrap();
+    assert_eq!(w.len(), 2);
+    for x in w {
+        assert_eq!(x["cpus"], serde_json::json!([0]));
+        assert!(x["totals"]["commands"].as_u64().unwrap() > 0);
+    }
+}
+
+#[test]
+fn dry_run_prints_plan_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("x");
+    let o = common::dmalab()
+        .args([
+            "load",
+            "--dry-run",
+            "--size",
+            "1G",
+            "--pattern",
+            "random",
+            "--target",
+        ])
+        .arg(&t)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(plan["stream"]["region_bytes"], 1u64 << 30);
+    assert_eq!(plan["stream"]["bs_bytes"], 4096);
+    assert_eq!(plan["target_created"], true);
+    assert!(dir_is_empty(dir.path()));
+}
+
+#[test]
+fn bad_input_exits_2_names_the_option_and_leaves_nothing() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let t = dir.path().join("x");
+    let out = dir.path().join("out.json");
+    let cases: &[(&[&str], &str)] = &[
+        (&["--bs", "1000"], "--bs"),
+        (&["--iodepth", "0"], "--iodepth"),
+        (&["--rate", "0"], "--rate"),
+        (&["--rate-iops", "0/s"], "--rate-iops"),
+        (&["--pattern", "zigzag"], "--pattern"),
+        (&["--buffer", "4K"], "--buffer"),
+        (&["--cpus-allowed", "4096"], "--cpus-allowed"),
+        (&["--fill", "ones"], "--fill"),
+        (&["--workers", "0"], "--workers"),
+        (&["--runtime", "soon"], "--runtime"),
+        (&["--region", "1G"], "--region"),
+        (
+            &["--burst", "--arrival", "poisson", "--rate", "1M"],
+            "--burst",
+        ),
+    ];
+    for (args, opt) in cases {
+        let o = common::dmalab()
+            .args(["load", "--size", "16M", "--target"])
+            .arg(&t)
+            .arg("--output")
+            .arg(&out)
+            .args(*args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(opt), "{args:?}: {err}");
+        // Our own errors are one line; clap's add a usage hint after it.
+        let first = err.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("dmalab: error: ") || first.starts_with("error: "),
+            "{err}"
+        );
+        assert!(first.contains(opt), "{args:?}: {err}");
+        if !first.starts_with("error: ") {
+            assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        }
+        assert!(dir_is_empty(dir.path()), "{args:?} left files behind");
+    }
+}
+
+#[test]
+fn ramfs_without_o_direct_is_refused_cleanly() {
+    if !common::need_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mp = dir.path();
+    assert!(std::process::Command::new("mount")
+        .args(["-t", "ramfs", "ramfs"])
+        .arg(mp)
+        .status()
+        .unwrap()
+        .success());
+    struct Umount<'a>(&'a Path);
+    impl Drop for Umount<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _g = Umount(mp);
+    let t = mp.join("x");
+    let o = common::dmalab()
+        .args(["load", "--size", "4M", "--target"])
+        .arg(&t)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--target") && err.contains("O_DIRECT"),
+        "{err}"
+    );
+    assert!(dir_is_empty(mp), "file left on ramfs");
+}
+
+#[test]
+fn stop_conditions_blocks_and_runtime() {
+    let (code, _, _, json) = load(&[
+        "--engine",
+        "null",
+        "--pattern",
+        "full",
+        "--max-blocks",
+        "32",
+        "--blocks",
+        "1000",
+        "-q",
+    ]);
+    assert_eq!(code, 0);
+    let j = json.unwrap();
+    assert_eq!(u(&j, "/result/totals/blocks"), 1000);
+    assert_eq!(
+        u(&j, "/result/totals/commands"),
+        32,
+        "31 full commands and one of 8 blocks"
+    );
+    // --commands wins over a long --runtime.
+    let (code, _, _, json) = load(&[
+        "--engine",
+        "null",
+        "--commands",
+        "10",
+        "--runtime",
+        "1h",
+        "-q",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(u(&json.unwrap(), "/result/totals/commands"), 10);
+}
+
+#[test]
+fn sigint_reaps_and_still_writes_the_summary() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let out = dir.path().join("r.json");
+    let live = dir.path().join("live");
+    let t = dir.path().join("x");
+    let mut child = std::process::Command::new(common::dmalab_bin())
+        .args(["load", "--size", "16M", "--runtime", "60", "-q", "--target"])
+        .arg(&t)
+        .arg("--output")
+        .arg(&out)
+        .arg("--live-stats")
+        .arg(&live)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the live-stats page says running and counts have moved.
+    let mut running = false;
+    for _ in 0..300 {
+        if let Some(s) = std::fs::read(&live)
+            .ok()
+            .and_then(|b| dmalab_load::live::parse(&b))
+        {
+            if s.state == dmalab_load::live::state::RUNNING && s.commands > 0 {
+                running = true;
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(running, "never saw the load running");
+    // SAFETY: kill with a pid we spawned.
+    unsafe { libc_kill(child.id() as i32, 2) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(j["status"], "interrupted");
+    assert_eq!(j["result"]["interrupted"], true);
+    let snap = dmalab_load::live::parse(&std::fs::read(&live).unwrap()).unwrap();
+    assert_eq!(snap.state, dmalab_load::live::state::FINISHED);
+    assert_eq!(snap.commands, u(&j, "/result/totals/commands"));
+    assert_eq!(snap.bytes, u(&j, "/result/totals/data_bytes"));
+    assert_eq!(snap.blocks, u(&j, "/result/totals/blocks"));
+    assert!(snap.started_ns > 0 && snap.updated_ns >= snap.started_ns);
+    assert!(!t.exists(), "created target left behind after SIGINT");
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+/// Sectors read in /sys/class/block/<dev>/stat (field 3).
+fn sectors_read(dev: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/sys/class/block/{dev}/stat")).unwrap();
+    s.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+#[test]
+fn device_reads_at_least_what_dmalab_accounts() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let t = dir.path().join("x");
+    // The device holding /var/tmp.
+    let info = dmalab_core::host::DeviceInfo::describe(dir.path()).unwrap();
+    let Some(dev) = info.block_device.clone() else {
+        common::need("a block device under /var/tmp", false);
+        return;
+    };
+    // Create (and fill) the target first, so only the load's reads count.
+    let (code, _, err, _) = load(&[
+        "--target",
+        t.to_str().unwrap(),
+        "--size",
+        "64M",
+        "--keep",
+        "--commands",
+        "1",
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let before = sectors_read(&dev);
+    let (code, _, err, json) = load(&[
+        "--target",
+        t.to_str().unwrap(),
+        "--pattern",
+        "random",
+        "--runtime",
+        "2",
+        "-q",
+        "--buffer",
+        "16M",
+    ]);
+    let after = sectors_read(&dev);
+    assert_eq!(code, 0, "{err}");
+    let read = u(&json.unwrap(), "/result/storage_read_bytes");
+    assert!(read > 0);
+    assert!(
+        (after - before) * 512 >= read,
+        "{dev} read {} bytes, dmalab accounts {read}",
+        (after - before) * 512
+    );
+}
+
+fn rate_target() -> Option<LoopDev> {
+    if !common::need("loop devices (root)", loop_devices_available()) {
+        return None;
+    }
+    // A loop device over memory: a device that can deliver modest rates.
+    Some(LoopDev::new(64 << 20, true, |_| {}, false))
+}
+
+#[test]
+fn uniform_rate_every_window_within_one_percent() {
+    let Some(l) = rate_target() else { return };
+    let dev = l.dev.to_str().unwrap();
+    for args in [
+        vec!["--pattern", "single", "--rate-iops", "2000"],
+        vec![
+            "--pattern",
+            "random",
+            "--max-blocks",
+            "8",
+            "--rate",
+            "40M/s",
+        ],
+    ] {
+        let mut a = vec![
+            "--target",
+            dev,
+            "--runtime",
+            "4",
+            "-q",
+            "--realtime",
+            "--buffer",
+            "8M",
+        ];
+        a.extend_from_slice(&args);
+        // A run in which the host stalled the worker (CPU contention,
+        // hypervisor steal: a submission 5 ms or more late) is not judged
+        // on its windows; up to three tries.
+        let mut tries = Vec::new();
+        for _ in 0..3 {
+            let (code, _, err, json) = load(&a);
+            assert_eq!(code, 0, "{err}");
+            let j = json.unwrap();
+            let c = j["result"]["rate_check"].clone();
+            // Windows that end 100 ms or more before the stop: 3 of 4 s.
+            assert_eq!(c["windows_per_s"].as_array().unwrap().len(), 3, "{c}");
+            let late_max = u(&j, "/result/pacing_lateness_ns/max_ns");
+            let ok = c["window_max_error_pct"].as_f64().unwrap() <= 1.0
+                && c["mean_error_pct"].as_f64().unwrap() <= 1.0;
+            tries.push((late_max, c));
+            if ok || late_max < 5_000_000 {
+                assert!(
+                    ok,
+                    "{args:?}: a window or the mean off by more than 1% on an undisturbed run: {tries:?}"
+                );
+                break;
+            }
+        }
+        let judged = tries.iter().any(|(late, c)| {
+            *late < 5_000_000 || c["window_max_error_pct"].as_f64().unwrap() <= 1.0
+        });
+        if !judged {
+            eprintln!(
+                "{args:?}: windows not judged, the host stalled the worker in 3 tries: {tries:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn burst_spends_the_budget_at_slot_start() {
+    // Same mean, but all of each slot's commands at once: the latency of the
+    // last ones grows with the burst, and the mean rate is still met.
+    let (code, _, err, json) = load(&[
+        "--engine",
+        "null",
+        "--pattern",
+        "single",
+        "--rate-iops",
+        "1000",
+        "--burst",
+        "--timeslot",
+        "100ms",
+        "--runtime",
+        "2",
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let j = json.unwrap();
+    let c = &j["result"]["rate_check"];
+    assert!(c["mean_error_pct"].as_f64().unwrap() <= 1.0, "{c}");
+}
+
+#[test]
+fn poisson_arrivals_mean_and_ks() {
+    // The null engine completes at submission, so its completion stamps show
+    // the arrival process itself: mean within 1%, exponential gaps. A mean
+    // gap of 2.5 ms keeps the wake-up jitter of a busy 2-CPU VM (tens of
+    // microseconds) small against the distribution.
+    let mut a = vec![
+        "--engine",
+        "null",
+        "--pattern",
+        "single",
+        "--rate-iops",
+        "400",
+        "--arrival",
+        "poisson",
+        "--runtime",
+        "8",
+        "-q",
+    ];
+    if common::is_root() {
+        a.push("--realtime");
+    }
+    // The KS test needs a host that keeps time: a run whose submissions
+    // were late by more than 1 ms at p99 (CPU contention, hypervisor steal)
+    // does not count; up to three tries.
+    let mut verdicts = Vec::new();
+    for _ in 0..3 {
+        let (code, _, err, json) = load(&a);
+        assert_eq!(code, 0, "{err}");
+        let j = json.unwrap();
+        let c = &j["result"]["rate_check"];
+        assert!(c["mean_error_pct"].as_f64().unwrap() <= 1.0, "{c}");
+        let late_p99 = u(&j, "/result/pacing_lateness_ns/percentile_ns/99.000000");
+        let pass = c["ks"]["pass"] == true;
+        verdicts.push((late_p99, c["ks"].clone()));
+        if pass || late_p99 <= 1_000_000 {
+            assert!(pass, "KS rejected on an undisturbed run: {verdicts:?}");
+            break;
+        }
+    }
+    if verdicts
+        .iter()
+        .all(|(late, ks)| *late > 1_000_000 && ks["pass"] != true)
+    {
+        eprintln!("KS not judged: the host could not keep time in 3 tries (p99 lateness, KS): {verdicts:?}");
+    }
+    // On a real device the mean still holds.
+    let Some(l) = rate_target() else { return };
+    let (code, _, err, json) = load(&[
+        "--target",
+        l.dev.to_str().unwrap(),
+        "--pattern",
+        "single",
+        "--rate-iops",
+        "1000",
+        "--arrival",
+        "poisson",
+        "--runtime",
+        "4",
+        "-q",
+        "--realtime",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let c = &json.unwrap()["result"]["rate_check"];
+    assert!(c["mean_error_pct"].as_f64().unwrap() <= 1.0, "{c}");
+}
+
+#[test]
+fn hugetlb_pages_are_reserved_and_given_back() {
+    if !common::need_root() {
+        return;
+    }
+    let nr = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+    let before = std::fs::read_to_string(nr).unwrap();
+    let (code, _, err, json) = load(&[
+        "--engine",
+        "null",
+        "--hugepages",
+        "2m",
+        "--buffer",
+        "8M",
+        "--commands",
+        "100",
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let j = json.unwrap();
+    assert_eq!(j["config"]["hugepages"], "2m");
+    assert_eq!(std::fs::read_to_string(nr).unwrap(), before);
+}
+
+#[test]
+fn trace_records_every_transfer() {
+    use dmalab_sim::trace::{Kind, Record, RecordSource, TraceReader};
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("run.trace");
+    let (code, _, err, json) = load(&[
+        "--engine",
+        "null",
+        "--pattern",
+        "random",
+        "--max-blocks",
+        "4",
+        "--commands",
+        "100",
+        "--buffer",
+        "1M",
+        "-q",
+        "--trace",
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let j = json.unwrap();
+    assert_eq!(u(&j, "/result/trace/transfers"), 100);
+    let mut rd = TraceReader::open(&t).unwrap();
+    let mut r = Record::default();
+    let mut n = 0;
+    let mut addrs = std::collections::BTreeSet::new();
+    while rd.next_record(&mut r).unwrap() {
+        assert_eq!((r.kind, r.len, r.write), (Kind::Xfer, 4 * 4096, true));
+        addrs.insert(r.addr);
+        n += 1;
+    }
+    assert_eq!(n, 100);
+    // Random offsets inside one 1 MiB buffer.
+    let (lo, hi) = (*addrs.first().unwrap(), *addrs.last().unwrap());
+    assert!(addrs.len() > 10 && hi - lo < 1 << 20);
+}

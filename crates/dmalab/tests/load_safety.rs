@@ -1,0 +1,192 @@
+//! The safety guard through `dmalab load --direction read` (storage writes):
+//! every refusal names its check and leaves the target's bytes unchanged;
+//! a clean device named with --allow-destroy is written.
+
+mod common;
+mod load_util;
+
+use load_util::{hash_file, load, loop_devices_available, LoopDev};
+use std::path::Path;
+use std::process::Command;
+
+const MIB: u64 = 1 << 20;
+
+/// Tries a storage-write run against `target`; returns (exit code, stderr).
+fn write_run(target: &Path, allow: Option<&Path>) -> (i32, String) {
+    let mut args = vec![
+        "--target".to_string(),
+        target.display().to_string(),
+        "--direction".into(),
+        "read".into(),
+        "--pattern".into(),
+        "single".into(),
+        "--commands".into(),
+        "200".into(),
+        "--buffer".into(),
+        "1M".into(),
+        "--fill".into(),
+        "random:9".into(),
+        "-q".into(),
+    ];
+    if let Some(a) = allow {
+        args.push(format!("--allow-destroy={}", a.display()));
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, _, err, _) = load(&refs);
+    (code, err)
+}
+
+/// Asserts that a write run is refused by `check` and changes nothing.
+fn assert_refused(target: &Path, allow: Option<&Path>, check: &str) {
+    let before = hash_file(target);
+    let (code, err) = write_run(target, allow);
+    assert_eq!(code, 2, "expected a refusal: {err}");
+    assert!(
+        err.contains(&format!("{check} check failed")),
+        "expected the {check} check to fail: {err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        hash_file(target) == before,
+        "target bytes changed after a refusal"
+    );
+}
+
+fn need_loop() -> bool {
+    common::need("loop devices (root, losetup)", loop_devices_available())
+}
+
+#[test]
+fn existing_regular_file_needs_allow_destroy() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let f = dir.path().join("precious");
+    std::fs::write(&f, vec![0x5au8; 4 * MIB as usize]).unwrap();
+    assert_refused(&f, None, "allow-destroy");
+    // Naming another path does not count.
+    assert_refused(&f, Some(&dir.path().join("other")), "allow-destroy");
+    // Reading it needs no flag and changes nothing.
+    let before = hash_file(&f);
+    let (code, _, err, _) = load(&[
+        "--target",
+        f.to_str().unwrap(),
+        "--commands",
+        "100",
+        "--buffer",
+        "1M",
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(hash_file(&f) == before);
+    // Named exactly: written, and kept (dmalab did not create it).
+    let (code, err) = write_run(&f, Some(&f));
+    assert_eq!(code, 0, "{err}");
+    assert!(f.exists());
+    assert!(
+        hash_file(&f) != before,
+        "the allowed write did not reach the file"
+    );
+}
+
+#[test]
+fn mounted_ext4_is_refused() {
+    if !need_loop() {
+        return;
+    }
+    let mut l = LoopDev::new(32 * MIB, false, |_| {}, false);
+    l.mkfs_ext4();
+    l.mount();
+    let dev = l.dev.clone();
+    assert_refused(&dev, Some(&dev), "mounted");
+    // Reading a mounted device is fine.
+    let (code, _, err, _) = load(&[
+        "--target",
+        dev.to_str().unwrap(),
+        "--commands",
+        "50",
+        "--buffer",
+        "1M",
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn unmounted_filesystem_signature_is_refused() {
+    if !need_loop() {
+        return;
+    }
+    let l = LoopDev::new(32 * MIB, false, |_| {}, false);
+    l.mkfs_ext4();
+    assert_refused(&l.dev, Some(&l.dev), "signature");
+}
+
+#[test]
+fn partition_table_is_refused() {
+    if !need_loop() || !common::need("sfdisk", common::have_program("sfdisk")) {
+        return;
+    }
+    let l = LoopDev::new(
+        32 * MIB,
+        false,
+        |backing| {
+            let mut c = Command::new("sfdisk")
+                .arg("-q")
+                .arg(backing)
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(b"label: dos\n,16M,L\n")
+                .unwrap();
+            assert!(c.wait().unwrap().success());
+        },
+        true,
+    );
+    // With -P the kernel shows the partition; either that or the table's
+    // signature refuses the write.
+    let before = hash_file(&l.dev);
+    let (code, err) = write_run(&l.dev, Some(&l.dev));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("partitions check failed") || err.contains("signature check failed"),
+        "{err}"
+    );
+    assert!(hash_file(&l.dev) == before);
+}
+
+#[test]
+fn clean_loop_device_needs_the_exact_flag() {
+    if !need_loop() {
+        return;
+    }
+    let l = LoopDev::new(32 * MIB, false, |_| {}, false);
+    assert_refused(&l.dev, None, "allow-destroy");
+    let other = LoopDev::new(8 * MIB, false, |_| {}, false);
+    assert_refused(&l.dev, Some(&other.dev), "allow-destroy");
+    let before = hash_file(&l.dev);
+    let (code, err) = write_run(&l.dev, Some(&l.dev));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        hash_file(&l.dev) != before,
+        "the allowed write did not reach the device"
+    );
+}
+
+#[test]
+fn nvme_engine_takes_char_devices_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("f");
+    std::fs::write(&f, [0u8; 4096]).unwrap();
+    let (code, _, err, _) = load(&["--engine", "nvme", "--target", f.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--target") && err.contains("/dev/ngXnY"),
+        "{err}"
+    );
+    // A character device that is not an NVMe namespace is refused for writes.
+    let (code, err) = write_run(Path::new("/dev/null"), Some(Path::new("/dev/null")));
+    assert_eq!(code, 2, "{err}");
+}

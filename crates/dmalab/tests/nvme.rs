@@ -1,0 +1,598 @@
+//! The NVMe passthrough engine and `dmalab info nvme`, tested inside a QEMU
+//! guest with an emulated NVMe controller (scripts/nvme-vm/). One boot runs
+//! every check (scripts/nvme-vm/guest-tests.sh); each test here judges part
+//! of its results. The oracle for commands is QEMU's own trace of every NVMe
+//! Read, Write and Flush, split per case at marker reads on namespace 3.
+
+mod common;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+const KERNEL: &str = "/boot/vmlinuz-6.1.0-56-amd64";
+const INITRD: &str = "/boot/initrd.img-6.1.0-56-amd64";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// What the guest left behind.
+struct Boot {
+    dir: PathBuf,
+    trace: Vec<TraceEvent>,
+}
+
+/// One QEMU trace event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum TraceEvent {
+    /// `pci_nvme_read` (write = false) or `pci_nvme_write`.
+    Rw {
+        write: bool,
+        nsid: u32,
+        nlb: u32,
+        lba: u64,
+    },
+    /// `pci_nvme_flush_ns`.
+    Flush { nsid: u32 },
+}
+
+fn field<'a>(words: &'a [&'a str], name: &str) -> Option<&'a str> {
+    words
+        .iter()
+        .position(|w| *w == name)
+        .and_then(|i| words.get(i + 1).copied())
+}
+
+fn num(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// Parses QEMU's log-backend trace lines (`[PID@TIME:]event args`).
+fn parse_trace(text: &str) -> Vec<TraceEvent> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some(at) = line.find("pci_nvme_") else {
+            continue;
+        };
+        let words: Vec<&str> = line[at..].split_whitespace().collect();
+        let ev = match words.first().copied() {
+            Some(e @ ("pci_nvme_read" | "pci_nvme_write")) => (|| {
+                Some(TraceEvent::Rw {
+                    write: e == "pci_nvme_write",
+                    nsid: num(field(&words, "nsid")?)? as u32,
+                    nlb: num(field(&words, "nlb")?)? as u32,
+                    lba: num(field(&words, "lba")?)?,
+                })
+            })(),
+            Some("pci_nvme_flush_ns") => field(&words, "nsid")
+                .and_then(num)
+                .map(|n| TraceEvent::Flush { nsid: n as u32 }),
+            _ => None,
+        };
+        if let Some(ev) = ev {
+            out.push(ev);
+        }
+    }
+    out
+}
+
+fn prerequisites() -> bool {
+    common::need(
+        "QEMU (qemu-system-x86_64), the Debian kernel and initrd 6.1.0-56-amd64, nvme-cli, cpio",
+        common::have_program("qemu-system-x86_64")
+            && Path::new(KERNEL).exists()
+            && Path::new(INITRD).exists()
+            && common::have_program("nvme")
+            && common::have_program("cpio"),
+    )
+}
+
+/// Boots the guest once for all tests of this file.
+fn boot() -> Option<&'static Boot> {
+    if !prerequisites() {
+        return None;
+    }
+    static BOOT: OnceLock<Boot> = OnceLock::new();
+    Some(BOOT.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("nvme-vm");
+        let status = Command::new(repo().join("scripts/nvme-vm/run.sh"))
+            .arg("--out")
+            .arg(&dir)
+            .arg("--job")
+            .arg(repo().join("scripts/nvme-vm/guest-tests.sh"))
+            .arg("--dmalab")
+            .arg(common::dmalab_bin())
+            .args(["--timeout", "420"])
+            .status()
+            .expect("run scripts/nvme-vm/run.sh");
+        assert!(
+            status.success(),
+            "the NVMe guest failed ({status}); see {}/console.log",
+            dir.display()
+        );
+        let trace = std::fs::read_to_string(dir.join("trace.log")).expect("QEMU wrote trace.log");
+        Boot {
+            trace: parse_trace(&trace),
+            dir,
+        }
+    }))
+}
+
+impl Boot {
+    fn results(&self) -> PathBuf {
+        self.dir.join("results")
+    }
+
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.results().join(rel))
+            .unwrap_or_else(|e| panic!("guest result {rel}: {e}"))
+    }
+
+    fn json(&self, rel: &str) -> Value {
+        serde_json::from_str(&self.read(rel))
+            .unwrap_or_else(|e| panic!("guest result {rel} is not JSON ({e}):\n{}", self.read(rel)))
+    }
+
+    /// A case's exit code, stdout and stderr.
+    fn case(&self, name: &str) -> (i32, String, String) {
+        let rc = self
+            .read(&format!("{name}/rc"))
+            .trim()
+            .parse()
+            .unwrap_or(-1);
+        (
+            rc,
+            self.read(&format!("{name}/stdout")),
+            self.read(&format!("{name}/stderr")),
+        )
+    }
+
+    /// Asserts a case exited 0 and returns its stdout.
+    fn ok(&self, name: &str) -> String {
+        let (rc, out, err) = self.case(name);
+        assert_eq!(rc, 0, "case {name} failed: {err}\n{out}");
+        out
+    }
+
+    /// The traced NVMe commands of a case (between its two marker reads on
+    /// namespace 3), markers excluded.
+    fn case_trace(&self, name: &str) -> Vec<TraceEvent> {
+        let start: u64 = self.read(&format!("{name}/mark")).trim().parse().unwrap();
+        let is_mark = |e: &TraceEvent, n: u64| matches!(e, TraceEvent::Rw { write: false, nsid: 3, nlb: 1, lba } if *lba == n);
+        let from = self
+            .trace
+            .iter()
+            .position(|e| is_mark(e, start))
+            .unwrap_or_else(|| panic!("no start marker {start} for {name} in the trace"));
+        let to = self.trace[from..]
+            .iter()
+            .position(|e| is_mark(e, start + 1))
+            .unwrap_or_else(|| panic!("no end marker {} for {name} in the trace", start + 1));
+        self.trace[from + 1..from + to].to_vec()
+    }
+}
+
+#[test]
+fn trace_parser_reads_qemu_log_lines() {
+    let t = parse_trace(
+        "pci_nvme_read cid 0 nsid 1 nlb 1 count 512 lba 0x0\n\
+         123@1700000000.000001:pci_nvme_write cid 4 opname 'write' nsid 2 nlb 8 count 32768 lba 0x1f\n\
+         pci_nvme_flush_ns nsid 0x2\nnoise\n",
+    );
+    assert_eq!(
+        t,
+        vec![
+            TraceEvent::Rw {
+                write: false,
+                nsid: 1,
+                nlb: 1,
+                lba: 0
+            },
+            TraceEvent::Rw {
+                write: true,
+                nsid: 2,
+                nlb: 8,
+                lba: 0x1f
+            },
+            TraceEvent::Flush { nsid: 2 },
+        ]
+    );
+}
+
+fn trimmed(v: &Value) -> String {
+    v.as_str().unwrap_or_default().trim_end().to_string()
+}
+
+/// Identify fields as dmalab shows them equal nvme-cli's on the same
+/// controller, for both namespaces (512 B and 4 KiB blocks).
+#[test]
+fn identify_matches_nvme_cli() {
+    let Some(b) = boot() else { return };
+    let ctrl = b.json("id-ctrl.json");
+    for n in 1..=2 {
+        b.ok(&format!("info{n}"));
+        let doc = b.json(&format!("info{n}.json"));
+        assert_eq!(doc["command"], "info nvme");
+        let r = &doc["result"];
+        let c = &r["controller"];
+        assert_eq!(c["serial"].as_str().unwrap(), trimmed(&ctrl["sn"]));
+        assert_eq!(c["model"].as_str().unwrap(), trimmed(&ctrl["mn"]));
+        assert_eq!(c["firmware"].as_str().unwrap(), trimmed(&ctrl["fr"]));
+        for (ours, theirs) in [
+            ("vid", "vid"),
+            ("ssvid", "ssvid"),
+            ("mdts", "mdts"),
+            ("cntlid", "cntlid"),
+            ("nn", "nn"),
+            ("oncs", "oncs"),
+            ("vwc", "vwc"),
+        ] {
+            assert_eq!(c[ours], ctrl[theirs], "controller field {ours}");
+        }
+        let ver = ctrl["ver"].as_u64().unwrap();
+        assert_eq!(
+            c["version"].as_str().unwrap(),
+            format!("{}.{}.{}", ver >> 16, (ver >> 8) & 0xff, ver & 0xff)
+        );
+        let mdts = ctrl["mdts"].as_u64().unwrap();
+        assert_eq!(r["mdts_bytes"].as_u64().unwrap(), 4096 << mdts);
+
+        let ns = b.json(&format!("id-ns{n}.json"));
+        let ours = &r["namespace"];
+        for f in [
+            "nsze", "ncap", "nuse", "nsfeat", "nlbaf", "flbas", "mc", "dpc", "dps",
+        ] {
+            assert_eq!(ours[f], ns[f], "namespace {n} field {f}");
+        }
+        let lbafs = ns["lbafs"].as_array().unwrap();
+        let fmts = ours["lba_formats"].as_array().unwrap();
+        assert_eq!(fmts.len(), lbafs.len());
+        let in_use = ns["flbas"].as_u64().unwrap() & 0xf;
+        for (i, (f, l)) in fmts.iter().zip(lbafs).enumerate() {
+            assert_eq!(f["metadata_bytes"], l["ms"], "ns {n} lbaf {i} ms");
+            assert_eq!(f["lbads"], l["ds"], "ns {n} lbaf {i} ds");
+            let rp = ["best", "better", "good", "degraded"][l["rp"].as_u64().unwrap() as usize];
+            assert_eq!(f["relative_performance"], rp, "ns {n} lbaf {i} rp");
+            assert_eq!(f["in_use"], i as u64 == in_use, "ns {n} lbaf {i} in use");
+        }
+        let lba = if n == 1 { 512 } else { 4096 };
+        assert_eq!(r["lba_size_bytes"], lba);
+        // The text view marks the format in use.
+        let text = b.read(&format!("info{n}/stdout"));
+        let used: Vec<&str> = text.lines().filter(|l| l.contains("(in use)")).collect();
+        assert_eq!(used.len(), 1, "{text}");
+        assert!(used[0].contains(&format!("Data Size: {lba:<5}")), "{text}");
+        for want in [
+            "model:",
+            "serial:",
+            "firmware:",
+            "mdts:",
+            "Relative Performance",
+        ] {
+            assert!(text.contains(want), "info text lacks {want}:\n{text}");
+        }
+    }
+    // Identify moves data only over the admin queue: no I/O commands.
+    assert!(b.case_trace("info1").is_empty());
+}
+
+/// A path that does not exist is bad input: exit 2, one line naming it.
+#[test]
+fn info_on_missing_device_exits_2() {
+    let Some(b) = boot() else { return };
+    let (rc, _, err) = b.case("info_missing");
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("/dev/ng9n9"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// One pattern case: what the guest ran, and what the trace must show.
+struct PatternCase {
+    name: &'static str,
+    nsid: u32,
+    lba: u64,
+    bs: u64,
+    /// Blocks of `bs` per command.
+    blocks_per_command: u64,
+    /// Storage writes (true) or reads.
+    write: bool,
+    /// `--device-offsets same`: every command at LBA 0.
+    same: bool,
+}
+
+/// A storage-write run's safety guard reads the namespace's first and last
+/// 4 MiB through the block layer (looking for signatures) before any
+/// command is sent: those Reads are in the case's trace. The run itself
+/// sends only Writes, so for a writing case the Reads are checked to be the
+/// guard's (starting at LBA 0) and dropped.
+fn guard_reads_removed(trace: Vec<TraceEvent>, write: bool, name: &str) -> Vec<TraceEvent> {
+    if !write {
+        return trace;
+    }
+    let (reads, rest): (Vec<_>, Vec<_>) = trace
+        .into_iter()
+        .partition(|e| matches!(e, TraceEvent::Rw { write: false, .. }));
+    assert!(
+        reads
+            .iter()
+            .any(|e| matches!(e, TraceEvent::Rw { lba: 0, .. })),
+        "{name}: the safety guard did not read the start of the namespace: {reads:?}"
+    );
+    rest
+}
+
+/// Checks a case's traced commands against what dmalab reported: the count,
+/// every command's block count, and the starting LBAs (a gap-free tiling
+/// from LBA 0 for sequential device offsets; all 0 for `same`).
+fn check_pattern(b: &Boot, c: &PatternCase) -> Value {
+    b.ok(c.name);
+    let doc = b.json(&format!("{}.json", c.name));
+    let r = &doc["result"];
+    let commands = r["totals"]["commands"].as_u64().unwrap();
+    let blocks = r["totals"]["blocks"].as_u64().unwrap();
+    assert!(commands > 0, "{}: no commands", c.name);
+    assert_eq!(r["totals"]["errors"], 0, "{}", c.name);
+    let trace = guard_reads_removed(b.case_trace(c.name), c.write, c.name);
+    let mut cmds: Vec<(u64, u64)> = Vec::new();
+    for e in &trace {
+        match *e {
+            TraceEvent::Rw {
+                write,
+                nsid,
+                nlb,
+                lba,
+            } => {
+                assert_eq!((write, nsid), (c.write, c.nsid), "{}: {e:?}", c.name);
+                cmds.push((lba, u64::from(nlb)));
+            }
+            TraceEvent::Flush { .. } => panic!("{}: unexpected flush", c.name),
+        }
+    }
+    assert_eq!(
+        cmds.len() as u64,
+        commands,
+        "{}: traced vs reported commands",
+        c.name
+    );
+    let per_cmd = c.blocks_per_command * c.bs / c.lba;
+    for (lba, nlb) in &cmds {
+        assert_eq!(*nlb, per_cmd, "{}: command at LBA {lba}", c.name);
+    }
+    assert_eq!(
+        cmds.iter().map(|(_, n)| n).sum::<u64>(),
+        blocks * c.bs / c.lba,
+        "{}: traced vs reported blocks",
+        c.name
+    );
+    if c.same {
+        assert!(
+            cmds.iter().all(|(lba, _)| *lba == 0),
+            "{}: {cmds:?}",
+            c.name
+        );
+    } else {
+        cmds.sort_unstable();
+        let mut next = 0;
+        for (lba, nlb) in &cmds {
+            assert_eq!(*lba, next, "{}: gap or overlap in {cmds:?}", c.name);
+            next = lba + nlb;
+        }
+    }
+    doc
+}
+
+/// nvme-memload's bug: `single` put its block count (1) into the zero-based
+/// NLB field and so moved two blocks per command. Here every command of a
+/// `single` run with --bs = the LBA size must be exactly one block.
+#[test]
+fn single_moves_one_block_per_command_nvme_memload_nlb_regression() {
+    let Some(b) = boot() else { return };
+    let doc = check_pattern(
+        b,
+        &PatternCase {
+            name: "single_512",
+            nsid: 1,
+            lba: 512,
+            bs: 512,
+            blocks_per_command: 1,
+            write: false,
+            same: false,
+        },
+    );
+    assert_eq!(doc["result"]["engine"], "nvme-uring-cmd");
+    // Identify data in the header: the result and the target description.
+    let ctrl = b.json("id-ctrl.json");
+    assert_eq!(
+        doc["result"]["nvme"]["controller"]["model"]
+            .as_str()
+            .unwrap(),
+        trimmed(&ctrl["mn"])
+    );
+    assert_eq!(doc["result"]["nvme"]["lba_size_bytes"], 512);
+    assert_eq!(
+        doc["host"]["target"]["model"].as_str().unwrap(),
+        trimmed(&ctrl["mn"])
+    );
+    assert_eq!(doc["host"]["target"]["logical_block_size"], 512);
+    let trace = b.case_trace("single_512");
+    assert!(trace
+        .iter()
+        .all(|e| matches!(e, TraceEvent::Rw { nlb: 1, .. })));
+}
+
+/// Every pattern's commands, on both block sizes, are exactly what dmalab
+/// reports.
+#[test]
+fn every_pattern_matches_qemu_trace() {
+    let Some(b) = boot() else { return };
+    let cases = [
+        ("single_4k_on_512", 1, 512, 4096, 1, false, false),
+        ("single_4k", 2, 4096, 4096, 1, false, false),
+        ("random_4k", 2, 4096, 4096, 8, false, false),
+        ("full_512", 1, 512, 512, 16, false, false),
+        ("same_512", 1, 512, 512, 1, false, true),
+        ("write_full_4k", 2, 4096, 4096, 4, true, false),
+    ];
+    for (name, nsid, lba, bs, blocks_per_command, write, same) in cases {
+        check_pattern(
+            b,
+            &PatternCase {
+                name,
+                nsid,
+                lba,
+                bs,
+                blocks_per_command,
+                write,
+                same,
+            },
+        );
+    }
+}
+
+/// The ioctl fallback moves the same commands and says it is in use.
+#[test]
+fn ioctl_path_matches_qemu_trace() {
+    let Some(b) = boot() else { return };
+    let doc = check_pattern(
+        b,
+        &PatternCase {
+            name: "single_512_ioctl",
+            nsid: 1,
+            lba: 512,
+            bs: 512,
+            blocks_per_command: 1,
+            write: false,
+            same: false,
+        },
+    );
+    assert_eq!(doc["result"]["engine"], "nvme-ioctl");
+}
+
+/// `flush` sends Flush commands only, as many as reported; `noop` sends
+/// nothing at all.
+#[test]
+fn flush_and_noop_match_qemu_trace() {
+    let Some(b) = boot() else { return };
+    b.ok("flush_1");
+    let doc = b.json("flush_1.json");
+    let n = doc["result"]["totals"]["commands"].as_u64().unwrap();
+    assert!(n > 0);
+    let trace = b.case_trace("flush_1");
+    assert_eq!(trace.len() as u64, n, "{trace:?}");
+    assert!(trace.iter().all(|e| *e == TraceEvent::Flush { nsid: 1 }));
+    b.ok("noop_1");
+    assert!(b.case_trace("noop_1").is_empty());
+}
+
+/// A command longer than the device's maximum transfer is refused with an
+/// error naming MDTS, and nothing reaches the device.
+#[test]
+fn command_beyond_mdts_is_refused() {
+    let Some(b) = boot() else { return };
+    let (rc, _, err) = b.case("mdts_too_big");
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("--max-blocks"), "{err}");
+    assert!(err.contains("MDTS"), "{err}");
+    assert!(b.case_trace("mdts_too_big").is_empty());
+}
+
+/// The safety guard refuses a namespace with a partition table, one with a
+/// filesystem signature, and a mounted one; none of their bytes change and
+/// no Write reaches the device.
+#[test]
+fn safety_guard_refuses_partitioned_formatted_and_mounted_namespaces() {
+    let Some(b) = boot() else { return };
+    assert!(
+        b.read("ns1_parts").contains("nvme0n1p1"),
+        "sfdisk made no partition: {}",
+        b.read("sfdisk.log")
+    );
+    assert!(
+        b.read("mounted").contains("/mnt"),
+        "{}",
+        b.read("mount.log")
+    );
+    for (case, before, after) in [
+        (
+            "safety_parted",
+            "safety_parted.before",
+            "safety_parted.after",
+        ),
+        ("safety_fs", "safety_fs.before", "safety_fs.after"),
+        ("safety_mounted", "safety_fs.before", "safety_mounted.after"),
+    ] {
+        let (rc, out, err) = b.case(case);
+        assert_ne!(rc, 0, "{case} was not refused: {out}{err}");
+        assert!(
+            err.contains("refuse") || err.contains("--allow-destroy"),
+            "{case}: {err}"
+        );
+        assert_eq!(b.read(before), b.read(after), "{case}: bytes changed");
+        assert!(
+            !b.case_trace(case)
+                .iter()
+                .any(|e| matches!(e, TraceEvent::Rw { write: true, .. })),
+            "{case}: a Write reached the device"
+        );
+    }
+}
+
+/// Data really moves: a storage-write run puts the buffer's random content
+/// on the namespace, a storage-read run of the same region brings it back
+/// into a zeroed buffer with the same checksum, and the namespace's bytes
+/// (read through the block device) have it too.
+#[test]
+fn data_round_trips_through_the_namespace() {
+    let Some(b) = boot() else { return };
+    b.ok("rt_write");
+    b.ok("rt_read");
+    let w = b.json("rt_write.json");
+    let r = b.json("rt_read.json");
+    let ws = w["result"]["buffer_sha256"]
+        .as_str()
+        .expect("buffer_sha256");
+    let rs = r["result"]["buffer_sha256"]
+        .as_str()
+        .expect("buffer_sha256");
+    assert_eq!(ws.len(), 64);
+    assert_eq!(ws, rs, "the read-back buffer differs from the written one");
+    assert_eq!(b.read("rt_device.sha256").trim(), ws);
+    for (case, write) in [("rt_write", true), ("rt_read", false)] {
+        let t = guard_reads_removed(b.case_trace(case), write, case);
+        assert_eq!(t.len(), 256, "{case}");
+        assert!(t
+            .iter()
+            .all(|e| matches!(e, TraceEvent::Rw { write: w, nsid: 2, nlb: 1, .. } if *w == write)));
+    }
+}
+
+/// `--format-before` sends Format NVM (no secure erase) before a storage-write
+/// run: what was on the namespace is gone (zeros) apart from the run's own
+/// block; it is refused for a run that does not write storage.
+#[test]
+fn format_before_erases_the_namespace() {
+    let Some(b) = boot() else { return };
+    let (rc, _, err) = b.case("fmt_refused");
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("--format-before"), "{err}");
+    assert!(b.case_trace("fmt_refused").is_empty());
+    let (rc, out, err) = b.case("fmt_write");
+    assert_eq!(rc, 0, "{err}{out}");
+    assert!(err.contains("formatted /dev/ng0n2"), "{err}");
+    assert_eq!(b.read("fmt_rest.sha256"), b.read("zero255.sha256"));
+    let t = guard_reads_removed(b.case_trace("fmt_write"), true, "fmt_write");
+    assert_eq!(
+        t,
+        vec![TraceEvent::Rw {
+            write: true,
+            nsid: 2,
+            nlb: 1,
+            lba: 0
+        }]
+    );
+}

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# bench-load.sh: `dmalab load` against fio (io_uring, fixedbufs=1,
+# registerfiles=1) on the same file, block size, queue depth, CPU list,
+# access order and duration; five interleaved pairs; median and range of
+# each ratio dmalab/fio.
+#
+#   scripts/bench-load.sh            # build, then run (about 50 x SECONDS s)
+#   SECONDS_PER_RUN=10 PAIRS=5 CPUS=0 IODEPTH=16 DIR=/var/tmp scripts/bench-load.sh
+#
+# Metrics: bandwidth of random 128 KiB reads, IOPS of sequential 4 KiB
+# reads (dmalab's single pattern), CPU time per command in both, and the
+# rate error of each tool at 10%, 50% and 90% of its own maximum IOPS: the
+# worst whole 1-second window's |rate - target| / target, computed the same
+# way for both (windows ending at least 100 ms before the stop) from
+# per-command completion times (dmalab's rate checker; fio's per-I/O
+# latency log, whose times are completion times in ms).
+set -euo pipefail
+
+SECS=${SECONDS_PER_RUN:-5}
+PAIRS=${PAIRS:-5}
+CPUS=${CPUS:-0}
+IODEPTH=${IODEPTH:-16}
+DIR=${DIR:-/var/tmp}
+SIZE=${SIZE:-1G}
+cd "$(dirname "$0")/.."
+
+command -v fio >/dev/null || { echo "bench-load: fio is not installed (apt-get install fio)" >&2; exit 1; }
+cargo build --release -q -p dmalab
+DMALAB=$PWD/target/release/dmalab
+
+WORK=$(mktemp -d "$DIR/bench-load.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+FILE=$WORK/target.dat
+# One file with written data for both tools.
+"$DMALAB" load --target "$FILE" --size "$SIZE" --keep --engine io_uring --commands 1 -q >/dev/null 2>&1
+
+fio_cmd() { # bs rw extra...
+  local bs=$1 rw=$2; shift 2
+  echo fio --name=bench --filename="$FILE" --ioengine=io_uring --fixedbufs=1 --registerfiles=1 \
+    --direct=1 --thread=1 --rw="$rw" --bs="$bs" --iodepth="$IODEPTH" --iodepth_batch_complete_min=1 \
+    --cpus_allowed="$CPUS" --size="$SIZE" --time_based=1 --runtime="$SECS" --norandommap=1 \
+    --randrepeat=0 --output-format=json "$@"
+}
+dmalab_cmd() { # bs pattern offsets extra...
+  local bs=$1 pattern=$2 offsets=$3; shift 3
+  echo "$DMALAB" load --target "$FILE" --engine io_uring --bs "$bs" --max-blocks 1 --pattern "$pattern" \
+    --device-offsets "$offsets" --iodepth "$IODEPTH" --cpus-allowed "$CPUS" --runtime "$SECS" -q "$@"
+}
+
+echo "# dmalab load vs fio: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
+echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (a shared machine: figures are noisy)"
+echo "# file $FILE ($SIZE on $(df --output=source "$DIR" | tail -1)), cpus $CPUS, iodepth $IODEPTH, ${SECS}s per run, $PAIRS interleaved pairs"
+echo "# fio command lines (exact, plus --rate_iops=N --write_lat_log=... --log_avg_msec=0 for the rate runs):"
+echo "#   $(fio_cmd 128k randread)"
+echo "#   $(fio_cmd 4k read)"
+echo "# dmalab command lines:"
+echo "#   $(dmalab_cmd 128K random random) --output R.json"
+echo "#   $(dmalab_cmd 4K single sequential) --output R.json"
+
+run_fio() { # out bs rw extra...
+  local out=$1; shift
+  $(fio_cmd "$@") >"$out"
+}
+run_dmalab() { # out bs pattern offsets extra...
+  local out=$1; shift
+  $(dmalab_cmd "$@") --output "$out" >/dev/null
+}
+
+python_summary() {
+python3 - "$WORK" "$PAIRS" "$SECS" <<'EOF'
+import json, sys, glob, os, statistics as st
+work, pairs, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+
+def fio_job(p):
+    return json.load(open(p))["jobs"][0]
+
+def fio_cpu_per_cmd(j):
+    r = j["read"]
+    cpu_s = (j["usr_cpu"] + j["sys_cpu"]) / 100.0 * (j["job_runtime"] / 1000.0)
+    return 1e9 * cpu_s / max(r["total_ios"], 1)
+
+def dm(p):
+    return json.load(open(p))["result"]
+
+def ratio_line(name, pairs_vals, unit_fmt):
+    rs = [d / f for d, f in pairs_vals if f > 0]
+    dms = [d for d, _ in pairs_vals]; fis = [f for _, f in pairs_vals]
+    print(f"{name:<34} dmalab {unit_fmt(st.median(dms)):>14}  fio {unit_fmt(st.median(fis)):>14}  "
+          f"ratio median {st.median(rs):.3f}  range [{min(rs):.3f}, {max(rs):.3f}]")
+
+bw = [(dm(f"{work}/dm-rand-{i}.json")["rates"]["data_bw_bytes"], fio_job(f"{work}/fio-rand-{i}.json")["read"]["bw_bytes"]) for i in range(pairs)]
+iops = [(dm(f"{work}/dm-single-{i}.json")["rates"]["iops"], fio_job(f"{work}/fio-single-{i}.json")["read"]["iops"]) for i in range(pairs)]
+cpu4 = [(dm(f"{work}/dm-single-{i}.json")["cpu"]["cpu_ns_per_command"], fio_cpu_per_cmd(fio_job(f"{work}/fio-single-{i}.json"))) for i in range(pairs)]
+cpu128 = [(dm(f"{work}/dm-rand-{i}.json")["cpu"]["cpu_ns_per_command"], fio_cpu_per_cmd(fio_job(f"{work}/fio-rand-{i}.json"))) for i in range(pairs)]
+mib = lambda v: f"{v/2**20:.1f} MiB/s"
+ratio_line("random 128 KiB bandwidth", bw, mib)
+ratio_line("single 4 KiB IOPS", iops, lambda v: f"{v:.0f}/s")
+ratio_line("CPU per command, single 4 KiB", cpu4, lambda v: f"{v/1000:.2f} us")
+ratio_line("CPU per command, random 128 KiB", cpu128, lambda v: f"{v/1000:.2f} us")
+json.dump({"dm_max_iops": st.median([d for d, _ in iops]), "fio_max_iops": st.median([f for _, f in iops])},
+          open(f"{work}/max.json", "w"))
+EOF
+}
+
+fio_rate_error() { # lat-log target_iops
+python3 - "$1" "$2" "$SECS" <<'EOF'
+import sys
+log, target, secs = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+whole = int((secs - 0.1) // 1)       # windows ending >= 100 ms before the stop
+w = [0] * whole
+for line in open(log):
+    t_ms = int(line.split(",")[0])    # completion time, ms since the job start
+    k = t_ms // 1000
+    if k < whole:
+        w[k] += 1
+print(max(abs(x - target) / target * 100 for x in w))
+EOF
+}
+
+for i in $(seq 0 $((PAIRS - 1))); do
+  if (( i % 2 == 0 )); then
+    run_fio "$WORK/fio-rand-$i.json" 128k randread; run_dmalab "$WORK/dm-rand-$i.json" 128K random random
+    run_fio "$WORK/fio-single-$i.json" 4k read; run_dmalab "$WORK/dm-single-$i.json" 4K single sequential
+  else
+    run_dmalab "$WORK/dm-rand-$i.json" 128K random random; run_fio "$WORK/fio-rand-$i.json" 128k randread
+    run_dmalab "$WORK/dm-single-$i.json" 4K single sequential; run_fio "$WORK/fio-single-$i.json" 4k read
+  fi
+done
+echo
+python_summary
+read -r DM_MAX FIO_MAX < <(python3 -c "import json;d=json.load(open('$WORK/max.json'));print(d['dm_max_iops'], d['fio_max_iops'])")
+
+echo
+echo "# rate error: worst 1-s window, percent off the target (single 4 KiB, --rate-iops / rate_iops)"
+for pct in 10 50 90; do
+  DM_T=$(python3 -c "print(int($DM_MAX*$pct/100))")
+  FIO_T=$(python3 -c "print(int($FIO_MAX*$pct/100))")
+  dms=(); fios=()
+  for i in $(seq 0 $((PAIRS - 1))); do
+    one_dm() {
+      run_dmalab "$WORK/dm-rate.json" 4K single sequential --rate-iops "$DM_T"
+      dms+=("$(python3 -c "import json;print(json.load(open('$WORK/dm-rate.json'))['result']['rate_check']['window_max_error_pct'])")")
+    }
+    one_fio() {
+      rm -f "$WORK"/lat*.log
+      run_fio "$WORK/fio-rate.json" 4k read --rate_iops="$FIO_T" --write_lat_log="$WORK/lat" --log_avg_msec=0
+      fios+=("$(fio_rate_error "$(ls "$WORK"/lat_clat*.log | head -1)" "$FIO_T")")
+    }
+    if (( i % 2 == 0 )); then one_fio; one_dm; else one_dm; one_fio; fi
+  done
+  python3 - "$pct" "$DM_T" "$FIO_T" "${dms[*]}" "${fios[*]}" <<'EOF'
+import sys, statistics as st
+pct, dt, ft = sys.argv[1], sys.argv[2], sys.argv[3]
+d = [float(x) for x in sys.argv[4].split()]; f = [float(x) for x in sys.argv[5].split()]
+r = [a / b for a, b in zip(d, f) if b > 0]
+rr = f"ratio median {st.median(r):.3f} range [{min(r):.3f}, {max(r):.3f}]" if r else "ratio n/a (fio error 0)"
+print(f"rate {pct:>2}% of max: dmalab {dt}/s worst window median {st.median(d):.3f}% [{min(d):.3f}, {max(d):.3f}]  "
+      f"fio {ft}/s median {st.median(f):.3f}% [{min(f):.3f}, {max(f):.3f}]  {rr}")
+EOF
+done
+echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds the NVMe test guest's initramfs: the Debian initrd (kernel modules,
+# busybox) with a cpio appended that holds dmalab, nvme-cli, mke2fs, sfdisk,
+# wipefs (and fio with --with-fio), their shared libraries (from ldd), the
+# guest init and the job script to run.
+#
+#   mkinitrd.sh OUT.img DMALAB_BIN JOB_SCRIPT [--with-fio]
+#
+# The Debian initrd has a merged /usr (bin, lib, lib64 are links into usr/),
+# so everything goes under usr/: a real bin/ or lib/ in our cpio would hide it.
+# Our programs and libraries live in usr/dmalab/{bin,lib}: a file extracted
+# over an existing path is written in place, and the initrd's busybox applets
+# (mke2fs among them) are 256 hard links to one inode, so a same-named file
+# would overwrite busybox itself.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="$1"; dmalab="$2"; job="$3"; shift 3
+with_fio=0
+for a in "$@"; do
+  case "$a" in
+    --with-fio) with_fio=1 ;;
+    *) echo "mkinitrd.sh: unknown option $a" >&2; exit 2 ;;
+  esac
+done
+kver="${DMALAB_VM_KVER:-6.1.0-56-amd64}"
+base="/boot/initrd.img-$kver"
+[ -r "$base" ] || { echo "mkinitrd.sh: $base missing (apt-get install linux-image-amd64)" >&2; exit 1; }
+
+root="$(mktemp -d)"
+trap 'rm -rf "$root"' EXIT
+mkdir -p "$root/usr/dmalab/bin" "$root/usr/dmalab/lib"
+
+# Copies a library (resolving links) to the same place under usr/.
+copy_lib() {
+  local lib="$1" dest
+  case "$lib" in
+    */ld-linux*) return 0 ;; # the initrd's loader (same Debian release)
+  esac
+  dest="$root/usr/dmalab/lib/$(basename "$lib")"
+  [ -e "$dest" ] && return 0
+  mkdir -p "$(dirname "$dest")"
+  cp -L "$lib" "$dest"
+}
+
+add_bin() {
+  local src="$1" dest="$root/usr/dmalab/bin/$2"
+  cp -L "$src" "$dest"
+  chmod 755 "$dest"
+  ldd "$src" | awk '/=>/ {print $3} /^\t\/lib/ {print $1}' | while read -r lib; do
+    [ -n "$lib" ] && copy_lib "$lib"
+  done
+}
+
+add_bin "$dmalab" dmalab
+# Debug builds carry hundreds of MiB of debug info: not needed in the guest.
+strip --strip-debug "$root/usr/dmalab/bin/dmalab" 2>/dev/null || true
+add_bin /usr/sbin/nvme nvme
+add_bin /usr/sbin/mke2fs mke2fs
+add_bin /usr/sbin/sfdisk sfdisk
+add_bin /usr/sbin/wipefs wipefs
+add_bin /usr/sbin/blkid blkid
+if [ "$with_fio" = 1 ]; then
+  add_bin /usr/bin/fio fio
+fi
+cp "$here/guest-init.sh" "$root/usr/dmalab/init"
+cp "$here/guest-lib.sh" "$root/usr/dmalab/lib.sh"
+cp "$job" "$root/usr/dmalab/job.sh"
+chmod 755 "$root/usr/dmalab/init" "$root/usr/dmalab/job.sh"
+
+tmp="$out.tmp.$$"
+cp "$base" "$tmp"
+# The kernel unpacks concatenated archives in order; ours comes last.
+(cd "$root" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) >>"$tmp"
+mv "$tmp" "$out"
