@@ -24,6 +24,14 @@ pub struct Victim {
     pub unused_prefetch: bool,
 }
 
+/// One way of one set. Kept together so a lookup touches one host cache
+/// line for a 4-way set.
+#[derive(Clone, Copy)]
+struct Slot {
+    tag: u64,
+    stamp: u64,
+}
+
 /// One cache's state.
 pub struct Cache {
     ways: usize,
@@ -31,8 +39,7 @@ pub struct Cache {
     mask: u64,
     pow2: bool,
     policy: Replacement,
-    tags: Vec<u64>,
-    stamps: Vec<u64>,
+    slots: Vec<Slot>,
     dirty: Vec<bool>,
     prefetched: Vec<bool>,
     fill: Vec<u64>,
@@ -54,8 +61,13 @@ impl Cache {
             mask: sets.wrapping_sub(1),
             pow2: sets.is_power_of_two(),
             policy,
-            tags: vec![INVALID; n],
-            stamps: vec![0; n],
+            slots: vec![
+                Slot {
+                    tag: INVALID,
+                    stamp: 0
+                };
+                n
+            ],
             dirty: vec![false; n],
             prefetched: vec![false; n],
             fill: vec![0; n],
@@ -87,9 +99,9 @@ impl Cache {
     #[inline]
     pub fn lookup(&self, line: u64) -> Option<usize> {
         let b = self.base(line);
-        self.tags[b..b + self.ways]
+        self.slots[b..b + self.ways]
             .iter()
-            .position(|&t| t == line)
+            .position(|s| s.tag == line)
             .map(|w| b + w)
     }
 
@@ -98,7 +110,7 @@ impl Cache {
     #[inline]
     pub fn touch(&mut self, slot: usize, write: bool) -> bool {
         self.tick += 1;
-        self.stamps[slot] = self.tick;
+        self.slots[slot].stamp = self.tick;
         self.dirty[slot] |= write;
         std::mem::replace(&mut self.prefetched[slot], false)
     }
@@ -129,7 +141,7 @@ impl Cache {
         let b = self.base(line);
         let lim = way_limit.clamp(1, self.ways);
         let slot = b + self.choose(b, lim);
-        let old = self.tags[slot];
+        let old = self.slots[slot].tag;
         let victim = (old != INVALID).then(|| Victim {
             line: old,
             dirty: self.dirty[slot],
@@ -137,8 +149,10 @@ impl Cache {
             unused_prefetch: self.prefetched[slot],
         });
         self.tick += 1;
-        self.tags[slot] = line;
-        self.stamps[slot] = self.tick;
+        self.slots[slot] = Slot {
+            tag: line,
+            stamp: self.tick,
+        };
         self.dirty[slot] = dirty;
         self.prefetched[slot] = prefetched;
         self.fill[slot] = fill;
@@ -147,28 +161,30 @@ impl Cache {
 
     #[inline]
     fn choose(&self, b: usize, lim: usize) -> usize {
-        let tags = &self.tags[b..b + lim];
-        if let Some(w) = tags.iter().position(|&t| t == INVALID) {
-            return w;
-        }
-        let stamps = &self.stamps[b..b + lim];
-        match self.policy {
-            Replacement::Lru => argmin(stamps, |_| true),
-            Replacement::CleanFirst => {
-                let dirty = &self.dirty[b..b + lim];
-                if dirty.iter().any(|d| !d) {
-                    argmin(stamps, |w| !dirty[w])
-                } else {
-                    argmin(stamps, |_| true)
-                }
+        let set = &self.slots[b..b + lim];
+        // One pass: an invalid way wins; else the least recently used (clean
+        // first under the paper's policy).
+        let clean_first = self.policy == Replacement::CleanFirst;
+        let mut best = 0;
+        let mut best_key = u128::MAX;
+        for (w, s) in set.iter().enumerate() {
+            if s.tag == INVALID {
+                return w;
+            }
+            let dirty_rank = (clean_first && self.dirty[b + w]) as u128;
+            let key = (dirty_rank << 64) | s.stamp as u128;
+            if key < best_key {
+                best_key = key;
+                best = w;
             }
         }
+        best
     }
 
     /// Removes a slot's line; returns (dirty, fill).
     #[inline]
     pub fn remove(&mut self, slot: usize) -> (bool, u64) {
-        self.tags[slot] = INVALID;
+        self.slots[slot].tag = INVALID;
         self.prefetched[slot] = false;
         (
             std::mem::replace(&mut self.dirty[slot], false),
@@ -181,19 +197,6 @@ impl Cache {
     pub fn is_dirty(&self, slot: usize) -> bool {
         self.dirty[slot]
     }
-}
-
-#[inline]
-fn argmin(stamps: &[u64], ok: impl Fn(usize) -> bool) -> usize {
-    let mut best = usize::MAX;
-    let mut best_s = u64::MAX;
-    for (w, &s) in stamps.iter().enumerate() {
-        if s < best_s && ok(w) {
-            best = w;
-            best_s = s;
-        }
-    }
-    best.min(stamps.len() - 1)
 }
 
 #[cfg(test)]

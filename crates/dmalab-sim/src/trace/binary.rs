@@ -179,6 +179,32 @@ impl<R: Read> BinaryDecoder<R> {
 impl<R: Read> RecordSource for BinaryDecoder<R> {
     #[inline]
     fn next_record(&mut self, rec: &mut Record) -> Result<bool, TraceError> {
+        // Fast path: a plain record (not a gap or transfer) in the buffer.
+        if self.end - self.pos >= RECORD_LEN {
+            let b = &self.buf[self.pos..self.pos + RECORD_LEN];
+            let ctl = u32::from_le_bytes([b[12], b[13], b[14], b[15]]);
+            let kind = match ctl & 0xf {
+                0 => Some(Kind::Ref),
+                1 => Some(Kind::Begin),
+                2 => Some(Kind::End),
+                _ => None,
+            };
+            if let Some(kind) = kind {
+                rec.addr = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+                rec.len = u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
+                rec.gap_ns = (ctl >> GAP_SHIFT) as u64;
+                rec.kind = kind;
+                rec.write = ctl & FLAG_WRITE != 0;
+                rec.source = if ctl & FLAG_DMA != 0 {
+                    Source::Dma
+                } else {
+                    Source::Cpu
+                };
+                rec.dur_ns = 0;
+                self.pos += RECORD_LEN;
+                return Ok(true);
+            }
+        }
         let mut extra_gap = 0u64;
         loop {
             let Some((a, len, ctl)) = self.slot()? else {
