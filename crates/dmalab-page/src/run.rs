@@ -154,7 +154,11 @@ fn setup_swap(cfg: &PageConfig, ledger: &mut Ledger) -> Result<Option<PathBuf>, 
                     .into());
                 }
             }
-            let size = size_bytes.unwrap_or(cfg.map_bytes.max(64 << 20));
+            // Twice the map: a page swapped back in keeps its swap slot while
+            // it sits in the swap cache, so slots for the whole map plus the
+            // resident part can be taken at once; a zram device sized to the
+            // map alone fills up and the cgroup OOM-kills the worker.
+            let size = size_bytes.unwrap_or((2 * cfg.map_bytes).max(64 << 20));
             swap::zram_configure(id, size, algorithm.as_deref())
                 .map_err(setup_err("configure zram"))?;
             let dev = PathBuf::from(format!("/dev/zram{id}"));
