@@ -36,7 +36,6 @@ pub struct OutputArgs {
 
 impl OutputArgs {
     /// Writes `doc` (or `text`) to `--output` if one was given.
-    #[allow(dead_code)] // used by every measuring command as it lands
     pub fn write<T: Serialize>(&self, doc: &T, text: &str) -> anyhow::Result<()> {
         if let Some(path) = &self.output {
             write_result(path, self.output_format.into(), doc, text)
