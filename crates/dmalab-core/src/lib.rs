@@ -9,6 +9,7 @@ pub mod cpus;
 pub mod error;
 pub mod hist;
 pub mod host;
+pub mod livestats;
 pub mod output;
 pub mod safety;
 pub mod schema;

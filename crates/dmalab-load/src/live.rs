@@ -2,19 +2,7 @@
 //! complete, in a 4096-byte page that `--live-stats FILE` maps from a file so
 //! another process (the experiment runner) can take exact snapshots.
 //!
-//! Layout (little-endian u64 fields; the magic is 8 bytes):
-//!
-//! | offset | field                                         |
-//! |-------:|-----------------------------------------------|
-//! | 0      | magic `b"DMALSTAT"`                           |
-//! | 8      | version = 1                                   |
-//! | 16     | pid of the `dmalab load` process              |
-//! | 24     | state: 0 starting, 1 running, 2 finished      |
-//! | 32     | data bytes completed                          |
-//! | 40     | commands completed                            |
-//! | 48     | blocks completed                              |
-//! | 56     | CLOCK_MONOTONIC ns of the last update         |
-//! | 64     | CLOCK_MONOTONIC ns when the load started      |
+//! Layout: `dmalab_core::livestats` (shared with the reader in `dmalab run`).
 //!
 //! Without `--live-stats` the same page is anonymous memory: the per-second
 //! reporter reads the totals from it either way.
@@ -25,22 +13,11 @@ use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Size of the page.
-pub const LIVE_BYTES: usize = 4096;
-/// The magic at offset 0.
-pub const MAGIC: &[u8; 8] = b"DMALSTAT";
-/// Layout version.
-pub const VERSION: u64 = 1;
+use dmalab_core::livestats::off;
+pub use dmalab_core::livestats::{state, MAGIC, VERSION};
 
-/// State values at offset 24.
-pub mod state {
-    /// Set up, not yet issuing.
-    pub const STARTING: u64 = 0;
-    /// Issuing commands.
-    pub const RUNNING: u64 = 1;
-    /// Done; the counters are final.
-    pub const FINISHED: u64 = 2;
-}
+/// Size of the page.
+pub const LIVE_BYTES: usize = dmalab_core::livestats::LEN;
 
 /// CLOCK_MONOTONIC, nanoseconds.
 pub fn monotonic_ns() -> u64 {
@@ -99,14 +76,16 @@ impl LiveStats {
             return Err(std::io::Error::last_os_error());
         }
         let s = Self { base: base.cast() };
-        s.field(8).store(VERSION, Ordering::Relaxed);
+        s.field(off::VERSION).store(VERSION, Ordering::Relaxed);
         // SAFETY: pid is a plain value.
-        s.field(16)
+        s.field(off::PID)
             .store(u64::from(std::process::id()), Ordering::Relaxed);
-        s.field(24).store(state::STARTING, Ordering::Relaxed);
-        s.field(56).store(monotonic_ns(), Ordering::Relaxed);
+        s.field(off::STATE)
+            .store(state::STARTING, Ordering::Relaxed);
+        s.field(off::UPDATED_NS)
+            .store(monotonic_ns(), Ordering::Relaxed);
         // The magic last, so a reader that sees it sees a valid page.
-        s.field(0)
+        s.field(off::MAGIC)
             .store(u64::from_le_bytes(*MAGIC), Ordering::Release);
         Ok(s)
     }
@@ -120,37 +99,44 @@ impl LiveStats {
 
     /// Marks the load as started now.
     pub fn set_running(&self, start_monotonic_ns: u64) {
-        self.field(64).store(start_monotonic_ns, Ordering::Relaxed);
-        self.field(56).store(monotonic_ns(), Ordering::Relaxed);
-        self.field(24).store(state::RUNNING, Ordering::Release);
+        self.field(off::STARTED_NS)
+            .store(start_monotonic_ns, Ordering::Relaxed);
+        self.field(off::UPDATED_NS)
+            .store(monotonic_ns(), Ordering::Relaxed);
+        self.field(off::STATE)
+            .store(state::RUNNING, Ordering::Release);
     }
 
     /// Marks the counters final.
     pub fn set_finished(&self) {
-        self.field(56).store(monotonic_ns(), Ordering::Relaxed);
-        self.field(24).store(state::FINISHED, Ordering::Release);
+        self.field(off::UPDATED_NS)
+            .store(monotonic_ns(), Ordering::Relaxed);
+        self.field(off::STATE)
+            .store(state::FINISHED, Ordering::Release);
     }
 
     /// Adds one completion batch.
     pub fn add(&self, bytes: u64, commands: u64, blocks: u64) {
-        self.field(32).fetch_add(bytes, Ordering::Relaxed);
-        self.field(40).fetch_add(commands, Ordering::Relaxed);
-        self.field(48).fetch_add(blocks, Ordering::Relaxed);
-        self.field(56).store(monotonic_ns(), Ordering::Release);
+        self.field(off::BYTES).fetch_add(bytes, Ordering::Relaxed);
+        self.field(off::COMMANDS)
+            .fetch_add(commands, Ordering::Relaxed);
+        self.field(off::BLOCKS).fetch_add(blocks, Ordering::Relaxed);
+        self.field(off::UPDATED_NS)
+            .store(monotonic_ns(), Ordering::Release);
     }
 
     /// (bytes, commands, blocks) so far.
     pub fn totals(&self) -> (u64, u64, u64) {
         (
-            self.field(32).load(Ordering::Acquire),
-            self.field(40).load(Ordering::Acquire),
-            self.field(48).load(Ordering::Acquire),
+            self.field(off::BYTES).load(Ordering::Acquire),
+            self.field(off::COMMANDS).load(Ordering::Acquire),
+            self.field(off::BLOCKS).load(Ordering::Acquire),
         )
     }
 
     /// The state field.
     pub fn state(&self) -> u64 {
-        self.field(24).load(Ordering::Acquire)
+        self.field(off::STATE).load(Ordering::Acquire)
     }
 }
 

@@ -7,9 +7,9 @@ use dmalab_core::units::{fmt_bytes, fmt_ns};
 use serde::{Deserialize, Serialize};
 
 /// Bytes of one NVMe submission queue entry (the command the device reads).
-pub const NVME_COMMAND_BYTES: u64 = 64;
+pub const NVME_COMMAND_BYTES: u64 = dmalab_nvme::cmd::SQE_BYTES;
 /// Bytes of one NVMe completion queue entry (what the device writes back).
-pub const NVME_COMPLETION_BYTES: u64 = 16;
+pub const NVME_COMPLETION_BYTES: u64 = dmalab_nvme::cmd::CQE_BYTES;
 
 /// The thesis' bandwidth formula (section 5.2) with `bs` in place of 4096:
 /// `(blocks * bs + commands * (64 B + 16 B)) / runtime`, bytes per second.

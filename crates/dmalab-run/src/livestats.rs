@@ -22,32 +22,10 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Size of the file.
-pub const FILE_LEN: usize = 4096;
-/// The magic at offset 0.
-pub const MAGIC: &[u8; 8] = b"DMALSTAT";
-/// The layout version this reader knows.
-pub const VERSION: u64 = 1;
+pub use dmalab_core::livestats::{off, MAGIC, VERSION};
 
-/// Offsets of the fields.
-pub mod off {
-    /// u64 version.
-    pub const VERSION: usize = 8;
-    /// u64 pid.
-    pub const PID: usize = 16;
-    /// u64 state.
-    pub const STATE: usize = 24;
-    /// u64 data bytes.
-    pub const BYTES: usize = 32;
-    /// u64 commands.
-    pub const COMMANDS: usize = 40;
-    /// u64 blocks.
-    pub const BLOCKS: usize = 48;
-    /// u64 update stamp, CLOCK_MONOTONIC ns.
-    pub const UPDATED_NS: usize = 56;
-    /// u64 start stamp, CLOCK_MONOTONIC ns.
-    pub const STARTED_NS: usize = 64;
-}
+/// Size of the file.
+pub const FILE_LEN: usize = dmalab_core::livestats::LEN;
 
 /// The writer's state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -167,8 +145,8 @@ impl LiveStats {
             s = Snapshot {
                 pid: self.u64_at(off::PID),
                 state: match self.u64_at(off::STATE) {
-                    0 => State::Starting,
-                    1 => State::Running,
+                    dmalab_core::livestats::state::STARTING => State::Starting,
+                    dmalab_core::livestats::state::RUNNING => State::Running,
                     _ => State::Finished,
                 },
                 data_bytes: self.u64_at(off::BYTES),
