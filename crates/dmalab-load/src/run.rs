@@ -645,7 +645,10 @@ fn worker_loop(
                     (0, None)
                 }
             }
-            _ => (1, Some(POLL)),
+            // Nothing can be queued before a completion frees a slot (and
+            // a stop or the deadline only drains what is in flight): wait
+            // for one without arming a timer on every wait.
+            _ => (1, None),
         };
         comps.clear();
         if let Err(e) = eng.submit_and_reap(min, timeout, &mut comps) {

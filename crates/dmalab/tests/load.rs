@@ -674,3 +674,56 @@ fn trace_records_every_transfer() {
     let (lo, hi) = (*addrs.first().unwrap(), *addrs.last().unwrap());
     assert!(addrs.len() > 10 && hi - lo < 1 << 20);
 }
+
+/// (reads completed, reads merged) of a block device, from
+/// /sys/block/NAME/stat.
+fn block_reads(dev: &Path) -> (u64, u64) {
+    let name = dev.file_name().unwrap().to_str().unwrap();
+    let stat = std::fs::read_to_string(format!("/sys/block/{name}/stat")).unwrap();
+    let v: Vec<u64> = stat
+        .split_whitespace()
+        .take(2)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    (v[0], v[1])
+}
+
+#[test]
+fn sequential_commands_reach_the_device_unmerged() {
+    // Adjacent 4 KiB reads handed to the kernel in one batch are merged by
+    // the block layer's plug into one request; the device would then see a
+    // few large commands instead of the 4 KiB commands dmalab counts (and
+    // fio issues). Each command must arrive as one request.
+    if !common::need("loop devices (root)", loop_devices_available()) {
+        return;
+    }
+    let l = LoopDev::new(16 << 20, true, |_| {}, false);
+    let _ = std::process::Command::new("udevadm").arg("settle").status();
+    let dev = l.dev.to_str().unwrap();
+    let before = block_reads(&l.dev);
+    let (code, _, stderr, json) = load(&[
+        "--target",
+        dev,
+        "--pattern",
+        "single",
+        "--device-offsets",
+        "sequential",
+        "--bs",
+        "4K",
+        "--iodepth",
+        "16",
+        "--commands",
+        "4000",
+        "-q",
+    ]);
+    let after = block_reads(&l.dev);
+    assert_eq!(code, 0, "{stderr}");
+    let j = json.expect("JSON written");
+    assert_eq!(u(&j, "/result/totals/commands"), 4000);
+    let (reads, merged) = (after.0 - before.0, after.1 - before.1);
+    assert!(
+        reads >= 4000 && merged <= 40,
+        "4000 commands reached {} as {reads} requests, {merged} merged",
+        dev
+    );
+}
