@@ -4,7 +4,7 @@
 # access order and duration; five interleaved pairs; median and range of
 # each ratio dmalab/fio.
 #
-#   scripts/bench-load.sh            # build, then run (about 50 x SECONDS s)
+#   scripts/bench-load.sh            # build, then run (about 55 x SECONDS s)
 #   SECONDS_PER_RUN=10 PAIRS=5 CPUS=0 IODEPTH=16 DIR=/var/tmp scripts/bench-load.sh
 #
 # Metrics: bandwidth of random 128 KiB reads, IOPS of sequential 4 KiB
@@ -14,6 +14,15 @@
 # way for both (windows ending at least 100 ms before the stop) from
 # per-command completion times (dmalab's rate checker; fio's per-I/O
 # latency log, whose times are completion times in ms).
+#
+# Buffers: fio reads into iodepth x bs bytes of io_u buffers (64 KiB for
+# 16 x 4 KiB), so dmalab gets --buffer of the same size; its default 64 MiB
+# buffer is measured as well (one more 4 KiB run per pair) and printed on
+# its own line: on a virtio disk the host copies each block into guest
+# memory, and a destination that no longer fits in the host's caches costs
+# IOPS (the very effect dmalab exists to measure).
+# Device requests per command (from /sys/class/block/DEV/stat around each
+# 4 KiB run) show whether the block layer merged commands.
 set -euo pipefail
 
 SECS=${SECONDS_PER_RUN:-5}
@@ -23,6 +32,7 @@ IODEPTH=${IODEPTH:-16}
 DIR=${DIR:-/var/tmp}
 SIZE=${SIZE:-1G}
 cd "$(dirname "$0")/.."
+(( SECS >= 2 )) || { echo "bench-load: SECONDS_PER_RUN must be at least 2 (the rate error needs a whole 1-s window)" >&2; exit 1; }
 
 command -v fio >/dev/null || { echo "bench-load: fio is not installed (apt-get install fio)" >&2; exit 1; }
 cargo build --release -q -p dmalab
@@ -46,6 +56,13 @@ dmalab_cmd() { # bs pattern offsets extra...
   echo "$DMALAB" load --target "$FILE" --engine io_uring --bs "$bs" --max-blocks 1 --pattern "$pattern" \
     --device-offsets "$offsets" --iodepth "$IODEPTH" --cpus-allowed "$CPUS" --runtime "$SECS" -q "$@"
 }
+kib() { echo "$(( ${1%K} * IODEPTH ))K"; } # fio's buffer for bs=NK: iodepth x bs
+DEV=$(basename "$(df --output=source "$DIR" | tail -1)")
+STAT=/sys/class/block/$DEV/stat
+[[ -r $STAT ]] || STAT=
+devstat() { # -> "reads merged" of the file's block device (empty when unknown)
+  [[ -n $STAT ]] && awk '{print $1, $2}' "$STAT" || echo "0 0"
+}
 
 echo "# dmalab load vs fio: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (a shared machine: figures are noisy)"
@@ -54,16 +71,23 @@ echo "# fio command lines (exact, plus --rate_iops=N --write_lat_log=... --log_a
 echo "#   $(fio_cmd 128k randread)"
 echo "#   $(fio_cmd 4k read)"
 echo "# dmalab command lines:"
-echo "#   $(dmalab_cmd 128K random random) --output R.json"
-echo "#   $(dmalab_cmd 4K single sequential) --output R.json"
+echo "#   $(dmalab_cmd 128K random random --buffer "$(kib 128K)") --output R.json"
+echo "#   $(dmalab_cmd 4K single sequential --buffer "$(kib 4K)") --output R.json"
+echo "#   (and the 4 KiB line once more without --buffer: dmalab's default 64 MiB buffer)"
 
 run_fio() { # out bs rw extra...
   local out=$1; shift
+  local s0; s0=$(devstat)
   $(fio_cmd "$@") >"$out"
+  echo "$s0 $(devstat)" >"$out.dev"
 }
-run_dmalab() { # out bs pattern offsets extra...
-  local out=$1; shift
-  $(dmalab_cmd "$@") --output "$out" >/dev/null
+run_dmalab() { # out bs pattern offsets extra... (--buffer as fio's unless extra has one)
+  local out=$1 bs=$2; shift
+  local buf=(--buffer "$(kib "$bs")")
+  [[ " $* " == *" --buffer "* ]] && buf=()
+  local s0; s0=$(devstat)
+  $(dmalab_cmd "$@" "${buf[@]}") --output "$out" >/dev/null
+  echo "$s0 $(devstat)" >"$out.dev"
 }
 
 python_summary() {
@@ -90,13 +114,26 @@ def ratio_line(name, pairs_vals, unit_fmt):
 
 bw = [(dm(f"{work}/dm-rand-{i}.json")["rates"]["data_bw_bytes"], fio_job(f"{work}/fio-rand-{i}.json")["read"]["bw_bytes"]) for i in range(pairs)]
 iops = [(dm(f"{work}/dm-single-{i}.json")["rates"]["iops"], fio_job(f"{work}/fio-single-{i}.json")["read"]["iops"]) for i in range(pairs)]
+iops64 = [(dm(f"{work}/dm-single64m-{i}.json")["rates"]["iops"], fio_job(f"{work}/fio-single-{i}.json")["read"]["iops"]) for i in range(pairs)]
+def reqs(p, cmds):  # device requests per command and merged share, from the .dev file
+    r0, m0, r1, m1 = map(int, open(p + ".dev").read().split())
+    return (r1 - r0) / max(cmds, 1), (m1 - m0) / max(cmds, 1)
+rq = [(reqs(f"{work}/dm-single-{i}.json", dm(f"{work}/dm-single-{i}.json")["totals"]["commands"])[0],
+       reqs(f"{work}/fio-single-{i}.json", fio_job(f"{work}/fio-single-{i}.json")["read"]["total_ios"])[0]) for i in range(pairs)]
+mg = [(reqs(f"{work}/dm-single-{i}.json", dm(f"{work}/dm-single-{i}.json")["totals"]["commands"])[1],
+       reqs(f"{work}/fio-single-{i}.json", fio_job(f"{work}/fio-single-{i}.json")["read"]["total_ios"])[1]) for i in range(pairs)]
 cpu4 = [(dm(f"{work}/dm-single-{i}.json")["cpu"]["cpu_ns_per_command"], fio_cpu_per_cmd(fio_job(f"{work}/fio-single-{i}.json"))) for i in range(pairs)]
 cpu128 = [(dm(f"{work}/dm-rand-{i}.json")["cpu"]["cpu_ns_per_command"], fio_cpu_per_cmd(fio_job(f"{work}/fio-rand-{i}.json"))) for i in range(pairs)]
 mib = lambda v: f"{v/2**20:.1f} MiB/s"
 ratio_line("random 128 KiB bandwidth", bw, mib)
 ratio_line("single 4 KiB IOPS", iops, lambda v: f"{v:.0f}/s")
+ratio_line("single 4 KiB IOPS, dm 64 MiB buffer", iops64, lambda v: f"{v:.0f}/s")
 ratio_line("CPU per command, single 4 KiB", cpu4, lambda v: f"{v/1000:.2f} us")
 ratio_line("CPU per command, random 128 KiB", cpu128, lambda v: f"{v/1000:.2f} us")
+dmm = st.median([d for d, _ in rq]); fim = st.median([f for _, f in rq])
+print(f"{'device requests per 4 KiB command':<34} dmalab {dmm:>14.3f}  fio {fim:>14.3f}  "
+      f"(merged: dmalab {st.median([d for d, _ in mg]):.3f}, fio {st.median([f for _, f in mg]):.3f} per command;"
+      f" other I/O on the disk counts too)")
 json.dump({"dm_max_iops": st.median([d for d, _ in iops]), "fio_max_iops": st.median([f for _, f in iops])},
           open(f"{work}/max.json", "w"))
 EOF
@@ -121,8 +158,10 @@ for i in $(seq 0 $((PAIRS - 1))); do
   if (( i % 2 == 0 )); then
     run_fio "$WORK/fio-rand-$i.json" 128k randread; run_dmalab "$WORK/dm-rand-$i.json" 128K random random
     run_fio "$WORK/fio-single-$i.json" 4k read; run_dmalab "$WORK/dm-single-$i.json" 4K single sequential
+    run_dmalab "$WORK/dm-single64m-$i.json" 4K single sequential --buffer 64M
   else
     run_dmalab "$WORK/dm-rand-$i.json" 128K random random; run_fio "$WORK/fio-rand-$i.json" 128k randread
+    run_dmalab "$WORK/dm-single64m-$i.json" 4K single sequential --buffer 64M
     run_dmalab "$WORK/dm-single-$i.json" 4K single sequential; run_fio "$WORK/fio-single-$i.json" 4k read
   fi
 done
