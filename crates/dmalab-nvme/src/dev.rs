@@ -77,6 +77,27 @@ pub struct NvmeDevice {
     is_generic: bool,
 }
 
+/// The sysfs device directory of a device node (`/sys/dev/block/MAJ:MIN`
+/// or `/sys/dev/char/MAJ:MIN` resolved), when sysfs has it. An NVMe
+/// namespace's lies under its controller's `nvme` class directory, e.g.
+/// `/sys/devices/pci0000:00/0000:00:04.0/nvme/nvme0/nvme0n1`, or under its
+/// subsystem's with native multipath.
+fn sysfs_node(meta: &fs::Metadata) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let rdev = meta.rdev();
+    let kind = if meta.file_type().is_block_device() {
+        "block"
+    } else {
+        "char"
+    };
+    let link = format!(
+        "/sys/dev/{kind}/{}:{}",
+        libc::major(rdev),
+        libc::minor(rdev)
+    );
+    fs::canonicalize(link).ok()
+}
+
 impl NvmeDevice {
     /// Opens an NVMe namespace (`/dev/ngXnY` or `/dev/nvmeXnY`); `writable`
     /// opens it read-write (newer kernels require that for Write commands).
@@ -89,6 +110,26 @@ impl NvmeDevice {
                 why: "not a device node; name an NVMe namespace such as /dev/ng0n1 or /dev/nvme0n1"
                     .into(),
             });
+        }
+        if let Some(sys) = sysfs_node(&meta) {
+            // Under a controller (`.../nvme/nvme0/`) or, with native
+            // multipath, a subsystem (`.../nvme-subsystem/nvme-subsys0/`).
+            if !sys
+                .components()
+                .any(|c| c.as_os_str().to_string_lossy().starts_with("nvme"))
+            {
+                let name = sys.file_name().map_or_else(
+                    || sys.display().to_string(),
+                    |n| n.to_string_lossy().into_owned(),
+                );
+                return Err(Error::NotNvme {
+                    path: path.display().to_string(),
+                    why: format!(
+                        "it is device {name} ({}), not an NVMe namespace; name one such as /dev/ng0n1 or /dev/nvme0n1 (see `nvme list`)",
+                        sys.display()
+                    ),
+                });
+            }
         }
         let file = OpenOptions::new()
             .read(true)

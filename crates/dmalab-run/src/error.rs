@@ -43,12 +43,13 @@ pub enum RunError {
     #[error(transparent)]
     Usage(#[from] dmalab_core::UsageError),
     /// A results file cannot be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {err}")]
     Io {
         /// The file.
         path: String,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause, in the message itself (not also as an error source,
+        /// which would print it twice).
+        err: std::io::Error,
     },
     /// Something else went wrong.
     #[error("{0}")]
@@ -60,7 +61,7 @@ impl RunError {
     pub fn io(path: &Path, source: std::io::Error) -> Self {
         RunError::Io {
             path: path.display().to_string(),
-            source,
+            err: source,
         }
     }
 }

@@ -75,6 +75,48 @@ fn report_error(e: &anyhow::Error) -> ExitCode {
         eprintln!("dmalab: error: {u}");
         return ExitCode::from(2);
     }
-    eprintln!("dmalab: error: {e:#}");
+    eprintln!("dmalab: error: {}", one_line(e));
     ExitCode::from(1)
+}
+
+/// The error chain on one line, `outer: cause: cause`, leaving out a cause
+/// whose text the message already carries (library errors often print their
+/// source in their own message too).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg.push_str(": ");
+            msg.push_str(&c);
+        }
+    }
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[derive(Debug)]
+    struct Wrapped(std::io::Error);
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "reading x: {}", self.0)
+        }
+    }
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let e = anyhow::Error::new(Wrapped(io)).context("loading");
+        assert_eq!(one_line(&e), "loading: reading x: gone");
+        let e = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(one_line(&e), "outer: inner");
+    }
 }

@@ -279,6 +279,20 @@ fn bad_input_exits_2_names_the_option_and_leaves_nothing() {
         }
         assert!(dir_is_empty(dir.path()), "{args:?} left files behind");
     }
+
+    // A directory as the target: named as such, not as a size mismatch.
+    let o = common::dmalab()
+        .args(["load", "--size", "16M", "--runtime", "1", "--target"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("dmalab: error: --target:") && err.contains("is a directory"),
+        "{err}"
+    );
+    assert!(dir_is_empty(dir.path()), "a directory target left files");
 }
 
 #[test]

@@ -291,6 +291,26 @@ fn info_on_missing_device_exits_2() {
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 
+/// A device that is not NVMe (here, on the host: the null device and, where
+/// present, a virtio disk) is bad input named by its sysfs node, before any
+/// ioctl is sent to it.
+#[test]
+fn info_on_a_device_that_is_not_nvme_exits_2() {
+    for dev in ["/dev/null", "/dev/vda"] {
+        if !std::path::Path::new(dev).exists() {
+            continue;
+        }
+        let out = common::dmalab()
+            .args(["info", "nvme", dev])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{dev}: {err}");
+        assert!(err.contains("not an NVMe namespace"), "{dev}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
+
 /// One pattern case: what the guest ran, and what the trace must show.
 struct PatternCase {
     name: &'static str,

@@ -292,6 +292,24 @@ fn csv_and_compare() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+
+    // A results file that is not there, or a directory: bad input, one line,
+    // and no report written.
+    for missing in [
+        dir.path().join("nope.results.jsonl"),
+        dir.path().to_path_buf(),
+    ] {
+        let out = common::dmalab()
+            .arg("report")
+            .arg(&missing)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.starts_with("dmalab: error: RESULTS: "), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    assert!(!dir.path().join("nope.results.html").exists());
 }
 
 /// A minimal DevTools protocol client over one websocket.

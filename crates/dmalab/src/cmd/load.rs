@@ -250,6 +250,15 @@ fn describe_target(a: &LoadArgs) -> Result<TargetInfo, UsageError> {
             lbs,
         });
     }
+    if path.is_dir() {
+        return Err(UsageError::new(
+            "--target",
+            format!(
+                "{} is a directory; name a file in it (dmalab creates and removes it) or a block device",
+                path.display()
+            ),
+        ));
+    }
     let d = DeviceInfo::describe(path)
         .ok_or_else(|| UsageError::new("--target", format!("cannot use {}", path.display())))?;
     let kind = match d.kind.as_str() {
