@@ -110,7 +110,7 @@ def ratio_line(name, pairs_vals, unit_fmt):
     rs = [d / f for d, f in pairs_vals if f > 0]
     dms = [d for d, _ in pairs_vals]; fis = [f for _, f in pairs_vals]
     print(f"{name:<34} dmalab {unit_fmt(st.median(dms)):>14}  fio {unit_fmt(st.median(fis)):>14}  "
-          f"ratio median {st.median(rs):.3f}  range [{min(rs):.3f}, {max(rs):.3f}]")
+          f"ratio median {st.median(rs):.3f}  range [{min(rs):.3f}, {max(rs):.3f}]  pairs " + " ".join(f"{r:.2f}" for r in rs))
 
 bw = [(dm(f"{work}/dm-rand-{i}.json")["rates"]["data_bw_bytes"], fio_job(f"{work}/fio-rand-{i}.json")["read"]["bw_bytes"]) for i in range(pairs)]
 iops = [(dm(f"{work}/dm-single-{i}.json")["rates"]["iops"], fio_job(f"{work}/fio-single-{i}.json")["read"]["iops"]) for i in range(pairs)]
