@@ -16,11 +16,9 @@
 # latency log, whose times are completion times in ms).
 #
 # Buffers: fio reads into iodepth x bs bytes of io_u buffers (64 KiB for
-# 16 x 4 KiB), so dmalab gets --buffer of the same size; its default 64 MiB
-# buffer is measured as well (one more 4 KiB run per pair) and printed on
-# its own line: on a virtio disk the host copies each block into guest
-# memory, and a destination that no longer fits in the host's caches costs
-# IOPS (the very effect dmalab exists to measure).
+# 16 x 4 KiB), so dmalab gets --buffer of the same size (the same memory
+# footprint for the device's DMA); its default 64 MiB buffer is measured as
+# well (one more 4 KiB run per pair) and printed on its own line.
 # Device requests per command (from /sys/class/block/DEV/stat around each
 # 4 KiB run) show whether the block layer merged commands.
 set -euo pipefail
