@@ -4,7 +4,7 @@
 # access order and duration; five interleaved pairs; median and range of
 # each ratio dmalab/fio.
 #
-#   scripts/bench-load.sh            # build, then run (about 55 x SECONDS s)
+#   scripts/bench-load.sh            # build, then run (about 65 x SECONDS s)
 #   SECONDS_PER_RUN=10 PAIRS=5 CPUS=0 IODEPTH=16 DIR=/var/tmp scripts/bench-load.sh
 #
 # Metrics: bandwidth of random 128 KiB reads, IOPS of sequential 4 KiB
@@ -19,6 +19,10 @@
 # 16 x 4 KiB), so dmalab gets --buffer of the same size (the same memory
 # footprint for the device's DMA); its default 64 MiB buffer is measured as
 # well (one more 4 KiB run per pair) and printed on its own line.
+# The 4 KiB IOPS pairs run A B B A (fio, dmalab, dmalab, fio; the next pair
+# the other way round) and compare each tool's mean of two runs: the disk's
+# rate drifts by tens of percent within minutes, and this cancels a steady
+# drift within a pair.
 # Device requests per command (from /sys/class/block/DEV/stat around each
 # 4 KiB run) show whether the block layer merged commands.
 set -euo pipefail
@@ -111,8 +115,13 @@ def ratio_line(name, pairs_vals, unit_fmt):
           f"ratio median {st.median(rs):.3f}  range [{min(rs):.3f}, {max(rs):.3f}]  pairs " + " ".join(f"{r:.2f}" for r in rs))
 
 bw = [(dm(f"{work}/dm-rand-{i}.json")["rates"]["data_bw_bytes"], fio_job(f"{work}/fio-rand-{i}.json")["read"]["bw_bytes"]) for i in range(pairs)]
-iops = [(dm(f"{work}/dm-single-{i}.json")["rates"]["iops"], fio_job(f"{work}/fio-single-{i}.json")["read"]["iops"]) for i in range(pairs)]
-iops64 = [(dm(f"{work}/dm-single64m-{i}.json")["rates"]["iops"], fio_job(f"{work}/fio-single-{i}.json")["read"]["iops"]) for i in range(pairs)]
+# 4 KiB IOPS: each pair is A B B A (fio dmalab dmalab fio, then the other
+# way round), and each tool's figure is the mean of its two runs, which
+# cancels a disk whose rate drifts steadily within the pair.
+def dm_iops(i): return (dm(f"{work}/dm-single-{i}.json")["rates"]["iops"] + dm(f"{work}/dm-single-{i}-b.json")["rates"]["iops"]) / 2
+def fio_iops(i): return (fio_job(f"{work}/fio-single-{i}.json")["read"]["iops"] + fio_job(f"{work}/fio-single-{i}-b.json")["read"]["iops"]) / 2
+iops = [(dm_iops(i), fio_iops(i)) for i in range(pairs)]
+iops64 = [(dm(f"{work}/dm-single64m-{i}.json")["rates"]["iops"], fio_iops(i)) for i in range(pairs)]
 def reqs(p, cmds):  # device requests per command and merged share, from the .dev file
     r0, m0, r1, m1 = map(int, open(p + ".dev").read().split())
     return (r1 - r0) / max(cmds, 1), (m1 - m0) / max(cmds, 1)
@@ -124,7 +133,7 @@ cpu4 = [(dm(f"{work}/dm-single-{i}.json")["cpu"]["cpu_ns_per_command"], fio_cpu_
 cpu128 = [(dm(f"{work}/dm-rand-{i}.json")["cpu"]["cpu_ns_per_command"], fio_cpu_per_cmd(fio_job(f"{work}/fio-rand-{i}.json"))) for i in range(pairs)]
 mib = lambda v: f"{v/2**20:.1f} MiB/s"
 ratio_line("random 128 KiB bandwidth", bw, mib)
-ratio_line("single 4 KiB IOPS", iops, lambda v: f"{v:.0f}/s")
+ratio_line("single 4 KiB IOPS (ABBA)", iops, lambda v: f"{v:.0f}/s")
 ratio_line("single 4 KiB IOPS, dm 64 MiB buffer", iops64, lambda v: f"{v:.0f}/s")
 ratio_line("CPU per command, single 4 KiB", cpu4, lambda v: f"{v/1000:.2f} us")
 ratio_line("CPU per command, random 128 KiB", cpu128, lambda v: f"{v/1000:.2f} us")
@@ -156,11 +165,13 @@ for i in $(seq 0 $((PAIRS - 1))); do
   if (( i % 2 == 0 )); then
     run_fio "$WORK/fio-rand-$i.json" 128k randread; run_dmalab "$WORK/dm-rand-$i.json" 128K random random
     run_fio "$WORK/fio-single-$i.json" 4k read; run_dmalab "$WORK/dm-single-$i.json" 4K single sequential
+    run_dmalab "$WORK/dm-single-$i-b.json" 4K single sequential; run_fio "$WORK/fio-single-$i-b.json" 4k read
     run_dmalab "$WORK/dm-single64m-$i.json" 4K single sequential --buffer 64M
   else
     run_dmalab "$WORK/dm-rand-$i.json" 128K random random; run_fio "$WORK/fio-rand-$i.json" 128k randread
     run_dmalab "$WORK/dm-single64m-$i.json" 4K single sequential --buffer 64M
     run_dmalab "$WORK/dm-single-$i.json" 4K single sequential; run_fio "$WORK/fio-single-$i.json" 4k read
+    run_fio "$WORK/fio-single-$i-b.json" 4k read; run_dmalab "$WORK/dm-single-$i-b.json" 4K single sequential
   fi
 done
 echo
