@@ -6,6 +6,8 @@
 #
 #   scripts/bench-load.sh            # build, then run (about 65 x SECONDS s)
 #   SECONDS_PER_RUN=10 PAIRS=5 CPUS=0 IODEPTH=16 DIR=/var/tmp scripts/bench-load.sh
+#   TARGET=ram scripts/bench-load.sh  # root: a loop device over tmpfs instead
+#                                     # of a file on the disk (no disk noise)
 #
 # Metrics: bandwidth of random 128 KiB reads, IOPS of sequential 4 KiB
 # reads (dmalab's single pattern), CPU time per command in both, and the
@@ -41,10 +43,26 @@ cargo build --release -q -p dmalab
 DMALAB=$PWD/target/release/dmalab
 
 WORK=$(mktemp -d "$DIR/bench-load.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-FILE=$WORK/target.dat
-# One file with written data for both tools.
-"$DMALAB" load --target "$FILE" --size "$SIZE" --keep --engine io_uring --commands 1 -q >/dev/null 2>&1
+LOOP=
+cleanup() {
+  [[ -n $LOOP ]] && losetup -d "$LOOP"
+  rm -rf "$WORK" "${SHM:-}"
+}
+trap cleanup EXIT
+if [[ ${TARGET:-file} == ram ]]; then
+  # A loop device over a file in memory (tmpfs): no disk in the path, so the
+  # tools' own costs decide IOPS and the pacing, not a virtio disk's stalls.
+  (( EUID == 0 )) || { echo "bench-load: TARGET=ram needs root (losetup)" >&2; exit 1; }
+  SHM=$(mktemp /dev/shm/bench-load.XXXXXX)
+  head -c "$SIZE" /dev/urandom >"$SHM"
+  LOOP=$(losetup --find --show "$SHM")
+  FILE=$LOOP
+  DEV_OF_FILE=$(basename "$LOOP")
+else
+  FILE=$WORK/target.dat
+  # One file with written data for both tools.
+  "$DMALAB" load --target "$FILE" --size "$SIZE" --keep --engine io_uring --commands 1 -q >/dev/null 2>&1
+fi
 
 fio_cmd() { # bs rw extra...
   local bs=$1 rw=$2; shift 2
@@ -59,7 +77,7 @@ dmalab_cmd() { # bs pattern offsets extra...
     --device-offsets "$offsets" --iodepth "$IODEPTH" --cpus-allowed "$CPUS" --runtime "$SECS" -q "$@"
 }
 kib() { echo "$(( ${1%K} * IODEPTH ))K"; } # fio's buffer for bs=NK: iodepth x bs
-DEV=$(basename "$(df --output=source "$DIR" | tail -1)")
+DEV=${DEV_OF_FILE:-$(basename "$(df --output=source "$DIR" | tail -1)")}
 STAT=/sys/class/block/$DEV/stat
 [[ -r $STAT ]] || STAT=
 devstat() { # -> "reads merged" of the file's block device (empty when unknown)
@@ -68,7 +86,11 @@ devstat() { # -> "reads merged" of the file's block device (empty when unknown)
 
 echo "# dmalab load vs fio: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (a shared machine: figures are noisy)"
-echo "# file $FILE ($SIZE on $(df --output=source "$DIR" | tail -1)), cpus $CPUS, iodepth $IODEPTH, ${SECS}s per run, $PAIRS interleaved pairs"
+if [[ -n $LOOP ]]; then
+  echo "# target $LOOP: loop device over $SHM ($SIZE of random data in tmpfs), cpus $CPUS, iodepth $IODEPTH, ${SECS}s per run, $PAIRS interleaved pairs"
+else
+  echo "# file $FILE ($SIZE on $(df --output=source "$DIR" | tail -1)), cpus $CPUS, iodepth $IODEPTH, ${SECS}s per run, $PAIRS interleaved pairs"
+fi
 echo "# fio command lines (exact, plus --rate_iops=N --write_lat_log=... --log_avg_msec=0 for the rate runs):"
 echo "#   $(fio_cmd 128k randread)"
 echo "#   $(fio_cmd 4k read)"
