@@ -160,84 +160,66 @@ pub struct DramStats {
     pub bus_busy_ns: f64,
 }
 
-/// A request queue in arrival order: a ring of parallel arrays (structure
-/// of arrays), so the FR-FCFS scan reads only arrival times, banks and rows,
-/// and taking a request out moves only the requests ahead of it (none when
-/// it is the oldest). Holds at most the queue's capacity; the ring is that
+/// A request queue in arrival order: a ring of requests, so taking out
+/// the oldest moves nothing and taking out another moves only the requests
+/// ahead of it. Holds at most the queue's capacity; the ring is that
 /// rounded up to a power of two.
 struct Queue {
-    arrive: Vec<u64>,
-    row: Vec<u64>,
-    bank: Vec<u32>,
-    id: Vec<u64>,
+    ring: Vec<Req>,
     head: usize,
     len: usize,
     mask: usize,
 }
 
-/// A request taken out of a queue.
-#[derive(Clone, Copy, Debug)]
+/// A queued request.
+#[derive(Clone, Copy, Debug, Default)]
 struct Req {
     arrive: u64,
-    bank: u32,
     row: u64,
     id: u64,
+    bank: u32,
 }
 
 impl Queue {
     fn new(cap: usize) -> Self {
         let n = cap.max(1).next_power_of_two();
         Queue {
-            arrive: vec![0; n],
-            row: vec![0; n],
-            bank: vec![0; n],
-            id: vec![0; n],
+            ring: vec![Req::default(); n],
             head: 0,
             len: 0,
             mask: n - 1,
         }
     }
 
-    /// Ring index of the `k`-th oldest request.
+    /// The `k`-th oldest request (`k` below the length).
     #[inline]
-    fn at(&self, k: usize) -> usize {
-        (self.head + k) & self.mask
+    fn get(&self, k: usize) -> &Req {
+        &self.ring[(self.head + k) & self.mask]
     }
 
     #[inline]
     fn push(&mut self, r: Req) {
-        let i = self.at(self.len);
-        self.arrive[i] = r.arrive;
-        self.row[i] = r.row;
-        self.bank[i] = r.bank;
-        self.id[i] = r.id;
+        let i = (self.head + self.len) & self.mask;
+        self.ring[i] = r;
         self.len += 1;
     }
 
     /// Arrival time of the oldest request (the queue is not empty).
     #[inline]
     fn first_arrive(&self) -> u64 {
-        self.arrive[self.head]
+        self.ring[self.head].arrive
     }
 
     /// Takes out the `k`-th oldest request, keeping the others in order.
     #[inline]
     fn remove(&mut self, k: usize) -> Req {
-        let i = self.at(k);
-        let r = Req {
-            arrive: self.arrive[i],
-            bank: self.bank[i],
-            row: self.row[i],
-            id: self.id[i],
-        };
+        let r = *self.get(k);
         // The older requests move one place up; the head advances.
         let mut j = k;
         while j > 0 {
-            let (dst, src) = (self.at(j), self.at(j - 1));
-            self.arrive[dst] = self.arrive[src];
-            self.row[dst] = self.row[src];
-            self.bank[dst] = self.bank[src];
-            self.id[dst] = self.id[src];
+            let src = *self.get(j - 1);
+            let dst = (self.head + j) & self.mask;
+            self.ring[dst] = src;
             j -= 1;
         }
         self.head = (self.head + 1) & self.mask;
@@ -248,7 +230,7 @@ impl Queue {
     /// Is the read with this id still queued?
     #[inline]
     fn holds(&self, id: u64) -> bool {
-        (0..self.len).any(|k| self.id[self.at(k)] == id)
+        (0..self.len).any(|k| self.get(k).id == id)
     }
 }
 
@@ -506,11 +488,11 @@ impl Dram {
         if self.sched == Scheduler::FrFcfs {
             // The oldest arrived request to an open row, else the oldest.
             for k in 0..q.len {
-                let i = q.at(k);
-                if q.arrive[i] > d {
+                let r = q.get(k);
+                if r.arrive > d {
                     break;
                 }
-                if self.banks[q.bank[i] as usize].open == q.row[i] {
+                if self.banks[r.bank as usize].open == r.row {
                     pick = k;
                     break;
                 }
