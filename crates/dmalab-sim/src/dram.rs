@@ -400,6 +400,7 @@ impl Dram {
     }
 
     /// The time the read's last data arrives, scheduling as needed.
+    #[inline]
     pub fn completion(&mut self, id: Ticket) -> u64 {
         loop {
             let (i, t) = self.done[(id % DONE_RING as u64) as usize];
@@ -478,6 +479,7 @@ impl Dram {
 
     /// Makes the decision [`Dram::peek`] announced: serves the write queue
     /// (`use_w`) or the read queue at time `d`.
+    #[inline]
     fn decide_at(&mut self, use_w: bool, d: u64) {
         if use_w && !self.draining {
             self.stats.write_drains += 1;
@@ -506,6 +508,7 @@ impl Dram {
         self.issue(r, d, use_w);
     }
 
+    #[inline]
     fn issue(&mut self, r: Req, d: u64, write: bool) {
         let t = self.t;
         let bg = r.bank >> self.bg_shift;
