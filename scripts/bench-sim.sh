@@ -5,7 +5,10 @@
 #   scripts/bench-sim.sh [SIZE]        (default 64M copied: 6.3 M records)
 #
 # Prints refs/s per scheme (each scheme a separate `dmalab sim compare` run,
-# pinned to one CPU) and for all seven together. No peer simulator
+# pinned to one CPU) and for all seven together (one run that decodes the
+# trace once and replays it through every scheme). DMALAB_BIN=PATH measures
+# another build without building; run two builds back to back under
+# `flock /work/wt/bench.lock` to compare them. No peer simulator
 # (Dinero IV, Ramulator 2, DRAMsim3) is packaged for this machine, so no
 # ratio is printed; the issue quotes 2.7-3.9 M refs/s for Dinero IV and
 # 0.1-0.2 M requests/s for Ramulator 2 / DRAMsim3 on this kind of machine.

@@ -1,12 +1,14 @@
 //! References per second: the file-copy workload, every scheme, DDR4-3200,
-//! decoding the binary trace from memory included.
+//! decoding the binary trace from memory included: each scheme alone, and
+//! all seven in one run as `dmalab sim compare` does (decoded once).
 //!
 //! `cargo bench -p dmalab-sim` (criterion prints time per iteration and
 //! the throughput in elements = line references per second).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use dmalab_sim::run::compare_source;
 use dmalab_sim::synth::FileCopy;
-use dmalab_sim::trace::{BinaryDecoder, BinaryEncoder, Record};
+use dmalab_sim::trace::{BinaryDecoder, BinaryEncoder, Kind, Record};
 use dmalab_sim::{simulate, Scheme, SimConfig};
 use std::path::Path;
 
@@ -18,7 +20,11 @@ fn trace_bytes() -> (Vec<u8>, u64) {
         ..Default::default()
     }
     .generate(&mut |r: &Record| {
-        lines += 1;
+        // File copy's references are one line each; markers are not
+        // references.
+        if r.kind == Kind::Ref {
+            lines += 1;
+        }
         enc.write(r)
             .map_err(|e| dmalab_sim::trace::TraceError::Invalid(e.to_string()))
     })
@@ -41,6 +47,15 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
+    g.throughput(Throughput::Elements(
+        records * Scheme::paper_set().len() as u64,
+    ));
+    g.bench_function("all-seven", |b| {
+        b.iter(|| {
+            let mut d = BinaryDecoder::new(&bytes[..], Path::new("mem")).expect("header");
+            compare_source(&cfg, &Scheme::paper_set(), &mut d).expect("runs")
+        })
+    });
     g.finish();
 }
 

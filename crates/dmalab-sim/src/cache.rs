@@ -24,13 +24,23 @@ pub struct Victim {
     pub unused_prefetch: bool,
 }
 
-/// One way of one set. Kept together so a lookup touches one host cache
-/// line for a 4-way set.
+/// One way of one set: the tag and every piece of metadata the replacement
+/// decision needs in one 16-byte word pair, so a lookup and a victim choice
+/// touch one host cache line for a 4-way set.
+///
+/// `meta` packs, from the most significant bit: dirty (bit 63), the LRU
+/// stamp (bits 1..63) and "prefetched, not used yet" (bit 0). Stamps are
+/// unique within a cache (a counter), so comparing `meta` with the dirty bit
+/// kept orders clean lines before dirty ones and then by age (clean-first),
+/// and with it masked off orders by age alone (LRU).
 #[derive(Clone, Copy)]
 struct Slot {
     tag: u64,
-    stamp: u64,
+    meta: u64,
 }
+
+const DIRTY: u64 = 1 << 63;
+const PREFETCHED: u64 = 1;
 
 /// One cache's state.
 pub struct Cache {
@@ -38,10 +48,9 @@ pub struct Cache {
     sets: u64,
     mask: u64,
     pow2: bool,
-    policy: Replacement,
+    /// `meta` bits that order victims (see [`Slot`]).
+    key_mask: u64,
     slots: Vec<Slot>,
-    dirty: Vec<bool>,
-    prefetched: Vec<bool>,
     fill: Vec<u64>,
     tick: u64,
 }
@@ -60,16 +69,17 @@ impl Cache {
             sets,
             mask: sets.wrapping_sub(1),
             pow2: sets.is_power_of_two(),
-            policy,
+            key_mask: match policy {
+                Replacement::CleanFirst => !PREFETCHED,
+                Replacement::Lru => !(PREFETCHED | DIRTY),
+            },
             slots: vec![
                 Slot {
                     tag: INVALID,
-                    stamp: 0
+                    meta: 0
                 };
                 n
             ],
-            dirty: vec![false; n],
-            prefetched: vec![false; n],
             fill: vec![0; n],
             tick: 0,
         }
@@ -105,14 +115,21 @@ impl Cache {
             .map(|w| b + w)
     }
 
+    #[inline]
+    fn stamp(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick << 1
+    }
+
     /// Marks a slot most recently used (and, with `write`, dirty). Returns
     /// true if this was the first use of a prefetched line.
     #[inline]
     pub fn touch(&mut self, slot: usize, write: bool) -> bool {
-        self.tick += 1;
-        self.slots[slot].stamp = self.tick;
-        self.dirty[slot] |= write;
-        std::mem::replace(&mut self.prefetched[slot], false)
+        let st = self.stamp();
+        let s = &mut self.slots[slot];
+        let old = s.meta;
+        s.meta = (old & DIRTY) | ((write as u64) << 63) | st;
+        old & PREFETCHED != 0
     }
 
     /// The `fill` word of a slot.
@@ -141,20 +158,18 @@ impl Cache {
         let b = self.base(line);
         let lim = way_limit.clamp(1, self.ways);
         let slot = b + self.choose(b, lim);
-        let old = self.slots[slot].tag;
-        let victim = (old != INVALID).then(|| Victim {
-            line: old,
-            dirty: self.dirty[slot],
+        let old = self.slots[slot];
+        let victim = (old.tag != INVALID).then(|| Victim {
+            line: old.tag,
+            dirty: old.meta & DIRTY != 0,
             fill: self.fill[slot],
-            unused_prefetch: self.prefetched[slot],
+            unused_prefetch: old.meta & PREFETCHED != 0,
         });
-        self.tick += 1;
+        let st = self.stamp();
         self.slots[slot] = Slot {
             tag: line,
-            stamp: self.tick,
+            meta: ((dirty as u64) << 63) | st | prefetched as u64,
         };
-        self.dirty[slot] = dirty;
-        self.prefetched[slot] = prefetched;
         self.fill[slot] = fill;
         victim
     }
@@ -162,17 +177,15 @@ impl Cache {
     #[inline]
     fn choose(&self, b: usize, lim: usize) -> usize {
         let set = &self.slots[b..b + lim];
-        // One pass: an invalid way wins; else the least recently used (clean
-        // first under the paper's policy).
-        let clean_first = self.policy == Replacement::CleanFirst;
+        // One pass: an invalid way wins; else the smallest key: the least
+        // recently used (clean first under the paper's policy).
         let mut best = 0;
-        let mut best_key = u128::MAX;
+        let mut best_key = u64::MAX;
         for (w, s) in set.iter().enumerate() {
             if s.tag == INVALID {
                 return w;
             }
-            let dirty_rank = (clean_first && self.dirty[b + w]) as u128;
-            let key = (dirty_rank << 64) | s.stamp as u128;
+            let key = s.meta & self.key_mask;
             if key < best_key {
                 best_key = key;
                 best = w;
@@ -184,18 +197,17 @@ impl Cache {
     /// Removes a slot's line; returns (dirty, fill).
     #[inline]
     pub fn remove(&mut self, slot: usize) -> (bool, u64) {
-        self.slots[slot].tag = INVALID;
-        self.prefetched[slot] = false;
-        (
-            std::mem::replace(&mut self.dirty[slot], false),
-            self.fill[slot],
-        )
+        let s = &mut self.slots[slot];
+        s.tag = INVALID;
+        let dirty = s.meta & DIRTY != 0;
+        s.meta &= !(DIRTY | PREFETCHED);
+        (dirty, self.fill[slot])
     }
 
     /// Is the slot's line dirty?
     #[inline]
     pub fn is_dirty(&self, slot: usize) -> bool {
-        self.dirty[slot]
+        self.slots[slot].meta & DIRTY != 0
     }
 }
 

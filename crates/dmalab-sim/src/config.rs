@@ -398,6 +398,12 @@ impl SimConfig {
                     .map_err(|_| err(key, format!("'{value}' is not a number")))?;
                 serde_json::Value::from(f)
             }
+        } else if slot.is_boolean() {
+            match value {
+                "true" => true.into(),
+                "false" => false.into(),
+                _ => return Err(err(key, format!("'{value}': use true or false"))),
+            }
         } else {
             serde_json::Value::String(value.to_string())
         };
@@ -530,5 +536,15 @@ mod tests {
             .contains("no such"));
         assert!(p.set("llc.ways", "0").is_err());
         assert!(p.set("dram.mapping", "ro-xx").is_err());
+        // Booleans (the docs' `--set dram.bank_xor=true`).
+        p.set("dram.bank_xor", "true").unwrap();
+        assert!(p.dram.bank_xor);
+        p.set("dram.bank_xor", "false").unwrap();
+        assert!(!p.dram.bank_xor);
+        assert!(p
+            .set("dram.bank_xor", "yes")
+            .unwrap_err()
+            .message
+            .contains("true or false"));
     }
 }

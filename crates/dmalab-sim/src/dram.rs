@@ -160,13 +160,78 @@ pub struct DramStats {
     pub bus_busy_ns: f64,
 }
 
-#[derive(Clone, Copy, Debug)]
+/// A request queue in arrival order: a ring of requests, so taking out
+/// the oldest moves nothing and taking out another moves only the requests
+/// ahead of it. Holds at most the queue's capacity; the ring is that
+/// rounded up to a power of two.
+struct Queue {
+    ring: Vec<Req>,
+    head: usize,
+    len: usize,
+    mask: usize,
+}
+
+/// A queued request.
+#[derive(Clone, Copy, Debug, Default)]
 struct Req {
     arrive: u64,
-    bank: u32,
-    bg: u32,
     row: u64,
     id: u64,
+    bank: u32,
+}
+
+impl Queue {
+    fn new(cap: usize) -> Self {
+        let n = cap.max(1).next_power_of_two();
+        Queue {
+            ring: vec![Req::default(); n],
+            head: 0,
+            len: 0,
+            mask: n - 1,
+        }
+    }
+
+    /// The `k`-th oldest request (`k` below the length).
+    #[inline]
+    fn get(&self, k: usize) -> &Req {
+        &self.ring[(self.head + k) & self.mask]
+    }
+
+    #[inline]
+    fn push(&mut self, r: Req) {
+        let i = (self.head + self.len) & self.mask;
+        self.ring[i] = r;
+        self.len += 1;
+    }
+
+    /// Arrival time of the oldest request (the queue is not empty).
+    #[inline]
+    fn first_arrive(&self) -> u64 {
+        self.ring[self.head].arrive
+    }
+
+    /// Takes out the `k`-th oldest request, keeping the others in order.
+    #[inline]
+    fn remove(&mut self, k: usize) -> Req {
+        let r = *self.get(k);
+        // The older requests move one place up; the head advances.
+        let mut j = k;
+        while j > 0 {
+            let src = *self.get(j - 1);
+            let dst = (self.head + j) & self.mask;
+            self.ring[dst] = src;
+            j -= 1;
+        }
+        self.head = (self.head + 1) & self.mask;
+        self.len -= 1;
+        r
+    }
+
+    /// Is the read with this id still queued?
+    #[inline]
+    fn holds(&self, id: u64) -> bool {
+        (0..self.len).any(|k| self.get(k).id == id)
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -204,8 +269,9 @@ pub struct Dram {
     policy: PagePolicy,
     sched: Scheduler,
     banks: Vec<Bank>,
-    rq: Vec<Req>,
-    wq: Vec<Req>,
+    bg_shift: u32,
+    rq: Queue,
+    wq: Queue,
     rq_cap: usize,
     wq_cap: usize,
     hi: usize,
@@ -258,8 +324,9 @@ impl Dram {
                 };
                 (cfg.bank_groups * cfg.banks_per_group) as usize
             ],
-            rq: Vec::with_capacity(cfg.read_queue as usize),
-            wq: Vec::with_capacity(cfg.write_queue as usize),
+            bg_shift: cfg.banks_per_group.trailing_zeros(),
+            rq: Queue::new(cfg.read_queue as usize),
+            wq: Queue::new(cfg.write_queue as usize),
             rq_cap: cfg.read_queue as usize,
             wq_cap: cfg.write_queue as usize,
             hi: cfg.write_high_watermark as usize,
@@ -290,12 +357,12 @@ impl Dram {
         s
     }
 
+    #[inline]
     fn req(&self, addr: u64, at: u64, id: u64) -> Req {
-        let (bank, bg, row) = self.map.decode(addr);
+        let (bank, _, row) = self.map.decode(addr);
         Req {
             arrive: at,
             bank,
-            bg,
             row,
             id,
         }
@@ -308,7 +375,7 @@ impl Dram {
     pub fn read(&mut self, addr: u64, at: u64) -> (Ticket, u64) {
         self.advance(at);
         let mut acc = at;
-        while self.rq.len() >= self.rq_cap {
+        while self.rq.len >= self.rq_cap {
             acc = acc.max(self.step());
         }
         let id = self.next_id;
@@ -324,7 +391,7 @@ impl Dram {
     pub fn write(&mut self, addr: u64, at: u64) -> u64 {
         self.advance(at);
         let mut acc = at;
-        while self.wq.len() >= self.wq_cap {
+        while self.wq.len >= self.wq_cap {
             acc = acc.max(self.step());
         }
         let r = self.req(addr, acc, u64::MAX);
@@ -333,13 +400,14 @@ impl Dram {
     }
 
     /// The time the read's last data arrives, scheduling as needed.
+    #[inline]
     pub fn completion(&mut self, id: Ticket) -> u64 {
         loop {
             let (i, t) = self.done[(id % DONE_RING as u64) as usize];
             if i == id {
                 return t;
             }
-            if !self.rq.iter().any(|r| r.id == id) {
+            if !self.rq.holds(id) {
                 // Completed so long ago that its ring entry was reused.
                 return 0;
             }
@@ -350,19 +418,19 @@ impl Dram {
     /// Makes every decision due before `now`.
     #[inline]
     pub fn advance(&mut self, now: u64) {
-        while let Some((_, d)) = self.peek() {
+        while let Some((use_w, d)) = self.peek() {
             if d >= now {
                 break;
             }
-            self.step();
+            self.decide_at(use_w, d);
         }
     }
 
     /// Serves everything queued; returns when the last data moved.
     pub fn finish(&mut self) -> u64 {
         self.flush = true;
-        while self.peek().is_some() {
-            self.step();
+        while let Some((use_w, d)) = self.peek() {
+            self.decide_at(use_w, d);
         }
         self.last_done
     }
@@ -375,7 +443,7 @@ impl Dram {
     /// waiting. Below the low watermark, writes wait for company.
     #[inline]
     fn mode(&self) -> Option<bool> {
-        let (nw, nr) = (self.wq.len(), self.rq.len());
+        let (nw, nr) = (self.wq.len, self.rq.len);
         let writes = if self.draining {
             nw > 0 && !(nw <= self.lo && nr > 0)
         } else {
@@ -396,14 +464,23 @@ impl Dram {
         let use_w = self.mode()?;
         let q = if use_w { &self.wq } else { &self.rq };
         // Queues are in arrival order.
-        Some((use_w, self.decide.max(q[0].arrive)))
+        Some((use_w, self.decide.max(q.first_arrive())))
     }
 
     /// Makes one decision; returns its time. The queues are not both empty.
+    #[inline]
     fn step(&mut self) -> u64 {
         let Some((use_w, d)) = self.peek() else {
             return self.decide;
         };
+        self.decide_at(use_w, d);
+        d
+    }
+
+    /// Makes the decision [`Dram::peek`] announced: serves the write queue
+    /// (`use_w`) or the read queue at time `d`.
+    #[inline]
+    fn decide_at(&mut self, use_w: bool, d: u64) {
         if use_w && !self.draining {
             self.stats.write_drains += 1;
         }
@@ -411,12 +488,14 @@ impl Dram {
         let q = if use_w { &self.wq } else { &self.rq };
         let mut pick = 0;
         if self.sched == Scheduler::FrFcfs {
-            for (i, r) in q.iter().enumerate() {
+            // The oldest arrived request to an open row, else the oldest.
+            for k in 0..q.len {
+                let r = q.get(k);
                 if r.arrive > d {
                     break;
                 }
                 if self.banks[r.bank as usize].open == r.row {
-                    pick = i;
+                    pick = k;
                     break;
                 }
             }
@@ -427,11 +506,12 @@ impl Dram {
             self.rq.remove(pick)
         };
         self.issue(r, d, use_w);
-        d
     }
 
+    #[inline]
     fn issue(&mut self, r: Req, d: u64, write: bool) {
         let t = self.t;
+        let bg = r.bank >> self.bg_shift;
         let b = &mut self.banks[r.bank as usize];
         let t0 = d.max(r.arrive);
         let rows = if write {
@@ -454,11 +534,7 @@ impl Dram {
             (pre, act + t.rcd, Some(act))
         };
         if self.any_cas {
-            let mut gap = if r.bg == self.last_bg {
-                t.ccd_l
-            } else {
-                t.ccd_s
-            };
+            let mut gap = if bg == self.last_bg { t.ccd_l } else { t.ccd_s };
             if self.last_write && !write {
                 gap = gap.max(t.cwl + t.burst + t.wtr);
             } else if !self.last_write && write {
@@ -487,7 +563,7 @@ impl Dram {
         }
         self.any_cas = true;
         self.last_cas = cas;
-        self.last_bg = r.bg;
+        self.last_bg = bg;
         self.last_write = write;
         self.decide = self.decide.max(first);
         self.last_done = self.last_done.max(end);
