@@ -43,13 +43,12 @@ pub enum RunError {
     #[error(transparent)]
     Usage(#[from] dmalab_core::UsageError),
     /// A results file cannot be read or written.
-    #[error("{path}: {err}")]
+    #[error("{path}: {source}")]
     Io {
         /// The file.
         path: String,
-        /// The cause, in the message itself (not also as an error source,
-        /// which would print it twice).
-        err: std::io::Error,
+        /// The cause.
+        source: std::io::Error,
     },
     /// Something else went wrong.
     #[error("{0}")]
@@ -61,7 +60,7 @@ impl RunError {
     pub fn io(path: &Path, source: std::io::Error) -> Self {
         RunError::Io {
             path: path.display().to_string(),
-            err: source,
+            source,
         }
     }
 }

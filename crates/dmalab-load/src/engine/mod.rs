@@ -161,6 +161,19 @@ pub struct EngineSpec {
     pub cpus: Vec<usize>,
 }
 
+impl EngineSpec {
+    /// The buffer pieces as the iovecs a ring registers, index = buffer index.
+    pub fn iovecs(&self) -> Vec<libc::iovec> {
+        self.pieces
+            .iter()
+            .map(|p| libc::iovec {
+                iov_base: p.addr.cast(),
+                iov_len: p.len,
+            })
+            .collect()
+    }
+}
+
 /// Errors engines report.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {

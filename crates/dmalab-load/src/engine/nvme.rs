@@ -192,14 +192,7 @@ impl NvmeEngine {
         let choice = PathChoice::from_env().map_err(nvme_err)?;
         let mut queue = NvmeQueue::open(&spec.target, spec.writes, spec.iodepth.max(1), choice)
             .map_err(nvme_err)?;
-        let iov: Vec<libc::iovec> = spec
-            .pieces
-            .iter()
-            .map(|p| libc::iovec {
-                iov_base: p.addr.cast(),
-                iov_len: p.len,
-            })
-            .collect();
+        let iov = spec.iovecs();
         // SAFETY: the pieces belong to the run's DMA buffer, which outlives
         // every engine (the engine contract in engine/mod.rs).
         let fixed = !iov.is_empty() && unsafe { queue.register_buffers(&iov) }.map_err(nvme_err)?;

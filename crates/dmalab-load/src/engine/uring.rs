@@ -4,7 +4,7 @@
 //! (`IOSQE_FIXED_FILE`), as fio's `fixedbufs=1`, `registerfiles=1`.
 
 use super::{Command, Completion, Engine, EngineError, EngineSpec, Op};
-use io_uring::{opcode, squeue, types, IoUring};
+use io_uring::{opcode, types, IoUring};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
@@ -22,6 +22,24 @@ const MAX_UNPLUGGED: usize = 2;
 
 /// `IORING_ENTER_GETEVENTS`.
 const ENTER_GETEVENTS: u32 = 1;
+
+/// The outcome of an `io_uring_enter`: a timeout (ETIME), a signal (EINTR)
+/// or a full completion queue (EBUSY) only ends this call early, and the
+/// worker loop comes back; anything else is the ring failing.
+fn entered(r: std::io::Result<usize>) -> Result<(), EngineError> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(EngineError::io("io_uring_enter", e)),
+    }
+}
 
 /// One ring, one registered file, the registered buffer pieces.
 pub struct UringEngine {
@@ -77,14 +95,7 @@ impl UringEngine {
         ring.submitter()
             .register_files(&[file.as_raw_fd()])
             .map_err(|e| EngineError::io("register the target file with io_uring", e))?;
-        let iovecs: Vec<libc::iovec> = spec
-            .pieces
-            .iter()
-            .map(|p| libc::iovec {
-                iov_base: p.addr.cast(),
-                iov_len: p.len,
-            })
-            .collect();
+        let iovecs = spec.iovecs();
         // SAFETY: the pieces describe the run's DmaBuffer, which stays mapped
         // until every worker (and so this ring) has been dropped.
         unsafe { ring.submitter().register_buffers(&iovecs) }.map_err(|e| {
@@ -149,13 +160,8 @@ impl Engine for UringEngine {
                 std::io::Error::other("submission queue full (more commands than --iodepth)"),
             )
         })?;
-        let _ = squeue::Flags::empty();
         if self.ring.submission().len() >= MAX_UNPLUGGED {
-            match self.ring.submitter().submit() {
-                Ok(_) => {}
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => {}
-                Err(e) => return Err(EngineError::io("io_uring_enter", e)),
-            }
+            entered(self.ring.submitter().submit())?;
         }
         Ok(())
     }
@@ -192,12 +198,7 @@ impl Engine for UringEngine {
                 }
             }
         };
-        match r {
-            Ok(_) => {}
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR)) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
-            Err(e) => return Err(EngineError::io("io_uring_enter", e)),
-        }
+        entered(r)?;
         for cqe in self.ring.completion() {
             out.push(Completion {
                 slot: cqe.user_data() as u32,
