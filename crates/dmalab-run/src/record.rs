@@ -225,22 +225,19 @@ pub fn read(path: &Path) -> Result<Results, RunError> {
     let mut text = String::new();
     std::fs::File::open(path)
         .and_then(|mut f| f.read_to_string(&mut text))
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => RunError::Usage(dmalab_core::UsageError::new(
+        .map_err(|e| {
+            let what = match e.kind() {
+                std::io::ErrorKind::NotFound => "does not exist",
+                std::io::ErrorKind::IsADirectory => "is a directory",
+                _ => return RunError::io(path, e),
+            };
+            RunError::Usage(dmalab_core::UsageError::new(
                 "RESULTS",
                 format!(
-                    "{} does not exist; name the .results.jsonl file `dmalab run` wrote",
+                    "{} {what}; name the .results.jsonl file `dmalab run` wrote",
                     path.display()
                 ),
-            )),
-            std::io::ErrorKind::IsADirectory => RunError::Usage(dmalab_core::UsageError::new(
-                "RESULTS",
-                format!(
-                    "{} is a directory; name the .results.jsonl file `dmalab run` wrote",
-                    path.display()
-                ),
-            )),
-            _ => RunError::io(path, e),
+            ))
         })?;
     let complete_len = text.rfind('\n').map_or(0, |i| i + 1);
     let mut header = None;
