@@ -8,6 +8,7 @@
 #   SECONDS_PER_RUN=10 PAIRS=5 CPUS=0 IODEPTH=16 DIR=/var/tmp scripts/bench-load.sh
 #   TARGET=ram scripts/bench-load.sh  # root: a loop device over tmpfs instead
 #                                     # of a file on the disk (no disk noise)
+#   DMALAB_BIN=path/to/dmalab ...     # measure that build, build nothing
 #
 # Metrics: bandwidth of random 128 KiB reads, IOPS of sequential 4 KiB
 # reads (dmalab's single pattern), CPU time per command in both, and the
@@ -15,7 +16,11 @@
 # worst whole 1-second window's |rate - target| / target, computed the same
 # way for both (windows ending at least 100 ms before the stop) from
 # per-command completion times (dmalab's rate checker; fio's per-I/O
-# latency log, whose times are completion times in ms).
+# latency log, whose times are completion times in ms). For dmalab it also
+# gives the worst window among those in which due commands waited for a
+# free slot (all iodepth busy: the device, not the pacer, was behind) for
+# less than 1% of the window: the issue's "when the device can deliver the
+# rate".
 #
 # Buffers: fio reads into iodepth x bs bytes of io_u buffers (64 KiB for
 # 16 x 4 KiB), so dmalab gets --buffer of the same size (the same memory
@@ -39,8 +44,12 @@ cd "$(dirname "$0")/.."
 (( SECS >= 2 )) || { echo "bench-load: SECONDS_PER_RUN must be at least 2 (the rate error needs a whole 1-s window)" >&2; exit 1; }
 
 command -v fio >/dev/null || { echo "bench-load: fio is not installed (apt-get install fio)" >&2; exit 1; }
-cargo build --release -q -p dmalab
-DMALAB=$PWD/target/release/dmalab
+if [[ -n ${DMALAB_BIN:-} ]]; then
+  DMALAB=$(realpath "$DMALAB_BIN")   # measure a build made elsewhere
+else
+  cargo build --release -q -p dmalab
+  DMALAB=$PWD/target/release/dmalab
+fi
 
 WORK=$(mktemp -d "$DIR/bench-load.XXXXXX")
 LOOP=
@@ -202,14 +211,19 @@ read -r DM_MAX FIO_MAX < <(python3 -c "import json;d=json.load(open('$WORK/max.j
 
 echo
 echo "# rate error: worst 1-s window, percent off the target (single 4 KiB, --rate-iops / rate_iops)"
+echo "# (dmalab also splits off device-limited windows: due commands waited 1% of the window or more"
+echo "#  because all iodepth slots were busy; fio's latency log has completion times in whole ms and no submission times, so"
+echo "#  its windows cannot be split the same way)"
 for pct in 10 50 90; do
   DM_T=$(python3 -c "print(int($DM_MAX*$pct/100))")
   FIO_T=$(python3 -c "print(int($FIO_MAX*$pct/100))")
-  dms=(); fios=()
+  dms=(); dks=(); dls=(); fios=()
   for i in $(seq 0 $((PAIRS - 1))); do
     one_dm() {
       run_dmalab "$WORK/dm-rate.json" 4K single sequential --rate-iops "$DM_T"
-      dms+=("$(python3 -c "import json;print(json.load(open('$WORK/dm-rate.json'))['result']['rate_check']['window_max_error_pct'])")")
+      local c; c=$(python3 -c "import json;c=json.load(open('$WORK/dm-rate.json'))['result']['rate_check'];print(c['window_max_error_pct'], c.get('kept_up_max_error_pct', 'nan'), c['device_limited_windows'], len(c['windows_per_s']))")
+      read -r a b k n <<<"$c"
+      dms+=("$a"); dks+=("$b"); dls+=("$k/$n")
     }
     one_fio() {
       rm -f "$WORK"/lat*.log
@@ -218,7 +232,7 @@ for pct in 10 50 90; do
     }
     if (( i % 2 == 0 )); then one_fio; one_dm; else one_dm; one_fio; fi
   done
-  python3 - "$pct" "$DM_T" "$FIO_T" "${dms[*]}" "${fios[*]}" <<'EOF'
+  python3 - "$pct" "$DM_T" "$FIO_T" "${dms[*]}" "${fios[*]}" "${dks[*]}" "${dls[*]}" <<'EOF'
 import sys, statistics as st
 pct, dt, ft = sys.argv[1], sys.argv[2], sys.argv[3]
 d = [float(x) for x in sys.argv[4].split()]; f = [float(x) for x in sys.argv[5].split()]
@@ -226,6 +240,10 @@ r = [a / b for a, b in zip(d, f) if b > 0]
 rr = f"ratio median {st.median(r):.3f} range [{min(r):.3f}, {max(r):.3f}]" if r else "ratio n/a (fio error 0)"
 print(f"rate {pct:>2}% of max: dmalab {dt}/s worst window median {st.median(d):.3f}% [{min(d):.3f}, {max(d):.3f}]  "
       f"fio {ft}/s median {st.median(f):.3f}% [{min(f):.3f}, {max(f):.3f}]  {rr}")
+k = [float(x) for x in sys.argv[6].split() if x != "nan"]
+kk = f"median {st.median(k):.3f}% [{min(k):.3f}, {max(k):.3f}] over {len(k)} runs" if k else "none (every window held)"
+print(f"    dmalab, windows where the device kept up (due commands waited for a full queue < 1% of the window): {kk}; "
+      f"device-limited windows per run: {' '.join(sys.argv[7].split())}")
 EOF
 done
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -5,6 +5,13 @@
 //! the target, and computes the rate in every whole 1-second window, the
 //! run's mean, and, for Poisson arrival, a Kolmogorov–Smirnov test of the
 //! gaps between completions against the exponential distribution.
+//!
+//! "When the device can deliver the rate": the workers also report, per
+//! window, how long a command that was due waited because every queue slot
+//! was busy (the device was behind, not the pacer). Waits shorter than 1% of
+//! a window cannot cost it 1% of its commands; a window with longer waits is
+//! device-limited. The worst error is given over all windows and over the
+//! windows that are not device-limited.
 
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +41,17 @@ pub struct RateCheck {
     pub windows_per_s: Vec<f64>,
     /// Largest |window - target| / target, percent (0 with no window).
     pub window_max_error_pct: f64,
+    /// Per window, nanoseconds during which a due command waited because
+    /// every queue slot was busy (summed over workers): the device, not the
+    /// pacer, held the rate back.
+    pub windows_held_ns: Vec<u64>,
+    /// Windows in which due commands waited for slots for 1% of the window
+    /// or more (`DEVICE_LIMITED_NS`): the device set the pace there.
+    pub device_limited_windows: usize,
+    /// Largest window error over the windows that are not device-limited
+    /// (the device kept up); absent when there is no such window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_up_max_error_pct: Option<f64>,
     /// Mean rate over the whole windows, units per second.
     pub mean_per_s: f64,
     /// |mean - target| / target, percent.
@@ -43,12 +61,18 @@ pub struct RateCheck {
     pub ks: Option<KsResult>,
 }
 
+/// Held time from which a 1-second window counts as device-limited: 1% of
+/// it. Shorter waits cannot cost the window 1% of its commands.
+pub const DEVICE_LIMITED_NS: u64 = 10_000_000;
+
 /// Checks completions `(time_ns since start, bytes)` against a target rate.
-/// `end_ns` is when submission stopped; only whole seconds before it count.
-/// With `poisson`, the gaps are tested against an exponential whose mean is
-/// the target's.
+/// `held_ns[w]` is how long due commands waited for a free slot in window
+/// `w` (missing windows: none). `end_ns` is when submission stopped; only
+/// whole seconds before it count. With `poisson`, the gaps are tested
+/// against an exponential whose mean is the target's.
 pub fn check_rate(
     completions: &[(u64, u64)],
+    held_ns: &[u64],
     unit_bytes: bool,
     target_per_s: f64,
     end_ns: u64,
@@ -66,6 +90,19 @@ pub fn check_rate(
     }
     let err = |v: f64| 100.0 * (v - target_per_s).abs() / target_per_s;
     let window_max_error_pct = windows.iter().map(|&w| err(w)).fold(0.0, f64::max);
+    let windows_held_ns: Vec<u64> = (0..whole)
+        .map(|w| held_ns.get(w).copied().unwrap_or(0))
+        .collect();
+    let device_limited_windows = windows_held_ns
+        .iter()
+        .filter(|&&h| h >= DEVICE_LIMITED_NS)
+        .count();
+    let kept_up_max_error_pct = windows
+        .iter()
+        .zip(&windows_held_ns)
+        .filter(|(_, &h)| h < DEVICE_LIMITED_NS)
+        .map(|(&w, _)| err(w))
+        .reduce(f64::max);
     let mean_per_s = if whole > 0 {
         windows.iter().sum::<f64>() / whole as f64
     } else {
@@ -87,6 +124,9 @@ pub fn check_rate(
         target_per_s,
         windows_per_s: windows,
         window_max_error_pct,
+        windows_held_ns,
+        device_limited_windows,
+        kept_up_max_error_pct,
         mean_per_s,
         mean_error_pct: if whole > 0 { err(mean_per_s) } else { 100.0 },
         ks,
@@ -145,18 +185,48 @@ mod tests {
     #[test]
     fn exact_uniform_passes() {
         let c: Vec<(u64, u64)> = (0..3000).map(|i| (i * 1_000_000 + 50_000, 4096)).collect();
-        let r = check_rate(&c, false, 1000.0, 3_000_000_000, false);
+        let r = check_rate(&c, &[], false, 1000.0, 3_000_000_000, false);
         assert_eq!(r.windows_per_s, vec![1000.0, 1000.0, 1000.0]);
         assert_eq!(r.window_max_error_pct, 0.0);
-        let r = check_rate(&c, true, 4096.0 * 1000.0, 3_000_000_000, false);
+        let r = check_rate(&c, &[], true, 4096.0 * 1000.0, 3_000_000_000, false);
         assert_eq!(r.mean_error_pct, 0.0);
+    }
+
+    #[test]
+    fn windows_where_the_device_held_commands_are_told_apart() {
+        // Target 1000/s; the second window is 10% short, and in it due
+        // commands waited 30 ms for a free slot; the third is 0.5% short
+        // with 5 ms of waits (under 1% of the window).
+        let mut c: Vec<(u64, u64)> = (0..1000).map(|i| (i * 1_000_000, 1)).collect();
+        c.extend((0..900).map(|i| (1_000_000_000 + i * 1_100_000, 1)));
+        c.extend((0..995).map(|i| (2_000_000_000 + i * 1_005_000, 1)));
+        let r = check_rate(
+            &c,
+            &[0, 30_000_000, 5_000_000],
+            false,
+            1000.0,
+            3_000_000_000,
+            false,
+        );
+        assert_eq!(r.windows_held_ns, vec![0, 30_000_000, 5_000_000]);
+        assert_eq!(r.device_limited_windows, 1);
+        assert!((r.window_max_error_pct - 10.0).abs() < 1e-9, "{r:?}");
+        assert!(
+            (r.kept_up_max_error_pct.unwrap() - 0.5).abs() < 1e-9,
+            "{r:?}"
+        );
+        // Every window held: nothing to judge the pacer on.
+        let h = [DEVICE_LIMITED_NS; 4];
+        let r = check_rate(&c, &h, false, 1000.0, 3_000_000_000, false);
+        assert_eq!(r.device_limited_windows, 3);
+        assert_eq!(r.kept_up_max_error_pct, None);
     }
 
     #[test]
     fn burst_in_one_window_fails() {
         // 2000 commands all in the first second: windows 2000, 0.
         let c: Vec<(u64, u64)> = (0..2000).map(|i| (i * 1000, 1)).collect();
-        let r = check_rate(&c, false, 1000.0, 2_000_000_000, false);
+        let r = check_rate(&c, &[], false, 1000.0, 2_000_000_000, false);
         assert_eq!(r.window_max_error_pct, 100.0);
         assert_eq!(r.mean_error_pct, 0.0);
     }

@@ -301,6 +301,16 @@ impl LoadResult {
                 c.window_max_error_pct,
                 c.windows_per_s.len()
             ));
+            if c.windows_held_ns.iter().any(|&h| h > 0) {
+                s.push_str(&format!(
+                    "  device    due commands waited for a full queue for {} in all; device-limited (1% of a window or more) in {} of {} windows; worst window where the device kept up: {}\n",
+                    fmt_ns(c.windows_held_ns.iter().sum::<u64>() as f64),
+                    c.device_limited_windows,
+                    c.windows_per_s.len(),
+                    c.kept_up_max_error_pct
+                        .map_or("none".into(), |e| format!("{e:.3}% off")),
+                ));
+            }
             if let Some(l) = &self.pacing_lateness_ns {
                 let p = |q: f64| l.p(q).map_or("-".into(), |v| fmt_ns(v as f64));
                 s.push_str(&format!(

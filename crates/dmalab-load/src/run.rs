@@ -180,8 +180,26 @@ struct WorkerOut {
     hist: LatHist,
     late_hist: LatHist,
     completions: Vec<(u64, u64)>,
+    /// Per 1-second window, ns in which a due command waited for a slot.
+    held_ns: Vec<u64>,
     first_error: Option<String>,
     last_ns: u64,
+}
+
+/// Adds the span `[from, to)` to per-1-second-window totals, split at
+/// window boundaries.
+fn add_span(windows: &mut Vec<u64>, from: u64, to: u64) {
+    const W: u64 = 1_000_000_000;
+    let mut t = from;
+    while t < to {
+        let w = (t / W) as usize;
+        let end = ((w as u64 + 1) * W).min(to);
+        if windows.len() <= w {
+            windows.resize(w + 1, 0);
+        }
+        windows[w] += end - t;
+        t = end;
+    }
 }
 
 /// With Poisson arrival the last stretch before a due time is spun, not
@@ -425,6 +443,7 @@ pub fn run(
     let mut late_hist = LatHist::new();
     let mut cpu = CpuUsage::default();
     let mut completions = Vec::new();
+    let mut held_ns: Vec<u64> = Vec::new();
     let mut workers = Vec::new();
     let mut first_error = None;
     for mut o in outs {
@@ -434,6 +453,12 @@ pub fn run(
         cpu.usr_ns += o.result.cpu.usr_ns;
         cpu.sys_ns += o.result.cpu.sys_ns;
         completions.append(&mut o.completions);
+        if held_ns.len() < o.held_ns.len() {
+            held_ns.resize(o.held_ns.len(), 0);
+        }
+        for (a, b) in held_ns.iter_mut().zip(&o.held_ns) {
+            *a += b;
+        }
         o.result.rates = Rates::of(&o.result.totals, bs, runtime_ns);
         if first_error.is_none() {
             first_error = o.first_error.take();
@@ -445,7 +470,8 @@ pub fn run(
     // Windows run to the planned end, or to the last completion when
     // stopped early or by --commands/--blocks.
     let planned_end = plan.runtime_ns.filter(|_| !interrupted);
-    let rate_check = record.then(|| rate_check(&plan.rate, &completions, planned_end, runtime_ns));
+    let rate_check =
+        record.then(|| rate_check(&plan.rate, &completions, &held_ns, planned_end, runtime_ns));
     let (rd, wr) = match (plan.stream.pattern.moves_data(), plan.direction) {
         (false, _) => (0, 0),
         (true, Direction::Write) => (totals.data_bytes, 0),
@@ -513,6 +539,7 @@ fn sample(cur: (u64, u64, u64), last: (u64, u64, u64), t_ns: u64, interval_ns: u
 fn rate_check(
     spec: &RateSpec,
     completions: &[(u64, u64)],
+    held_ns: &[u64],
     runtime: Option<u64>,
     ran_ns: u64,
 ) -> RateCheck {
@@ -538,6 +565,7 @@ fn rate_check(
     let end = runtime.unwrap_or(ran_ns).saturating_sub(100_000_000);
     check_rate(
         completions,
+        held_ns,
         bytes_bind,
         target,
         end,
@@ -578,6 +606,14 @@ fn worker_loop(
     let mut hist = LatHist::new();
     let mut late_hist = LatHist::new();
     let mut recorded = Vec::new();
+    // When every slot is busy, a command that falls due waits for the
+    // device: `full_since` is when the last free slot was taken, `freed`
+    // the span the queue stayed full once a completion ends it. The first
+    // command fetched after that span waited from max(its due time, the
+    // span's start) to the span's end.
+    let mut held_ns = Vec::new();
+    let mut full_since: Option<u64> = None;
+    let mut freed: Option<(u64, u64)> = None;
     let mut first_error = None;
     let mut last_ns = 0;
     loop {
@@ -594,6 +630,11 @@ fn worker_loop(
                     if pending.is_none() {
                         draining = true;
                         break;
+                    }
+                    if let (Some((_, due)), Some((from, to))) = (pending, freed.take()) {
+                        if record && due < to {
+                            add_span(&mut held_ns, due.max(from), to);
+                        }
                     }
                 }
                 let Some((cmd, due)) = pending else { break };
@@ -615,6 +656,9 @@ fn worker_loop(
                 }
                 slot_cmd[slot as usize] = (cmd.len, cmd.blocks, cmd.op);
                 slot_t0[slot as usize] = clock.now_ns();
+                if free.is_empty() {
+                    full_since = Some(slot_t0[slot as usize]);
+                }
                 slot_addr[slot as usize] = base + cmd.buf_offset;
                 inflight += 1;
                 pending = None;
@@ -665,6 +709,9 @@ fn worker_loop(
         }
         let t = clock.now_ns();
         last_ns = t;
+        if let Some(from) = full_since.take() {
+            freed = Some((from, t));
+        }
         let before = totals;
         for c in &comps {
             let s = c.slot as usize;
@@ -728,6 +775,7 @@ fn worker_loop(
         hist,
         late_hist,
         completions: recorded,
+        held_ns,
         first_error,
         last_ns,
     }
@@ -787,8 +835,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn paced_submissions_never_wait_for_completions() {
+    /// Runs 100 commands due every 1/`iops` s on a SlowEngine with `depth`
+    /// slots: the worker's output and (queue time, in flight) per command.
+    fn run_slow(depth: usize, iops: u64) -> (WorkerOut, Vec<(u64, usize)>) {
         let cfg = StreamConfig {
             pattern: Pattern::Single,
             write_storage: false,
@@ -802,7 +851,7 @@ mod tests {
         };
         let spec = RateSpec {
             rate_bytes_per_s: None,
-            rate_iops: Some(500),
+            rate_iops: Some(iops),
             timeslot_ns: 100_000_000,
             arrival: Arrival::Uniform,
             burst: false,
@@ -834,20 +883,38 @@ mod tests {
             &AtomicBool::new(false),
             &live,
             &buffer,
-            32,
+            depth,
             u64::MAX,
             true,
             false,
             None,
             false,
         );
+        let q = queued.lock().unwrap().clone();
+        (out, q)
+    }
+
+    #[test]
+    fn a_full_queue_is_counted_as_the_device_holding_commands() {
+        // Four slots of 20 ms commands deliver at most 200/s; asked for
+        // 500/s, due commands wait for slots for most of the run.
+        let (out, _) = run_slow(4, 500);
+        assert_eq!(out.result.totals.commands, 100);
+        let held: u64 = out.held_ns.iter().sum();
+        // 100 commands at 200/s take 500 ms, of which the first 20 ms has
+        // free slots: any sane accounting gives well over 100 ms held.
+        assert!(held > 100_000_000, "held {held} ns");
+    }
+
+    #[test]
+    fn paced_submissions_never_wait_for_completions() {
+        let (out, q) = run_slow(32, 500);
         assert_eq!(out.result.totals.commands, 100);
         // Commands are due every 2 ms and take 20 ms: a limiter that waited
         // for completions (fio's inline mode drains the queue before it
         // sleeps) would queue each one with nothing in flight; ours queues
         // with about 10 in flight. Counting in-flight commands, not
         // lateness, keeps the test immune to a busy machine's stalls.
-        let q = queued.lock().unwrap();
         let mut inflight: Vec<usize> = q.iter().map(|&(_, n)| n).collect();
         inflight.sort_unstable();
         assert!(
@@ -855,6 +922,9 @@ mod tests {
             "median in flight at submission: {}",
             inflight[50]
         );
+        // The queue never filled (32 slots, about 10 in flight): no command
+        // waited for the device.
+        assert!(out.held_ns.iter().all(|&h| h == 0), "{:?}", out.held_ns);
         // And never before the due time.
         for (k, &(t, _)) in q.iter().enumerate() {
             assert!(
