@@ -4,7 +4,7 @@
 # access order and duration; five interleaved pairs; median and range of
 # each ratio dmalab/fio.
 #
-#   scripts/bench-load.sh            # build, then run (about 65 x SECONDS s)
+#   scripts/bench-load.sh            # build, then run (about 80 x SECONDS s)
 #   SECONDS_PER_RUN=10 PAIRS=5 CPUS=0 IODEPTH=16 DIR=/var/tmp scripts/bench-load.sh
 #   TARGET=ram scripts/bench-load.sh  # root: a loop device over tmpfs instead
 #                                     # of a file on the disk (no disk noise)
@@ -26,10 +26,10 @@
 # 16 x 4 KiB), so dmalab gets --buffer of the same size (the same memory
 # footprint for the device's DMA); its default 64 MiB buffer is measured as
 # well (one more 4 KiB run per pair) and printed on its own line.
-# The 4 KiB IOPS pairs run A B B A (fio, dmalab, dmalab, fio; the next pair
-# the other way round) and compare each tool's mean of two runs: the disk's
-# rate drifts by tens of percent within minutes, and this cancels a steady
-# drift within a pair.
+# The bandwidth and 4 KiB IOPS pairs run A B B A (fio, dmalab, dmalab, fio;
+# the next pair the other way round) and compare each tool's mean of two
+# runs: the disk's rate drifts by tens of percent within minutes, and this
+# cancels a steady drift within a pair.
 # Device requests per command (from /sys/class/block/DEV/stat around each
 # 4 KiB run) show whether the block layer merged commands.
 set -euo pipefail
@@ -145,10 +145,12 @@ def ratio_line(name, pairs_vals, unit_fmt):
     print(f"{name:<34} dmalab {unit_fmt(st.median(dms)):>14}  fio {unit_fmt(st.median(fis)):>14}  "
           f"ratio median {st.median(rs):.3f}  range [{min(rs):.3f}, {max(rs):.3f}]  pairs " + " ".join(f"{r:.2f}" for r in rs))
 
-bw = [(dm(f"{work}/dm-rand-{i}.json")["rates"]["data_bw_bytes"], fio_job(f"{work}/fio-rand-{i}.json")["read"]["bw_bytes"]) for i in range(pairs)]
-# 4 KiB IOPS: each pair is A B B A (fio dmalab dmalab fio, then the other
-# way round), and each tool's figure is the mean of its two runs, which
-# cancels a disk whose rate drifts steadily within the pair.
+# Both measures run as A B B A (fio dmalab dmalab fio, then the other way
+# round), and each tool's figure is the mean of its two runs, which cancels
+# a disk whose rate drifts steadily within the pair.
+def dm_bw(i): return (dm(f"{work}/dm-rand-{i}.json")["rates"]["data_bw_bytes"] + dm(f"{work}/dm-rand-{i}-b.json")["rates"]["data_bw_bytes"]) / 2
+def fio_bw(i): return (fio_job(f"{work}/fio-rand-{i}.json")["read"]["bw_bytes"] + fio_job(f"{work}/fio-rand-{i}-b.json")["read"]["bw_bytes"]) / 2
+bw = [(dm_bw(i), fio_bw(i)) for i in range(pairs)]
 def dm_iops(i): return (dm(f"{work}/dm-single-{i}.json")["rates"]["iops"] + dm(f"{work}/dm-single-{i}-b.json")["rates"]["iops"]) / 2
 def fio_iops(i): return (fio_job(f"{work}/fio-single-{i}.json")["read"]["iops"] + fio_job(f"{work}/fio-single-{i}-b.json")["read"]["iops"]) / 2
 iops = [(dm_iops(i), fio_iops(i)) for i in range(pairs)]
@@ -195,11 +197,13 @@ EOF
 for i in $(seq 0 $((PAIRS - 1))); do
   if (( i % 2 == 0 )); then
     run_fio "$WORK/fio-rand-$i.json" 128k randread; run_dmalab "$WORK/dm-rand-$i.json" 128K random random
+    run_dmalab "$WORK/dm-rand-$i-b.json" 128K random random; run_fio "$WORK/fio-rand-$i-b.json" 128k randread
     run_fio "$WORK/fio-single-$i.json" 4k read; run_dmalab "$WORK/dm-single-$i.json" 4K single sequential
     run_dmalab "$WORK/dm-single-$i-b.json" 4K single sequential; run_fio "$WORK/fio-single-$i-b.json" 4k read
     run_dmalab "$WORK/dm-single64m-$i.json" 4K single sequential --buffer 64M
   else
     run_dmalab "$WORK/dm-rand-$i.json" 128K random random; run_fio "$WORK/fio-rand-$i.json" 128k randread
+    run_fio "$WORK/fio-rand-$i-b.json" 128k randread; run_dmalab "$WORK/dm-rand-$i-b.json" 128K random random
     run_dmalab "$WORK/dm-single64m-$i.json" 4K single sequential --buffer 64M
     run_dmalab "$WORK/dm-single-$i.json" 4K single sequential; run_fio "$WORK/fio-single-$i.json" 4k read
     run_fio "$WORK/fio-single-$i-b.json" 4k read; run_dmalab "$WORK/dm-single-$i-b.json" 4K single sequential
@@ -246,4 +250,18 @@ print(f"    dmalab, windows where the device kept up (due commands waited for a 
       f"device-limited windows per run: {' '.join(sys.argv[7].split())}")
 EOF
 done
+# The same absolute rate for both tools: dmalab at fio's 90% target, which
+# is a lower share of dmalab's own maximum when dmalab is the faster tool.
+# This compares the pacers alone, at equal load on the device.
+FIO_T=$(python3 -c "print(int($FIO_MAX*90/100))")
+sames=()
+for i in $(seq 0 $((PAIRS - 1))); do
+  run_dmalab "$WORK/dm-rate.json" 4K single sequential --rate-iops "$FIO_T"
+  sames+=("$(python3 -c "import json;print(json.load(open('$WORK/dm-rate.json'))['result']['rate_check']['window_max_error_pct'])")")
+done
+python3 - "$FIO_T" "${sames[*]}" <<'EOF'
+import sys, statistics as st
+d = [float(x) for x in sys.argv[2].split()]
+print(f"rate at fio's 90% target for both: dmalab {sys.argv[1]}/s worst window median {st.median(d):.3f}% [{min(d):.3f}, {max(d):.3f}]")
+EOF
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
