@@ -184,7 +184,8 @@ impl Machine {
         Ok(Machine {
             scheme,
             line_shift,
-            llc: Cache::new(l.size_bytes, l.ways, l.line_bytes, l.replacement),
+            // Nothing enters the LLC before its data arrived.
+            llc: Cache::without_fills(l.size_bytes, l.ways, l.line_bytes, l.replacement),
             llc_ways: l.ways as usize,
             ddio_ways: match scheme {
                 Scheme::Shared => l.ddio_ways as usize,
