@@ -122,16 +122,10 @@ impl Cache {
     #[inline]
     pub fn lookup(&self, line: u64) -> Option<usize> {
         let b = self.base(line);
-        // The common associativities get a loop of known length, which
-        // compiles to compares and conditional moves: which way holds the
-        // line is data the host cannot predict, so an early exit would
-        // mispredict on most hits.
-        let w = match self.ways {
-            4 => find::<4>(&self.slots[b..b + 4], line),
-            8 => find::<8>(&self.slots[b..b + 8], line),
-            n => self.slots[b..b + n].iter().position(|s| s.tag == line),
-        };
-        w.map(|w| b + w)
+        self.slots[b..b + self.ways]
+            .iter()
+            .position(|s| s.tag == line)
+            .map(|w| b + w)
     }
 
     #[inline]
@@ -232,17 +226,6 @@ impl Cache {
     pub fn is_dirty(&self, slot: usize) -> bool {
         self.slots[slot].meta & DIRTY != 0
     }
-}
-
-/// The way of a `N`-way set holding `line`: every way compared, the first
-/// match kept (a line is in at most one way).
-#[inline]
-fn find<const N: usize>(set: &[Slot], line: u64) -> Option<usize> {
-    let mut hit = N;
-    for w in (0..N).rev() {
-        hit = std::hint::select_unpredictable(set[w].tag == line, w, hit);
-    }
-    (hit < N).then_some(hit)
 }
 
 #[cfg(test)]
