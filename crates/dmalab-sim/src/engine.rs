@@ -261,6 +261,13 @@ impl Machine {
         } else {
             (&mut self.cpu_slots, self.cpu_k)
         };
+        if k == 1 {
+            // One slot (the paper's setting): the slots are always empty
+            // here, and the stream waits for this read at once.
+            let c = self.dram.completion(tk);
+            self.wait_until(c, cat);
+            return tk;
+        }
         slots.push_back(tk);
         if slots.len() >= k {
             if let Some(oldest) = slots.pop_front() {
