@@ -21,8 +21,6 @@ pub struct Victim {
     pub line: u64,
     /// Modified: must be written back.
     pub dirty: bool,
-    /// Its `fill` word.
-    pub fill: u64,
     /// True if it was brought in by a prefetch and never used.
     pub unused_prefetch: bool,
 }
@@ -176,10 +174,9 @@ impl Cache {
         let lim = way_limit.clamp(1, self.ways);
         let slot = b + self.choose(b, lim);
         let old = self.slots[slot];
-        let victim = (old.tag != INVALID).then(|| Victim {
+        let victim = (old.tag != INVALID).then_some(Victim {
             line: old.tag,
             dirty: old.meta & DIRTY != 0,
-            fill: self.fill(slot),
             unused_prefetch: old.meta & PREFETCHED != 0,
         });
         let st = self.stamp();
@@ -286,7 +283,7 @@ mod tests {
         assert_eq!(c.fill(s), PENDING | 7);
         c.insert(2, false, 0, false, 2);
         let v = c.insert(4, false, 0, false, 2).unwrap();
-        assert_eq!((v.line, v.fill, v.unused_prefetch), (0, PENDING | 7, true));
+        assert_eq!((v.line, v.unused_prefetch), (0, true));
         let mut n = Cache::without_fills(256, 2, 64, Replacement::Lru);
         n.insert(0, true, 0, false, 2);
         let s = n.lookup(0).unwrap();
