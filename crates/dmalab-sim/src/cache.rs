@@ -1,9 +1,12 @@
 //! Set-associative cache state: flat arrays, no timing, no statistics.
 //!
 //! A slot is `set * ways + way`. Lines are addresses shifted right by the
-//! line size. Each slot also carries a `fill` word: when the line's data
-//! arrives (ps), or, with [`PENDING`] set, the DRAM ticket of a fill still in
-//! flight (prefetches).
+//! line size. In a cache built with fill words ([`Cache::new`]) each slot
+//! also carries a `fill` word: when the line's data arrives (ps), or, with
+//! [`PENDING`] set, the DRAM ticket of a fill still in flight (prefetches).
+//! A cache whose lines always arrive before they are used (the LLC) is built
+//! without them ([`Cache::without_fills`]): its fill words all read 0, and
+//! it spends no host memory or stores on them.
 
 use crate::config::Replacement;
 
@@ -18,8 +21,6 @@ pub struct Victim {
     pub line: u64,
     /// Modified: must be written back.
     pub dirty: bool,
-    /// Its `fill` word.
-    pub fill: u64,
     /// True if it was brought in by a prefetch and never used.
     pub unused_prefetch: bool,
 }
@@ -51,14 +52,24 @@ pub struct Cache {
     /// `meta` bits that order victims (see [`Slot`]).
     key_mask: u64,
     slots: Vec<Slot>,
+    /// One per slot, or empty for a cache without fill words.
     fill: Vec<u64>,
     tick: u64,
 }
 
 impl Cache {
     /// A cache of `size_bytes` with `ways` ways of `line_bytes` lines
-    /// (at least one set; sets need not be a power of two).
+    /// (at least one set; sets need not be a power of two), with a fill
+    /// word per slot.
     pub fn new(size_bytes: u64, ways: u32, line_bytes: u32, policy: Replacement) -> Self {
+        let mut c = Self::without_fills(size_bytes, ways, line_bytes, policy);
+        c.fill = vec![0; c.slots.len()];
+        c
+    }
+
+    /// The same cache without fill words: every fill word reads 0, and
+    /// inserting a line takes fill 0.
+    pub fn without_fills(size_bytes: u64, ways: u32, line_bytes: u32, policy: Replacement) -> Self {
         // A cache smaller than one set of `ways` lines gets fewer ways.
         let lines = (size_bytes / line_bytes as u64).max(1);
         let ways = (ways.max(1) as u64).min(lines) as usize;
@@ -80,7 +91,7 @@ impl Cache {
                 };
                 n
             ],
-            fill: vec![0; n],
+            fill: Vec::new(),
             tick: 0,
         }
     }
@@ -135,13 +146,17 @@ impl Cache {
     /// The `fill` word of a slot.
     #[inline]
     pub fn fill(&self, slot: usize) -> u64 {
-        self.fill[slot]
+        self.fill.get(slot).copied().unwrap_or(0)
     }
 
-    /// Replaces the `fill` word of a slot (a resolved ticket).
+    /// Replaces the `fill` word of a slot (a resolved ticket); a cache
+    /// without fill words takes only 0.
     #[inline]
     pub fn set_fill(&mut self, slot: usize, fill: u64) {
-        self.fill[slot] = fill;
+        debug_assert!(fill == 0 || !self.fill.is_empty());
+        if let Some(f) = self.fill.get_mut(slot) {
+            *f = fill;
+        }
     }
 
     /// Inserts `line` (not present), choosing a victim among the first
@@ -159,10 +174,9 @@ impl Cache {
         let lim = way_limit.clamp(1, self.ways);
         let slot = b + self.choose(b, lim);
         let old = self.slots[slot];
-        let victim = (old.tag != INVALID).then(|| Victim {
+        let victim = (old.tag != INVALID).then_some(Victim {
             line: old.tag,
             dirty: old.meta & DIRTY != 0,
-            fill: self.fill[slot],
             unused_prefetch: old.meta & PREFETCHED != 0,
         });
         let st = self.stamp();
@@ -170,7 +184,7 @@ impl Cache {
             tag: line,
             meta: ((dirty as u64) << 63) | st | prefetched as u64,
         };
-        self.fill[slot] = fill;
+        self.set_fill(slot, fill);
         victim
     }
 
@@ -201,7 +215,7 @@ impl Cache {
         s.tag = INVALID;
         let dirty = s.meta & DIRTY != 0;
         s.meta &= !(DIRTY | PREFETCHED);
-        (dirty, self.fill[slot])
+        (dirty, self.fill(slot))
     }
 
     /// Is the slot's line dirty?
@@ -259,6 +273,22 @@ mod tests {
         assert_eq!(c.insert(10, true, 0, false, 1).unwrap().line, 0);
         assert_eq!(c.insert(11, true, 0, false, 1).unwrap().line, 10);
         assert!(c.lookup(1).is_some() && c.lookup(2).is_some() && c.lookup(3).is_some());
+    }
+
+    #[test]
+    fn fill_words_only_where_built() {
+        let mut c = Cache::new(256, 2, 64, Replacement::Lru);
+        c.insert(0, false, PENDING | 7, true, 2);
+        let s = c.lookup(0).unwrap();
+        assert_eq!(c.fill(s), PENDING | 7);
+        c.insert(2, false, 0, false, 2);
+        let v = c.insert(4, false, 0, false, 2).unwrap();
+        assert_eq!((v.line, v.unused_prefetch), (0, true));
+        let mut n = Cache::without_fills(256, 2, 64, Replacement::Lru);
+        n.insert(0, true, 0, false, 2);
+        let s = n.lookup(0).unwrap();
+        assert_eq!(n.fill(s), 0);
+        assert_eq!(n.remove(s), (true, 0));
     }
 
     #[test]

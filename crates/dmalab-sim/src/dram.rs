@@ -407,7 +407,11 @@ impl Dram {
             if i == id {
                 return t;
             }
-            if !self.rq.holds(id) {
+            // A read is queued until it is served, and then its entry holds
+            // it until a later read's takes the place. An older read's
+            // entry there means this one is still queued; only a later
+            // read's (or none) needs the queue searched.
+            if i > id && !self.rq.holds(id) {
                 // Completed so long ago that its ring entry was reused.
                 return 0;
             }
@@ -487,7 +491,9 @@ impl Dram {
         self.draining = use_w;
         let q = if use_w { &self.wq } else { &self.rq };
         let mut pick = 0;
-        if self.sched == Scheduler::FrFcfs {
+        // With one request queued (the read queue, mostly) there is nothing
+        // to choose, and no need to ask whether it hits.
+        if self.sched == Scheduler::FrFcfs && q.len > 1 {
             // The oldest arrived request to an open row, else the oldest.
             for k in 0..q.len {
                 let r = q.get(k);

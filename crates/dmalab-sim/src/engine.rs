@@ -184,7 +184,8 @@ impl Machine {
         Ok(Machine {
             scheme,
             line_shift,
-            llc: Cache::new(l.size_bytes, l.ways, l.line_bytes, l.replacement),
+            // Nothing enters the LLC before its data arrived.
+            llc: Cache::without_fills(l.size_bytes, l.ways, l.line_bytes, l.replacement),
             llc_ways: l.ways as usize,
             ddio_ways: match scheme {
                 Scheme::Shared => l.ddio_ways as usize,
@@ -260,6 +261,13 @@ impl Machine {
         } else {
             (&mut self.cpu_slots, self.cpu_k)
         };
+        if k == 1 {
+            // One slot (the paper's setting): the slots are always empty
+            // here, and the stream waits for this read at once.
+            let c = self.dram.completion(tk);
+            self.wait_until(c, cat);
+            return tk;
+        }
         slots.push_back(tk);
         if slots.len() >= k {
             if let Some(oldest) = slots.pop_front() {
