@@ -303,12 +303,10 @@ impl LoadResult {
             ));
             if c.windows_held_ns.iter().any(|&h| h > 0) {
                 s.push_str(&format!(
-                    "  device    due commands waited for a full queue for {} in all; device-limited (1% of a window or more) in {} of {} windows; worst window where the device kept up: {}\n",
+                    "  device    due commands waited for a full queue for {} (up to {:.2}% of a window); worst window error beyond that: {:.3}%\n",
                     fmt_ns(c.windows_held_ns.iter().sum::<u64>() as f64),
-                    c.device_limited_windows,
-                    c.windows_per_s.len(),
-                    c.kept_up_max_error_pct
-                        .map_or("none".into(), |e| format!("{e:.3}% off")),
+                    c.held_max_pct,
+                    c.unexplained_max_error_pct,
                 ));
             }
             if let Some(l) = &self.pacing_lateness_ns {

@@ -513,14 +513,14 @@ fn uniform_rate_every_window_within_one_percent() {
             let c = j["result"]["rate_check"].clone();
             // Windows that end 100 ms or more before the stop: 3 of 4 s.
             assert_eq!(c["windows_per_s"].as_array().unwrap().len(), 3, "{c}");
-            // One held-time figure per window, and the worst error over
-            // the windows the device kept up in whenever there is one.
+            // One held-time figure per window; the error beyond the
+            // device's holds is never more than the whole error.
             assert_eq!(c["windows_held_ns"].as_array().unwrap().len(), 3, "{c}");
-            let limited = c["device_limited_windows"].as_u64().unwrap();
-            assert!(limited <= 3, "{c}");
-            if limited < 3 {
-                assert!(c["kept_up_max_error_pct"].as_f64().is_some(), "{c}");
-            }
+            let unexplained = c["unexplained_max_error_pct"].as_f64().unwrap();
+            assert!(
+                unexplained <= c["window_max_error_pct"].as_f64().unwrap(),
+                "{c}"
+            );
             let late_max = u(&j, "/result/pacing_lateness_ns/max_ns");
             let ok = c["window_max_error_pct"].as_f64().unwrap() <= 1.0
                 && c["mean_error_pct"].as_f64().unwrap() <= 1.0;
