@@ -42,8 +42,8 @@ pub struct RateCheck {
     /// Largest |window - target| / target, percent (0 with no window).
     pub window_max_error_pct: f64,
     /// Per window, nanoseconds during which a due command waited because
-    /// every queue slot was busy (summed over workers): the device, not the
-    /// pacer, held the rate back.
+    /// every queue slot was busy (the longest of any worker's): the device,
+    /// not the pacer, held the rate back.
     pub windows_held_ns: Vec<u64>,
     /// Largest share of a window during which due commands waited for a
     /// slot, percent.

@@ -453,11 +453,14 @@ pub fn run(
         cpu.usr_ns += o.result.cpu.usr_ns;
         cpu.sys_ns += o.result.cpu.sys_ns;
         completions.append(&mut o.completions);
+        // Workers' holds overlap in time, so a sum could exceed the window:
+        // the longest of any worker's is a lower bound of the time some due
+        // command waited, and never credits the device with more than that.
         if held_ns.len() < o.held_ns.len() {
             held_ns.resize(o.held_ns.len(), 0);
         }
-        for (a, b) in held_ns.iter_mut().zip(&o.held_ns) {
-            *a += b;
+        for (a, &b) in held_ns.iter_mut().zip(&o.held_ns) {
+            *a = (*a).max(b);
         }
         o.result.rates = Rates::of(&o.result.totals, bs, runtime_ns);
         if first_error.is_none() {

@@ -545,6 +545,39 @@ fn uniform_rate_every_window_within_one_percent() {
 }
 
 #[test]
+fn held_share_is_a_share_of_the_window_with_several_workers() {
+    // An impossible rate with one slot per worker: each worker's queue is
+    // full nearly all the time, so each one's held time is most of every
+    // window. The workers wait at the same time; their holds must not add
+    // up to more than the window.
+    let Some(l) = rate_target() else { return };
+    let dev = l.dev.to_str().unwrap();
+    let (code, _, err, json) = load(&[
+        "--target",
+        dev,
+        "--workers",
+        "2",
+        "--iodepth",
+        "1",
+        "--rate-iops",
+        "5000000",
+        "--runtime",
+        "2",
+        "-q",
+        "--buffer",
+        "1M",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let j = json.unwrap();
+    let c = &j["result"]["rate_check"];
+    let held = c["held_max_pct"].as_f64().unwrap();
+    assert!(held > 10.0 && held <= 100.0, "{c}");
+    for h in c["windows_held_ns"].as_array().unwrap() {
+        assert!(h.as_u64().unwrap() <= 1_000_000_000, "{c}");
+    }
+}
+
+#[test]
 fn burst_spends_the_budget_at_slot_start() {
     // Same mean, but all of each slot's commands at once: the latency of the
     // last ones grows with the burst, and the mean rate is still met.
