@@ -217,16 +217,19 @@ echo "# rate error: worst 1-s window, percent off the target (single 4 KiB, --ra
 echo "# (dmalab also measures, per window, how long due commands waited because all iodepth slots were"
 echo "#  busy, and gives the worst window error beyond that share; fio's latency log has completion times"
 echo "#  in whole ms and no submission times, so its windows cannot be split the same way)"
+dm_rate_fields() { # dmalab result file -> "worst window %, beyond the holds %, largest held %"
+  python3 -c "import json,sys;c=json.load(open(sys.argv[1]))['result']['rate_check'];print(c['window_max_error_pct'], c['unexplained_max_error_pct'], c['held_max_pct'])" "$1"
+}
 for pct in 10 50 90; do
   DM_T=$(python3 -c "print(int($DM_MAX*$pct/100))")
   FIO_T=$(python3 -c "print(int($FIO_MAX*$pct/100))")
-  dms=(); dks=(); dls=(); fios=()
+  dms=(); beyond=(); helds=(); fios=()
   for i in $(seq 0 $((PAIRS - 1))); do
     one_dm() {
       run_dmalab "$WORK/dm-rate.json" 4K single sequential --rate-iops "$DM_T"
-      local c; c=$(python3 -c "import json;c=json.load(open('$WORK/dm-rate.json'))['result']['rate_check'];print(c['window_max_error_pct'], c['unexplained_max_error_pct'], c['held_max_pct'])")
-      read -r a b h <<<"$c"
-      dms+=("$a"); dks+=("$b"); dls+=("$h")
+      local a b h
+      read -r a b h < <(dm_rate_fields "$WORK/dm-rate.json")
+      dms+=("$a"); beyond+=("$b"); helds+=("$h")
     }
     one_fio() {
       rm -f "$WORK"/lat*.log
@@ -235,7 +238,7 @@ for pct in 10 50 90; do
     }
     if (( i % 2 == 0 )); then one_fio; one_dm; else one_dm; one_fio; fi
   done
-  python3 - "$pct" "$DM_T" "$FIO_T" "${dms[*]}" "${fios[*]}" "${dks[*]}" "${dls[*]}" <<'EOF'
+  python3 - "$pct" "$DM_T" "$FIO_T" "${dms[*]}" "${fios[*]}" "${beyond[*]}" "${helds[*]}" <<'EOF'
 import sys, statistics as st
 pct, dt, ft = sys.argv[1], sys.argv[2], sys.argv[3]
 d = [float(x) for x in sys.argv[4].split()]; f = [float(x) for x in sys.argv[5].split()]
@@ -255,7 +258,8 @@ FIO_T=$(python3 -c "print(int($FIO_MAX*90/100))")
 sames=()
 for i in $(seq 0 $((PAIRS - 1))); do
   run_dmalab "$WORK/dm-rate.json" 4K single sequential --rate-iops "$FIO_T"
-  sames+=("$(python3 -c "import json;print(json.load(open('$WORK/dm-rate.json'))['result']['rate_check']['window_max_error_pct'])")")
+  read -r a _ < <(dm_rate_fields "$WORK/dm-rate.json")
+  sames+=("$a")
 done
 python3 - "$FIO_T" "${sames[*]}" <<'EOF'
 import sys, statistics as st
