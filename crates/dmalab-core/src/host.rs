@@ -204,6 +204,59 @@ impl CpuTimes {
     }
 }
 
+/// Steal time per CPU, read from /proc/stat: how long the hypervisor ran
+/// something else while a virtual CPU was ready to run. On a VM whose host
+/// throttles it (a CPU quota that the host's I/O threads count against),
+/// every CPU of the guest stops at once for milliseconds, and a device's
+/// completions wait with it.
+#[derive(Clone, Debug, Default)]
+pub struct StealMeter {
+    last: Vec<u64>,
+    ns_per_tick: u64,
+}
+
+impl StealMeter {
+    /// Takes the first reading (all zeros where /proc/stat is unreadable).
+    pub fn start() -> Self {
+        // SAFETY: sysconf only reads a configuration value.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let hz = if hz > 0 { hz as u64 } else { 100 };
+        Self {
+            last: read_steal_ticks().unwrap_or_default(),
+            ns_per_tick: 1_000_000_000 / hz,
+        }
+    }
+
+    /// Steal time since the previous reading, nanoseconds: the most any one
+    /// CPU lost (a whole-VM pause shows on every CPU; the sum would count
+    /// it once per CPU). Resolution is one clock tick (10 ms at USER_HZ 100).
+    pub fn take(&mut self) -> u64 {
+        let Some(now) = read_steal_ticks() else {
+            return 0;
+        };
+        let most = now
+            .iter()
+            .zip(self.last.iter().chain(std::iter::repeat(&0)))
+            .map(|(n, l)| n.saturating_sub(*l))
+            .max()
+            .unwrap_or(0);
+        self.last = now;
+        most * self.ns_per_tick
+    }
+}
+
+fn read_steal_ticks() -> Option<Vec<u64>> {
+    Some(parse_steal_ticks(&fs::read_to_string("/proc/stat").ok()?))
+}
+
+/// Steal ticks of each `cpuN` line of /proc/stat text, in line order.
+pub fn parse_steal_ticks(stat: &str) -> Vec<u64> {
+    stat.lines()
+        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+        .filter_map(|l| l.split_whitespace().nth(8)?.parse().ok())
+        .collect()
+}
+
 /// Sysfs directory (`/sys/dev/block/MAJ:MIN`) for a device number.
 pub fn sysfs_for_devno(major: u32, minor: u32) -> PathBuf {
     PathBuf::from(format!("/sys/dev/block/{major}:{minor}"))
@@ -352,6 +405,15 @@ impl DeviceInfo {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn steal_ticks_come_from_each_cpu_line_not_the_total() {
+        let stat = "cpu  3309857 18755 520633 1276494 248019 0 59264 170496 0 0\n\
+                    cpu0 1603212 4218 292795 584341 220055 0 4772 85457 0 0\n\
+                    cpu1 1706644 14537 227838 692152 27963 0 54492 85038 0 0\n\
+                    intr 123 4 5\n";
+        assert_eq!(super::parse_steal_ticks(stat), vec![85457, 85038]);
+    }
+
     use super::*;
 
     #[test]

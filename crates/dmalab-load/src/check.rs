@@ -12,6 +12,12 @@
 //! for h% of a window, the window can fall short by at most about h% for
 //! the device's sake; the checker gives the worst error beyond that, the
 //! pacer's share, next to the worst error over all windows.
+//!
+//! On a virtual machine the host may pause the whole guest for tens of
+//! milliseconds (steal time): completions wait, the queue fills, and the
+//! pause shows as held time. The steal per window, read from /proc/stat by
+//! the per-second sampler, is reported beside it so a reader can tell a
+//! paused VM from a slow device.
 
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +54,14 @@ pub struct RateCheck {
     /// Largest share of a window during which due commands waited for a
     /// slot, percent.
     pub held_max_pct: f64,
+    /// Per window, nanoseconds the hypervisor took from the CPU that lost
+    /// most (steal time at clock-tick resolution; 0 on bare metal). The
+    /// per-second sample k stands for window k.
+    #[serde(default)]
+    pub windows_steal_ns: Vec<u64>,
+    /// Largest share of a window stolen by the hypervisor, percent.
+    #[serde(default)]
+    pub steal_max_pct: f64,
     /// Largest window error beyond what the device's holds explain, percent:
     /// a window short by e% in which due commands waited for h% of it
     /// counts e - h (at least 0); a window over the target, which is a
@@ -73,6 +87,7 @@ pub struct RateCheck {
 pub fn check_rate(
     completions: &[(u64, u64)],
     held_ns: &[u64],
+    steal_ns: &[u64],
     unit_bytes: bool,
     target_per_s: f64,
     end_ns: u64,
@@ -95,6 +110,10 @@ pub fn check_rate(
         .collect();
     let pct = |h: u64| h as f64 / 1e7;
     let held_max_pct = windows_held_ns.iter().map(|&h| pct(h)).fold(0.0, f64::max);
+    let windows_steal_ns: Vec<u64> = (0..whole)
+        .map(|w| steal_ns.get(w).copied().unwrap_or(0))
+        .collect();
+    let steal_max_pct = windows_steal_ns.iter().map(|&h| pct(h)).fold(0.0, f64::max);
     let unexplained_max_error_pct = windows
         .iter()
         .enumerate()
@@ -129,6 +148,8 @@ pub fn check_rate(
         window_max_error_pct,
         windows_held_ns,
         held_max_pct,
+        windows_steal_ns,
+        steal_max_pct,
         unexplained_max_error_pct,
         mean_per_s,
         mean_error_pct: if whole > 0 { err(mean_per_s) } else { 100.0 },
@@ -188,10 +209,10 @@ mod tests {
     #[test]
     fn exact_uniform_passes() {
         let c: Vec<(u64, u64)> = (0..3000).map(|i| (i * 1_000_000 + 50_000, 4096)).collect();
-        let r = check_rate(&c, &[], false, 1000.0, 3_000_000_000, false);
+        let r = check_rate(&c, &[], &[], false, 1000.0, 3_000_000_000, false);
         assert_eq!(r.windows_per_s, vec![1000.0, 1000.0, 1000.0]);
         assert_eq!(r.window_max_error_pct, 0.0);
-        let r = check_rate(&c, &[], true, 4096.0 * 1000.0, 3_000_000_000, false);
+        let r = check_rate(&c, &[], &[], true, 4096.0 * 1000.0, 3_000_000_000, false);
         assert_eq!(r.mean_error_pct, 0.0);
     }
 
@@ -207,7 +228,7 @@ mod tests {
         c.extend((0..1020).map(|i| (2_000_000_000 + i * 980_000, 1)));
         c.extend((0..995).map(|i| (3_000_000_000 + i * 1_005_000, 1)));
         let held = [0, 30_000_000, 5_000_000];
-        let r = check_rate(&c, &held, false, 1000.0, 4_000_000_000, false);
+        let r = check_rate(&c, &held, &[], false, 1000.0, 4_000_000_000, false);
         assert_eq!(r.windows_per_s, vec![1000.0, 900.0, 1020.0, 995.0]);
         assert_eq!(r.windows_held_ns, vec![0, 30_000_000, 5_000_000, 0]);
         assert!((r.window_max_error_pct - 10.0).abs() < 1e-9, "{r:?}");
@@ -216,19 +237,34 @@ mod tests {
         // Held for a third of window 1: nothing left for the pacer but the
         // 0.5% of window 3.
         let held = [0, 300_000_000, 5_000_000];
-        let r = check_rate(&c, &held, false, 1000.0, 4_000_000_000, false);
+        let r = check_rate(&c, &held, &[], false, 1000.0, 4_000_000_000, false);
         assert!((r.unexplained_max_error_pct - 0.5).abs() < 1e-9, "{r:?}");
         // No holds: the pacer owns every window's error.
-        let r = check_rate(&c, &[], false, 1000.0, 4_000_000_000, false);
+        let r = check_rate(&c, &[], &[], false, 1000.0, 4_000_000_000, false);
         assert_eq!(r.unexplained_max_error_pct, r.window_max_error_pct);
         assert_eq!(r.held_max_pct, 0.0);
+    }
+
+    #[test]
+    fn steal_is_reported_per_whole_window_and_judges_nothing() {
+        // Three whole windows; the sampler saw a fourth, partial second.
+        let c: Vec<(u64, u64)> = (0..3000).map(|i| (i * 1_000_000, 1)).collect();
+        let steal = [0, 40_000_000, 10_000_000, 90_000_000];
+        let r = check_rate(&c, &[], &steal, false, 1000.0, 3_000_000_000, false);
+        assert_eq!(r.windows_steal_ns, vec![0, 40_000_000, 10_000_000]);
+        assert!((r.steal_max_pct - 4.0).abs() < 1e-9, "{r:?}");
+        // Steal is evidence beside the error, not an excuse for it.
+        assert_eq!(r.unexplained_max_error_pct, r.window_max_error_pct);
+        // Fewer samples than windows (a run cut short): zeros, not a panic.
+        let r = check_rate(&c, &[], &steal[..1], false, 1000.0, 3_000_000_000, false);
+        assert_eq!(r.windows_steal_ns, vec![0, 0, 0]);
     }
 
     #[test]
     fn burst_in_one_window_fails() {
         // 2000 commands all in the first second: windows 2000, 0.
         let c: Vec<(u64, u64)> = (0..2000).map(|i| (i * 1000, 1)).collect();
-        let r = check_rate(&c, &[], false, 1000.0, 2_000_000_000, false);
+        let r = check_rate(&c, &[], &[], false, 1000.0, 2_000_000_000, false);
         assert_eq!(r.window_max_error_pct, 100.0);
         assert_eq!(r.mean_error_pct, 0.0);
     }

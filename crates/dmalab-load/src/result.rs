@@ -111,17 +111,28 @@ pub struct Sample {
     pub iops: f64,
     /// blocks / interval, blocks per second.
     pub blocks_per_s: f64,
+    /// Steal time in the interval, nanoseconds: the most any CPU lost to
+    /// the hypervisor (clock-tick resolution, 10 ms). Not zero: the VM was
+    /// paused, and completions waited with it.
+    #[serde(default)]
+    pub steal_ns: u64,
 }
 
 impl Sample {
-    /// The stderr line: `  3.000 s  12345 blocks/s  48.22 MiB/s  12345 commands/s`.
+    /// The stderr line: `  3.000 s  12345 blocks/s  48.22 MiB/s  12345 commands/s`,
+    /// then `  steal 20 ms` when the hypervisor took time from a CPU.
     pub fn line(&self) -> String {
         format!(
-            "{:8.3} s  {:>10.0} blocks/s  {:>10.2} MiB/s  {:>10.0} commands/s",
+            "{:8.3} s  {:>10.0} blocks/s  {:>10.2} MiB/s  {:>10.0} commands/s{}",
             self.t_s,
             self.blocks_per_s,
             self.bw_bytes / (1 << 20) as f64,
-            self.iops
+            self.iops,
+            if self.steal_ns > 0 {
+                format!("  steal {} ms", self.steal_ns / 1_000_000)
+            } else {
+                String::new()
+            }
         )
     }
 }
@@ -307,6 +318,13 @@ impl LoadResult {
                     fmt_ns(c.windows_held_ns.iter().sum::<u64>() as f64),
                     c.held_max_pct,
                     c.unexplained_max_error_pct,
+                ));
+            }
+            if c.windows_steal_ns.iter().any(|&h| h > 0) {
+                s.push_str(&format!(
+                    "  host      the hypervisor took {} from this VM's CPUs (steal time, up to {:.2}% of a window): completions waited meanwhile\n",
+                    fmt_ns(c.windows_steal_ns.iter().sum::<u64>() as f64),
+                    c.steal_max_pct,
                 ));
             }
             if let Some(l) = &self.pacing_lateness_ns {

@@ -369,6 +369,7 @@ pub fn run(
         abort.store(true, Ordering::Relaxed);
     }
     let clock = MonoClock::new();
+    let mut steal = dmalab_core::host::StealMeter::start();
     let _ = start_cell.set(clock);
     live.set_running(monotonic_ns());
     go.wait();
@@ -386,7 +387,7 @@ pub fn run(
                 // machine may wake us late), not at the nominal second.
                 let cur = live.totals();
                 let t = clock.now_ns();
-                let s = sample(cur, last, t, t - last_t);
+                let s = sample(cur, last, t, t - last_t, steal.take());
                 on_sample(&s);
                 samples.push(s);
                 last = cur;
@@ -427,7 +428,7 @@ pub fn run(
     let runtime_ns = outs.iter().map(|o| o.last_ns).max().unwrap_or(0).max(1);
     let cur = live.totals();
     if cur != last && runtime_ns > last_t {
-        let s = sample(cur, last, runtime_ns, runtime_ns - last_t);
+        let s = sample(cur, last, runtime_ns, runtime_ns - last_t, steal.take());
         // A sliver of a second after the last whole one gives a meaningless
         // per-second rate on stderr; the JSON keeps it (samples sum to the
         // totals).
@@ -473,8 +474,18 @@ pub fn run(
     // Windows run to the planned end, or to the last completion when
     // stopped early or by --commands/--blocks.
     let planned_end = plan.runtime_ns.filter(|_| !interrupted);
-    let rate_check =
-        record.then(|| rate_check(&plan.rate, &completions, &held_ns, planned_end, runtime_ns));
+    // Sample k covers about [k, k+1) s, as the checker's window k does.
+    let steal_ns: Vec<u64> = samples.iter().map(|s| s.steal_ns).collect();
+    let rate_check = record.then(|| {
+        rate_check(
+            &plan.rate,
+            &completions,
+            &held_ns,
+            &steal_ns,
+            planned_end,
+            runtime_ns,
+        )
+    });
     let (rd, wr) = match (plan.stream.pattern.moves_data(), plan.direction) {
         (false, _) => (0, 0),
         (true, Direction::Write) => (totals.data_bytes, 0),
@@ -524,7 +535,13 @@ fn buffer_sha256(buffer: &DmaBuffer) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn sample(cur: (u64, u64, u64), last: (u64, u64, u64), t_ns: u64, interval_ns: u64) -> Sample {
+fn sample(
+    cur: (u64, u64, u64),
+    last: (u64, u64, u64),
+    t_ns: u64,
+    interval_ns: u64,
+    steal_ns: u64,
+) -> Sample {
     let iv = interval_ns.max(1) as f64 / 1e9;
     let (b, c, k) = (cur.0 - last.0, cur.1 - last.1, cur.2 - last.2);
     Sample {
@@ -536,6 +553,7 @@ fn sample(cur: (u64, u64, u64), last: (u64, u64, u64), t_ns: u64, interval_ns: u
         bw_bytes: b as f64 / iv,
         iops: c as f64 / iv,
         blocks_per_s: k as f64 / iv,
+        steal_ns,
     }
 }
 
@@ -543,6 +561,7 @@ fn rate_check(
     spec: &RateSpec,
     completions: &[(u64, u64)],
     held_ns: &[u64],
+    steal_ns: &[u64],
     runtime: Option<u64>,
     ran_ns: u64,
 ) -> RateCheck {
@@ -569,6 +588,7 @@ fn rate_check(
     check_rate(
         completions,
         held_ns,
+        steal_ns,
         bytes_bind,
         target,
         end,

@@ -516,6 +516,14 @@ fn uniform_rate_every_window_within_one_percent() {
             // One held-time figure per window; the error beyond the
             // device's holds is never more than the whole error.
             assert_eq!(c["windows_held_ns"].as_array().unwrap().len(), 3, "{c}");
+            // So is the steal time, and it agrees with the per-second
+            // samples it came from (sample k is window k).
+            let steal = c["windows_steal_ns"].as_array().unwrap();
+            assert_eq!(steal.len(), 3, "{c}");
+            let samples = j["result"]["samples"].as_array().unwrap();
+            for (k, st) in steal.iter().enumerate() {
+                assert_eq!(st, &samples[k]["steal_ns"], "{c}");
+            }
             let unexplained = c["unexplained_max_error_pct"].as_f64().unwrap();
             assert!(
                 unexplained <= c["window_max_error_pct"].as_f64().unwrap(),
