@@ -2,10 +2,10 @@
 # bench-load.sh: `dmalab load` against fio (io_uring, fixedbufs=1,
 # registerfiles=1) on the same file, block size, queue depth, CPU list,
 # access order and duration; five interleaved pairs; median and range of
-# each ratio dmalab/fio.
+# each ratio dmalab/fio (nine pairs for the rate errors, the noisiest).
 #
-#   scripts/bench-load.sh            # build, then run (about 80 x SECONDS s)
-#   SECONDS_PER_RUN=10 PAIRS=5 CPUS=0 IODEPTH=16 DIR=/var/tmp scripts/bench-load.sh
+#   scripts/bench-load.sh            # build, then run (about 110 x SECONDS s)
+#   SECONDS_PER_RUN=10 PAIRS=5 RATE_PAIRS=9 CPUS=0 IODEPTH=16 DIR=/var/tmp scripts/bench-load.sh
 #   TARGET=ram scripts/bench-load.sh  # root: a loop device over tmpfs instead
 #                                     # of a file on the disk (no disk noise)
 #   DMALAB_BIN=path/to/dmalab ...     # measure that build, build nothing
@@ -35,6 +35,9 @@ set -euo pipefail
 
 SECS=${SECONDS_PER_RUN:-5}
 PAIRS=${PAIRS:-5}
+# The rate errors swing most from run to run (host pauses: see the steal
+# lines), so they get more pairs than the ratios.
+RATE_PAIRS=${RATE_PAIRS:-9}
 CPUS=${CPUS:-0}
 IODEPTH=${IODEPTH:-16}
 DIR=${DIR:-/var/tmp}
@@ -95,9 +98,9 @@ devstat() { # -> "reads merged" of the file's block device (empty when unknown)
 echo "# dmalab load vs fio: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (a shared machine: figures are noisy)"
 if [[ -n $LOOP ]]; then
-  echo "# target $LOOP: loop device over $SHM ($SIZE of random data in tmpfs), cpus $CPUS, iodepth $IODEPTH, ${SECS}s per run, $PAIRS interleaved pairs"
+  echo "# target $LOOP: loop device over $SHM ($SIZE of random data in tmpfs), cpus $CPUS, iodepth $IODEPTH, ${SECS}s per run, $PAIRS interleaved pairs ($RATE_PAIRS for the rates)"
 else
-  echo "# file $FILE ($SIZE on $(df --output=source "$DIR" | tail -1)), cpus $CPUS, iodepth $IODEPTH, ${SECS}s per run, $PAIRS interleaved pairs"
+  echo "# file $FILE ($SIZE on $(df --output=source "$DIR" | tail -1)), cpus $CPUS, iodepth $IODEPTH, ${SECS}s per run, $PAIRS interleaved pairs ($RATE_PAIRS for the rates)"
 fi
 echo "# fio command lines (exact, plus --rate_iops=N --write_lat_log=... --log_avg_msec=0 for the rate runs):"
 echo "#   $(fio_cmd 128k randread)"
@@ -220,25 +223,43 @@ echo "#  in whole ms and no submission times, so its windows cannot be split the
 dm_rate_fields() { # dmalab result file -> "worst window %, beyond the holds %, largest held %"
   python3 -c "import json,sys;c=json.load(open(sys.argv[1]))['result']['rate_check'];print(c['window_max_error_pct'], c['unexplained_max_error_pct'], c['held_max_pct'])" "$1"
 }
+# Steal time: what the hypervisor took from this VM's CPUs during a run (the
+# most any CPU lost, ms per second of the run). On the development VM the
+# host pauses the guest for 10-30 ms every 100 ms while the disk is busy,
+# and whether a pause straddles a window boundary decides most of a disk
+# run's window error, for both tools.
+TICK_MS=$(( 1000 / $(getconf CLK_TCK) ))
+steal_snap() { awk '/^cpu[0-9]/ {printf "%s ", $9}' /proc/stat; }
+steal_per_s() { # snapshot-before -> ms stolen per second of the run (most any CPU lost)
+  python3 - "$1" "$(steal_snap)" "$TICK_MS" "$SECS" <<'EOF'
+import sys
+a = [int(x) for x in sys.argv[1].split()]; b = [int(x) for x in sys.argv[2].split()]
+print(max((y - x for x, y in zip(a, b)), default=0) * int(sys.argv[3]) / float(sys.argv[4]))
+EOF
+}
 for pct in 10 50 90; do
   DM_T=$(python3 -c "print(int($DM_MAX*$pct/100))")
   FIO_T=$(python3 -c "print(int($FIO_MAX*$pct/100))")
-  dms=(); beyond=(); helds=(); fios=()
-  for i in $(seq 0 $((PAIRS - 1))); do
+  dms=(); beyond=(); helds=(); fios=(); dm_steal=(); fio_steal=()
+  for i in $(seq 0 $((RATE_PAIRS - 1))); do
     one_dm() {
+      local s0; s0=$(steal_snap)
       run_dmalab "$WORK/dm-rate.json" 4K single sequential --rate-iops "$DM_T"
+      dm_steal+=("$(steal_per_s "$s0")")
       local a b h
       read -r a b h < <(dm_rate_fields "$WORK/dm-rate.json")
       dms+=("$a"); beyond+=("$b"); helds+=("$h")
     }
     one_fio() {
       rm -f "$WORK"/lat*.log
+      local s0; s0=$(steal_snap)
       run_fio "$WORK/fio-rate.json" 4k read --rate_iops="$FIO_T" --write_lat_log="$WORK/lat" --log_avg_msec=0
+      fio_steal+=("$(steal_per_s "$s0")")
       fios+=("$(fio_rate_error "$(ls "$WORK"/lat_clat*.log | head -1)" "$FIO_T")")
     }
     if (( i % 2 == 0 )); then one_fio; one_dm; else one_dm; one_fio; fi
   done
-  python3 - "$pct" "$DM_T" "$FIO_T" "${dms[*]}" "${fios[*]}" "${beyond[*]}" "${helds[*]}" <<'EOF'
+  python3 - "$pct" "$DM_T" "$FIO_T" "${dms[*]}" "${fios[*]}" "${beyond[*]}" "${helds[*]}" "${dm_steal[*]}" "${fio_steal[*]}" <<'EOF'
 import sys, statistics as st
 pct, dt, ft = sys.argv[1], sys.argv[2], sys.argv[3]
 d = [float(x) for x in sys.argv[4].split()]; f = [float(x) for x in sys.argv[5].split()]
@@ -246,9 +267,13 @@ r = [a / b for a, b in zip(d, f) if b > 0]
 rr = f"ratio median {st.median(r):.3f} range [{min(r):.3f}, {max(r):.3f}]" if r else "ratio n/a (fio error 0)"
 print(f"rate {pct:>2}% of max: dmalab {dt}/s worst window median {st.median(d):.3f}% [{min(d):.3f}, {max(d):.3f}]  "
       f"fio {ft}/s median {st.median(f):.3f}% [{min(f):.3f}, {max(f):.3f}]  {rr}")
+print(f"    runs with every window within 1%: dmalab {sum(x <= 1 for x in d)}/{len(d)}, fio {sum(x <= 1 for x in f)}/{len(f)}")
 k = [float(x) for x in sys.argv[6].split()]; h = [float(x) for x in sys.argv[7].split()]
 print(f"    dmalab, worst window error beyond the device's holds: median {st.median(k):.3f}% [{min(k):.3f}, {max(k):.3f}]; "
       f"largest share of a window with due commands waiting for a full queue, per run: " + " ".join(f"{x:.1f}%" for x in h))
+ds = [float(x) for x in sys.argv[8].split()]; fs = [float(x) for x in sys.argv[9].split()]
+print("    steal (ms per second, the CPU that lost most), per run: dmalab " + " ".join(f"{x:.0f}" for x in ds)
+      + "  fio " + " ".join(f"{x:.0f}" for x in fs))
 EOF
 done
 # The same absolute rate for both tools: dmalab at fio's 90% target, which
@@ -256,7 +281,7 @@ done
 # This compares the pacers alone, at equal load on the device.
 FIO_T=$(python3 -c "print(int($FIO_MAX*90/100))")
 sames=()
-for i in $(seq 0 $((PAIRS - 1))); do
+for i in $(seq 0 $((RATE_PAIRS - 1))); do
   run_dmalab "$WORK/dm-rate.json" 4K single sequential --rate-iops "$FIO_T"
   read -r a _ < <(dm_rate_fields "$WORK/dm-rate.json")
   sames+=("$a")
@@ -264,6 +289,7 @@ done
 python3 - "$FIO_T" "${sames[*]}" <<'EOF'
 import sys, statistics as st
 d = [float(x) for x in sys.argv[2].split()]
-print(f"rate at fio's 90% target for both: dmalab {sys.argv[1]}/s worst window median {st.median(d):.3f}% [{min(d):.3f}, {max(d):.3f}]")
+print(f"rate at fio's 90% target for both: dmalab {sys.argv[1]}/s worst window median {st.median(d):.3f}% [{min(d):.3f}, {max(d):.3f}], "
+      f"{sum(x <= 1 for x in d)}/{len(d)} runs within 1%")
 EOF
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
