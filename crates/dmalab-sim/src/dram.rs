@@ -519,7 +519,10 @@ impl Dram {
         let t = self.t;
         let bg = r.bank >> self.bg_shift;
         let b = &mut self.banks[r.bank as usize];
-        let t0 = d.max(r.arrive);
+        // The request has arrived by `d`: `d` is at least the oldest
+        // arrival, and the scan picks only requests that arrived by then.
+        debug_assert!(r.arrive <= d);
+        let t0 = d;
         let rows = if write {
             &mut self.stats.write_rows
         } else {
