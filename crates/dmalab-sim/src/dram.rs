@@ -574,7 +574,10 @@ impl Dram {
         self.last_cas = cas;
         self.last_bg = bg;
         self.last_write = write;
-        self.decide = self.decide.max(first);
+        // The first command issues at `d` or later, and `d` is at least
+        // `decide`: the next decision is at the first command.
+        debug_assert!(first >= self.decide);
+        self.decide = first;
         self.last_done = self.last_done.max(end);
         self.bus_busy += t.burst;
         if write {
