@@ -519,7 +519,10 @@ impl Dram {
         let t = self.t;
         let bg = r.bank >> self.bg_shift;
         let b = &mut self.banks[r.bank as usize];
-        let t0 = d.max(r.arrive);
+        // The request has arrived by `d`: `d` is at least the oldest
+        // arrival, and the scan picks only requests that arrived by then.
+        debug_assert!(r.arrive <= d);
+        let t0 = d;
         let rows = if write {
             &mut self.stats.write_rows
         } else {
@@ -571,7 +574,10 @@ impl Dram {
         self.last_cas = cas;
         self.last_bg = bg;
         self.last_write = write;
-        self.decide = self.decide.max(first);
+        // The first command issues at `d` or later, and `d` is at least
+        // `decide`: the next decision is at the first command.
+        debug_assert!(first >= self.decide);
+        self.decide = first;
         self.last_done = self.last_done.max(end);
         self.bus_busy += t.burst;
         if write {
