@@ -205,9 +205,9 @@ impl CpuTimes {
 }
 
 /// Steal time per CPU, read from /proc/stat: how long the hypervisor ran
-/// something else while a virtual CPU was ready to run. On a VM whose host
-/// throttles it (a CPU quota that the host's I/O threads count against),
-/// every CPU of the guest stops at once for milliseconds, and a device's
+/// something else while a virtual CPU was ready to run. When the host
+/// pauses the guest (on the development VM: 10-30 ms every 100 ms while
+/// its virtio disk is busy), every CPU shows it, and a device's
 /// completions wait with it.
 #[derive(Clone, Debug, Default)]
 pub struct StealMeter {
@@ -405,16 +405,16 @@ impl DeviceInfo {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn steal_ticks_come_from_each_cpu_line_not_the_total() {
         let stat = "cpu  3309857 18755 520633 1276494 248019 0 59264 170496 0 0\n\
                     cpu0 1603212 4218 292795 584341 220055 0 4772 85457 0 0\n\
                     cpu1 1706644 14537 227838 692152 27963 0 54492 85038 0 0\n\
                     intr 123 4 5\n";
-        assert_eq!(super::parse_steal_ticks(stat), vec![85457, 85038]);
+        assert_eq!(parse_steal_ticks(stat), vec![85457, 85038]);
     }
-
-    use super::*;
 
     #[test]
     fn collects_something_sane() {

@@ -105,15 +105,18 @@ pub fn check_rate(
     }
     let err = |v: f64| 100.0 * (v - target_per_s).abs() / target_per_s;
     let window_max_error_pct = windows.iter().map(|&w| err(w)).fold(0.0, f64::max);
-    let windows_held_ns: Vec<u64> = (0..whole)
-        .map(|w| held_ns.get(w).copied().unwrap_or(0))
-        .collect();
     let pct = |h: u64| h as f64 / 1e7;
-    let held_max_pct = windows_held_ns.iter().map(|&h| pct(h)).fold(0.0, f64::max);
-    let windows_steal_ns: Vec<u64> = (0..whole)
-        .map(|w| steal_ns.get(w).copied().unwrap_or(0))
-        .collect();
-    let steal_max_pct = windows_steal_ns.iter().map(|&h| pct(h)).fold(0.0, f64::max);
+    // A per-window time series padded (or cut) to the whole windows, and
+    // its largest share of a window.
+    let per_window = |ns: &[u64]| -> (Vec<u64>, f64) {
+        let v: Vec<u64> = (0..whole)
+            .map(|w| ns.get(w).copied().unwrap_or(0))
+            .collect();
+        let max_pct = v.iter().map(|&h| pct(h)).fold(0.0, f64::max);
+        (v, max_pct)
+    };
+    let (windows_held_ns, held_max_pct) = per_window(held_ns);
+    let (windows_steal_ns, steal_max_pct) = per_window(steal_ns);
     let unexplained_max_error_pct = windows
         .iter()
         .enumerate()
