@@ -240,3 +240,44 @@ fn bad_input_exits_2_naming_the_option() {
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(left.len(), 1);
 }
+
+/// scripts/pgo-rustc.sh (used by scripts/build-pgo.sh) adds the profile only
+/// to the simulator and binary crates, so every other crate of a PGO build
+/// is compiled as in a plain one.
+#[test]
+fn pgo_wrapper_adds_the_profile_to_the_sim_and_binary_crates_only() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pgo-rustc.sh");
+    let run = |crate_name: &str, profile: Option<&str>| {
+        let mut c = std::process::Command::new(&script);
+        // `echo` stands in for rustc: it prints the arguments it was given.
+        c.args([
+            "echo",
+            "--edition=2021",
+            "--crate-name",
+            crate_name,
+            "src/lib.rs",
+        ]);
+        c.env_remove("DMALAB_PGO_PROFILE");
+        if let Some(p) = profile {
+            c.env("DMALAB_PGO_PROFILE", p);
+        }
+        let out = c.output().expect("run scripts/pgo-rustc.sh");
+        assert!(out.status.success());
+        stdout(&out).trim().to_string()
+    };
+    let plain = "--edition=2021 --crate-name dmalab_load src/lib.rs";
+    assert_eq!(run("dmalab_load", Some("/p.profdata")), plain);
+    for name in ["dmalab_sim", "dmalab"] {
+        let with = run(name, Some("/p.profdata"));
+        assert!(
+            with.ends_with(&format!(
+                "--crate-name {name} src/lib.rs -Cprofile-use=/p.profdata -Cllvm-args=-profile-summary-cutoff-hot=999000"
+            )),
+            "{with}"
+        );
+        assert_eq!(
+            run(name, None),
+            format!("--edition=2021 --crate-name {name} src/lib.rs")
+        );
+    }
+}
