@@ -20,8 +20,68 @@ pub enum OutputFormat {
     Text,
 }
 
-/// Writes `contents` to `path` atomically (temp file, fsync, rename).
+/// Where an output goes, decided before writing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OutputTarget {
+    /// A regular file (or none yet) at this path, the symlinks on the way
+    /// resolved: written whole or not at all, through a temporary file
+    /// renamed over it.
+    Atomic(std::path::PathBuf),
+    /// An existing character device or FIFO (`/dev/null`, `/dev/stdout`, a
+    /// pipe): written in place, as a shell redirection would. Renaming a
+    /// file over it would replace the device node itself.
+    Direct,
+}
+
+/// Decides how `path` is written; a block device, a directory or anything
+/// else that is not a file, a character device or a FIFO is refused with
+/// `InvalidInput`, so no result lands on a disk the user did not name as a
+/// target.
+pub fn output_target(path: &Path) -> std::io::Result<OutputTarget> {
+    use std::os::unix::fs::FileTypeExt;
+    match fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A dangling symlink is replaced, as before; a plain path is new.
+            Ok(OutputTarget::Atomic(path.to_path_buf()))
+        }
+        Err(e) => Err(e),
+        Ok(m) => {
+            let t = m.file_type();
+            if t.is_file() {
+                Ok(OutputTarget::Atomic(fs::canonicalize(path)?))
+            } else if t.is_char_device() || t.is_fifo() {
+                Ok(OutputTarget::Direct)
+            } else {
+                let what = if t.is_block_device() {
+                    "a block device"
+                } else if t.is_dir() {
+                    "a directory"
+                } else {
+                    "not a regular file"
+                };
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("{} is {what}; name a file to write", path.display()),
+                ))
+            }
+        }
+    }
+}
+
+/// Writes `contents` to `path` atomically (temp file, fsync, rename); an
+/// existing character device or FIFO is written in place instead
+/// ([`output_target`]).
 pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let path = match output_target(path)? {
+        OutputTarget::Direct => {
+            return fs::OpenOptions::new()
+                .write(true)
+                .open(path)?
+                .write_all(contents)
+        }
+        OutputTarget::Atomic(p) => p,
+    };
+    let path = path.as_path();
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -103,6 +163,55 @@ mod tests {
         let p = dir.path().join("missing-dir").join("r.json");
         assert!(write_atomic(&p, b"x").is_err());
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_fifo_is_written_in_place_and_kept() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("pipe");
+        let st = std::process::Command::new("mkfifo")
+            .arg(&p)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let rp = p.clone();
+        let reader = std::thread::spawn(move || fs::read(&rp).unwrap());
+        write_atomic(&p, b"result").unwrap();
+        // The node is still a FIFO (a rename would have replaced it with a
+        // regular file, as it once replaced /dev/null; checked before
+        // joining, as the reader would then wait for ever), and no
+        // temporary file was left beside it.
+        assert!(fs::symlink_metadata(&p).unwrap().file_type().is_fifo());
+        assert_eq!(reader.join().unwrap(), b"result");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert_eq!(
+            output_target(Path::new("/dev/null")).unwrap(),
+            OutputTarget::Direct
+        );
+    }
+
+    #[test]
+    fn a_symlink_keeps_pointing_at_the_rewritten_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.json");
+        let link = dir.path().join("link.json");
+        fs::write(&real, b"old").unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        write_atomic(&link, b"new").unwrap();
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read(&real).unwrap(), b"new");
+    }
+
+    #[test]
+    fn a_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = write_atomic(dir.path(), b"x").unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("a directory"), "{e}");
     }
 
     #[test]

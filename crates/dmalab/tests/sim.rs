@@ -281,3 +281,55 @@ fn pgo_wrapper_adds_the_profile_to_the_sim_and_binary_crates_only() {
         );
     }
 }
+
+/// `--output /dev/null` (or any character device or FIFO) is written in
+/// place: writing whole-or-nothing through a renamed temporary file once
+/// replaced the device node with a regular file. Checked on a FIFO, not on
+/// /dev/null itself, so a regression cannot break the machine.
+#[test]
+fn output_to_a_fifo_is_written_in_place() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("fc.trace");
+    let out = dmalab()
+        .args(["sim", "synth", "file-copy", "--size", "256K", "--output"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for args in [
+        vec!["sim", "compare", trace.to_str().unwrap(), "--output"],
+        vec!["sim", "synth", "file-copy", "--size", "256K", "--output"],
+    ] {
+        let fifo = dir.path().join("pipe");
+        let _ = std::fs::remove_file(&fifo);
+        let st = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let rp = fifo.clone();
+        let reader = std::thread::spawn(move || std::fs::read(&rp).unwrap());
+        let out = dmalab().args(&args).arg(&fifo).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Checked before joining: had the FIFO been replaced, the reader
+        // would wait on it for ever.
+        let t = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+        assert!(t.is_fifo(), "{args:?}: the FIFO was replaced");
+        assert!(!reader.join().unwrap().is_empty(), "{args:?}");
+        // Nothing but the trace and the FIFO in the directory.
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            2,
+            "{args:?}"
+        );
+    }
+}

@@ -322,7 +322,8 @@ pub fn convert(input: &Path, output: &Path, to: Format) -> Result<ConvertStats, 
             w.finish()?;
         }
         Format::Text => {
-            let tmp = writer::tmp_path(output);
+            let (output, tmp, direct) = writer::staging(output)?;
+            let output = output.as_path();
             let result = (|| {
                 let f = File::create(&tmp).map_err(|e| TraceError::io(&tmp, e))?;
                 let mut enc = TextEncoder::new(std::io::BufWriter::new(f));
@@ -332,10 +333,12 @@ pub fn convert(input: &Path, output: &Path, to: Format) -> Result<ConvertStats, 
                 }
                 let mut bw = enc.into_inner();
                 std::io::Write::flush(&mut bw).map_err(|e| TraceError::io(&tmp, e))?;
-                std::fs::rename(&tmp, output).map_err(|e| TraceError::io(output, e))?;
+                if !direct {
+                    std::fs::rename(&tmp, output).map_err(|e| TraceError::io(output, e))?;
+                }
                 Ok(())
             })();
-            if result.is_err() {
+            if result.is_err() && !direct {
                 let _ = std::fs::remove_file(&tmp);
             }
             result?;

@@ -30,7 +30,24 @@ pub struct TraceWriter {
     inner: Mutex<Inner>,
     path: PathBuf,
     tmp: PathBuf,
+    /// Written in place (a character device or FIFO): no rename, nothing to remove.
+    direct: bool,
     done: bool,
+}
+
+/// Where a trace for `path` is written first, and whether it is then
+/// renamed to `path` (the resolved file) or was written in place (an
+/// existing character device or FIFO such as `/dev/null`, which a rename
+/// would replace: [`dmalab_core::output::output_target`]).
+pub(crate) fn staging(path: &Path) -> Result<(PathBuf, PathBuf, bool), TraceError> {
+    use dmalab_core::output::{output_target, OutputTarget};
+    match output_target(path).map_err(|e| TraceError::io(path, e))? {
+        OutputTarget::Direct => Ok((path.to_path_buf(), path.to_path_buf(), true)),
+        OutputTarget::Atomic(p) => {
+            let tmp = tmp_path(&p);
+            Ok((p, tmp, false))
+        }
+    }
 }
 
 pub(crate) fn tmp_path(path: &Path) -> PathBuf {
@@ -52,7 +69,7 @@ impl TraceWriter {
     /// Creates the trace; it appears at `path` only when [`finish`](Self::finish)
     /// succeeds.
     pub fn create(path: &Path) -> Result<Self, TraceError> {
-        let tmp = tmp_path(path);
+        let (path, tmp, direct) = staging(path)?;
         let f = File::create(&tmp).map_err(|e| TraceError::io(&tmp, e))?;
         let enc = BinaryEncoder::new(BufWriter::with_capacity(1 << 20, f))
             .map_err(|e| TraceError::io(&tmp, e))?;
@@ -63,8 +80,9 @@ impl TraceWriter {
                 summary: TraceSummary::default(),
                 failed: false,
             }),
-            path: path.to_path_buf(),
+            path,
             tmp,
+            direct,
             done: false,
         })
     }
@@ -148,10 +166,12 @@ impl TraceWriter {
         let summary = inner.summary;
         let w = inner.enc.get_mut();
         w.flush().map_err(|e| TraceError::io(&self.tmp, e))?;
-        w.get_ref()
-            .sync_all()
-            .map_err(|e| TraceError::io(&self.tmp, e))?;
-        std::fs::rename(&self.tmp, &self.path).map_err(|e| TraceError::io(&self.path, e))?;
+        if !self.direct {
+            w.get_ref()
+                .sync_all()
+                .map_err(|e| TraceError::io(&self.tmp, e))?;
+            std::fs::rename(&self.tmp, &self.path).map_err(|e| TraceError::io(&self.path, e))?;
+        }
         self.done = true;
         Ok(summary)
     }
@@ -159,7 +179,7 @@ impl TraceWriter {
 
 impl Drop for TraceWriter {
     fn drop(&mut self) {
-        if !self.done {
+        if !self.done && !self.direct {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }
