@@ -37,7 +37,7 @@ command -v taskset >/dev/null && PIN=(taskset -c "$CPU")
 # Warm the page cache so the first scheme does not pay for disk reads.
 cat "$TMP/fc.trace" >/dev/null
 
-all7() { # BIN -> seconds of wall time for all seven schemes in one run
+all7() { # BIN -> seconds of wall time for all seven schemes in one run; the document stays in $TMP/all.json
     "${PIN[@]}" "$1" sim compare "$TMP/fc.trace" --set dram.preset=ddr4-3200 --output "$TMP/all.json" >/dev/null
     python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["result"]["wall_ns"]/1e9)' "$TMP/all.json"
 }
@@ -57,7 +57,7 @@ d = json.load(open(sys.argv[1]))["result"]
 print(f"{sys.argv[2]:<20} {d['refs_simulated']:>12} {d['wall_ns']/1e9:>10.3f} {d['refs_per_sec']/1e6:>10.1f} M {d['cpu_ns']/1e9:>10.3f} {d['refs_per_cpu_sec']/1e6:>14.1f} M")
 PY
     done
-    "${PIN[@]}" "$BIN" sim compare "$TMP/fc.trace" --set dram.preset=ddr4-3200 --output "$TMP/all.json" >/dev/null
+    all7 "$BIN" >/dev/null
     python3 - "$TMP/all.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))["result"]

@@ -6,7 +6,8 @@
 # counted executions is hot (LLVM's default is 99%). With the default, whether
 # the replay's DMA-reference paths count as hot depends on small changes in
 # the training runs, and with it the build's speed (measured: 3% or 15% faster
-# than a plain build from the same code); with 99.9% they always do.
+# than a plain build from the same code); with 99.9% the training that had
+# given 3% gave 14% (docs/sim.md, "Fourth round").
 set -euo pipefail
 rustc=$1
 shift

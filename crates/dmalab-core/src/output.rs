@@ -68,6 +68,21 @@ pub fn output_target(path: &Path) -> std::io::Result<OutputTarget> {
     }
 }
 
+/// The temporary file an atomic write of `path` goes through before it is
+/// renamed over `path`: hidden, beside it (so the rename stays on one file
+/// system), named after this process.
+pub fn tmp_beside(path: &Path) -> std::path::PathBuf {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "output".into());
+    dir.join(format!(".{name}.tmp-{}", std::process::id()))
+}
+
 /// Writes `contents` to `path` atomically (temp file, fsync, rename); an
 /// existing character device or FIFO is written in place instead
 /// ([`output_target`]).
@@ -86,11 +101,7 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "output".into());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let tmp = tmp_beside(path);
     let result = (|| {
         let mut f = fs::File::create(&tmp)?;
         f.write_all(contents)?;

@@ -291,16 +291,11 @@ fn output_to_a_fifo_is_written_in_place() {
     use std::os::unix::fs::FileTypeExt;
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("fc.trace");
-    let out = dmalab()
+    dmalab()
         .args(["sim", "synth", "file-copy", "--size", "256K", "--output"])
         .arg(&trace)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .assert()
+        .success();
     for args in [
         vec!["sim", "compare", trace.to_str().unwrap(), "--output"],
         vec!["sim", "synth", "file-copy", "--size", "256K", "--output"],
@@ -314,12 +309,7 @@ fn output_to_a_fifo_is_written_in_place() {
         assert!(st.success());
         let rp = fifo.clone();
         let reader = std::thread::spawn(move || std::fs::read(&rp).unwrap());
-        let out = dmalab().args(&args).arg(&fifo).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        dmalab().args(&args).arg(&fifo).assert().success();
         // Checked before joining: had the FIFO been replaced, the reader
         // would wait on it for ever.
         let t = std::fs::symlink_metadata(&fifo).unwrap().file_type();

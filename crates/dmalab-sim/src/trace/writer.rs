@@ -40,26 +40,14 @@ pub struct TraceWriter {
 /// existing character device or FIFO such as `/dev/null`, which a rename
 /// would replace: [`dmalab_core::output::output_target`]).
 pub(crate) fn staging(path: &Path) -> Result<(PathBuf, PathBuf, bool), TraceError> {
-    use dmalab_core::output::{output_target, OutputTarget};
+    use dmalab_core::output::{output_target, tmp_beside, OutputTarget};
     match output_target(path).map_err(|e| TraceError::io(path, e))? {
         OutputTarget::Direct => Ok((path.to_path_buf(), path.to_path_buf(), true)),
         OutputTarget::Atomic(p) => {
-            let tmp = tmp_path(&p);
+            let tmp = tmp_beside(&p);
             Ok((p, tmp, false))
         }
     }
-}
-
-pub(crate) fn tmp_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "trace".into());
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    dir.join(format!(".{name}.tmp-{}", std::process::id()))
 }
 
 /// Largest transfer one record holds; longer ones are split.
