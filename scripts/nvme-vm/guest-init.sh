@@ -4,7 +4,9 @@
 # /results, prints them on the console as a base64 tarball between markers,
 # and powers off. With dmalab.shell on the kernel command line it opens a
 # shell instead of the job (running the guest by hand).
-export PATH=/usr/dmalab/bin:/usr/bin:/usr/sbin
+# Programs we ship are called by absolute path in the job scripts: a busybox
+# built with a standalone shell runs its own applet (mke2fs, say) before PATH.
+export PATH=/usr/dmalab/bin:/usr/bin:/usr/sbin:/usr/dmalab/applets
 # Our programs' libraries (copied from the host, same Debian release).
 export LD_LIBRARY_PATH=/usr/dmalab/lib
 mkdir -p /proc /sys /dev /tmp /run /results /mnt

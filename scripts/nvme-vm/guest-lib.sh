@@ -9,7 +9,7 @@
 CASE_NO=0
 
 mark() {
-  nvme read /dev/nvme0n3 --start-block="$1" --block-count=0 --data-size=512 \
+  /usr/dmalab/bin/nvme read /dev/nvme0n3 --start-block="$1" --block-count=0 --data-size=512 \
     --data=/tmp/mark.bin >/dev/null 2>&1 || echo "mark $1 failed" >&2
 }
 

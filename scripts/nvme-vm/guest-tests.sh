@@ -5,16 +5,16 @@
 
 # --- Identify: dmalab against nvme-cli on the same controller -------------
 for n in 1 2; do
-  case_run "info$n" dmalab info nvme "/dev/ng0n$n" --output "/results/info$n.json"
-  nvme id-ns "/dev/ng0n$n" -o json >"/results/id-ns$n.json" 2>&1
+  case_run "info$n" /usr/dmalab/bin/dmalab info nvme "/dev/ng0n$n" --output "/results/info$n.json"
+  /usr/dmalab/bin/nvme id-ns "/dev/ng0n$n" -o json >"/results/id-ns$n.json" 2>&1
 done
-nvme id-ctrl /dev/ng0n1 -o json >/results/id-ctrl.json 2>&1
-case_run info_missing dmalab info nvme /dev/ng9n9
+/usr/dmalab/bin/nvme id-ctrl /dev/ng0n1 -o json >/results/id-ctrl.json 2>&1
+case_run info_missing /usr/dmalab/bin/dmalab info nvme /dev/ng9n9
 
 # --- Patterns: every command checked against QEMU's trace -----------------
 # Storage reads (--direction write), device offsets sequential from 0 so the
 # traced LBAs must tile [0, blocks) exactly; a few workers and depths.
-L="dmalab load --engine nvme -q"
+L="/usr/dmalab/bin/dmalab load --engine nvme -q"
 case_run single_512 $L --target /dev/ng0n1 --pattern single --bs 512 --buffer 64K \
   --direction write --device-offsets sequential --commands 300 --iodepth 8 --output /results/single_512.json
 case_run single_4k_on_512 $L --target /dev/ng0n1 --pattern single --bs 4K --buffer 256K \
@@ -64,17 +64,17 @@ dd if=/dev/zero bs=4096 count=255 2>/dev/null | sha256sum | cut -d' ' -f1 >/resu
 
 # --- Safety guard: refusals leave every byte unchanged ----------------------
 md5() { md5sum <"$1" | cut -d' ' -f1; }
-W="dmalab load --engine nvme -q --direction read --pattern single --bs 4K --buffer 64K \
+W="/usr/dmalab/bin/dmalab load --engine nvme -q --direction read --pattern single --bs 4K --buffer 64K \
   --device-offsets sequential --commands 16"
 # A partition table (and so a partition) on namespace 1.
-echo ',' | sfdisk -q --label dos /dev/nvme0n1 >/results/sfdisk.log 2>&1
+echo ',' | /usr/dmalab/bin/sfdisk -q --label dos /dev/nvme0n1 >/results/sfdisk.log 2>&1
 sleep 1
 ls /dev/nvme0n1* >/results/ns1_parts
 md5 /dev/nvme0n1 >/results/safety_parted.before
 case_run safety_parted $W --target /dev/ng0n1 --allow-destroy /dev/ng0n1
 md5 /dev/nvme0n1 >/results/safety_parted.after
 # An (unmounted) ext4 filesystem on namespace 2.
-mke2fs -q -F -t ext4 /dev/nvme0n2 >/results/mke2fs.log 2>&1
+/usr/dmalab/bin/mke2fs -q -F -t ext4 /dev/nvme0n2 >/results/mke2fs.log 2>&1
 md5 /dev/nvme0n2 >/results/safety_fs.before
 case_run safety_fs $W --target /dev/ng0n2 --allow-destroy /dev/ng0n2
 md5 /dev/nvme0n2 >/results/safety_fs.after

@@ -23,7 +23,7 @@ for a in "$@"; do
   esac
 done
 kver="${DMALAB_VM_KVER:-6.1.0-56-amd64}"
-base="/boot/initrd.img-$kver"
+base="${DMALAB_VM_BASE_INITRD:-/boot/initrd.img-$kver}"
 [ -r "$base" ] || { echo "mkinitrd.sh: $base missing (apt-get install linux-image-amd64)" >&2; exit 1; }
 
 root="$(mktemp -d)"
@@ -52,6 +52,19 @@ add_bin() {
 }
 
 add_bin "$dmalab" dmalab
+# The guest scripts need a shell toolbox (grep, tar, base64, dd, sha256sum...).
+# The Debian initrd carries busybox only when the busybox package was
+# installed when it was generated: without it, only klibc's few tools are
+# there. So we ship the host's busybox with its applets linked into
+# usr/dmalab/applets, which comes last in the guest's PATH (the initrd's own
+# tools, and the programs we ship in usr/dmalab/bin, win over it).
+bb="$(command -v busybox || true)"
+[ -n "$bb" ] || { echo "mkinitrd.sh: busybox missing (apt-get install busybox)" >&2; exit 1; }
+mkdir -p "$root/usr/dmalab/applets"
+add_bin "$bb" busybox
+for applet in $("$bb" --list); do
+  ln -s ../bin/busybox "$root/usr/dmalab/applets/$applet"
+done
 # Debug builds carry hundreds of MiB of debug info: not needed in the guest.
 strip --strip-debug "$root/usr/dmalab/bin/dmalab" 2>/dev/null || true
 add_bin /usr/sbin/nvme nvme
