@@ -6,7 +6,7 @@
 # shell instead of the job (running the guest by hand).
 # Programs we ship are called by absolute path in the job scripts: a busybox
 # built with a standalone shell runs its own applet (mke2fs, say) before PATH.
-export PATH=/usr/dmalab/bin:/usr/bin:/usr/sbin:/usr/dmalab/applets
+export PATH=/usr/dmalab/bin:/usr/dmalab/applets:/usr/bin:/usr/sbin
 # Our programs' libraries (copied from the host, same Debian release).
 export LD_LIBRARY_PATH=/usr/dmalab/lib
 mkdir -p /proc /sys /dev /tmp /run /results /mnt

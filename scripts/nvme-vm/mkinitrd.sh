@@ -55,14 +55,18 @@ add_bin "$dmalab" dmalab
 # The guest scripts need a shell toolbox (grep, tar, base64, dd, sha256sum...).
 # The Debian initrd carries busybox only when the busybox package was
 # installed when it was generated: without it, only klibc's few tools are
-# there. So we ship the host's busybox with its applets linked into
-# usr/dmalab/applets, which comes last in the guest's PATH (the initrd's own
-# tools, and the programs we ship in usr/dmalab/bin, win over it).
+# there, and klibc's dd read nothing from the NVMe block device. So we ship
+# the host's busybox with its applets linked into usr/dmalab/applets, which
+# comes before the initrd's own tools in the guest's PATH: the guest gets the
+# same tools either way. Module tools stay the initrd's (kmod).
 bb="$(command -v busybox || true)"
 [ -n "$bb" ] || { echo "mkinitrd.sh: busybox missing (apt-get install busybox)" >&2; exit 1; }
 mkdir -p "$root/usr/dmalab/applets"
 add_bin "$bb" busybox
 for applet in $("$bb" --list); do
+  case "$applet" in
+    modprobe | insmod | rmmod | lsmod | depmod | modinfo) continue ;;
+  esac
   ln -s ../bin/busybox "$root/usr/dmalab/applets/$applet"
 done
 # Debug builds carry hundreds of MiB of debug info: not needed in the guest.
