@@ -58,7 +58,7 @@ pub fn file_state(dir: &Path, hash: &str, u: &Unit) -> FileState {
             for run in r.runs.iter().filter(|run| {
                 u.configuration
                     .as_ref()
-                    .map_or(true, |c| *c == run.configuration)
+                    .is_none_or(|c| *c == run.configuration)
             }) {
                 if seen.insert(run.index) && run.status != dmalab_core::schema::RunStatus::Completed
                 {

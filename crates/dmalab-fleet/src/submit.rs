@@ -202,14 +202,16 @@ fn prepare_and_submit(
                     .map(|s| (t, s.state.clone()))
             });
         match (&f, running) {
-            (FileState::OtherExperiment(h), _) => return Err(FleetError::usage(
-                "--results",
-                format!(
+            (FileState::OtherExperiment(h), _) => {
+                return Err(FleetError::usage(
+                    "--results",
+                    format!(
                     "{} holds another experiment's results (sha256 {}…); move it out of {shown}",
                     u.results_file(),
                     &h[..12.min(h.len())]
                 ),
-            )),
+                ))
+            }
             (_, Some((t, st))) => {
                 out.skipped.push((u, format!("task {t} is still {st}")));
             }

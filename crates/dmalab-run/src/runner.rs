@@ -1285,7 +1285,7 @@ pub fn run(
     let val = validate(exp, &opts.exe)?;
     let runs = plan::expand(exp);
     let selected = select_configuration(exp, opts.configuration.as_deref())?;
-    let in_selection = |p: &PlannedRun| selected.map_or(true, |c| p.configuration == c);
+    let in_selection = |p: &PlannedRun| selected.is_none_or(|c| p.configuration == c);
     let planned = runs.iter().filter(|p| in_selection(p)).count();
     if opts.dry_run {
         for p in runs.iter().filter(|p| in_selection(p)) {
