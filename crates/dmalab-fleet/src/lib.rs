@@ -22,3 +22,9 @@ pub mod status;
 pub mod submit;
 
 pub use error::FleetError;
+
+/// The first 12 characters of a hash, for messages (the whole text when a
+/// hand-edited file holds something shorter or odd).
+pub fn short_hash(h: &str) -> &str {
+    h.get(..12).unwrap_or(h)
+}

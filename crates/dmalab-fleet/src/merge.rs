@@ -47,9 +47,7 @@ fn refuse(msg: String) -> FleetError {
     FleetError::usage("RESULTS", msg)
 }
 
-fn short(h: &str) -> &str {
-    &h[..12.min(h.len())]
-}
+use crate::short_hash as short;
 
 /// Merges the results files of `dir` into `output` (default
 /// `dir/merged.jsonl`).

@@ -165,6 +165,9 @@ pub fn task_states(jobs: &[String]) -> Result<(Source, BTreeMap<String, TaskStat
             return Ok((Source::Sacct, parse_sacct(&out)));
         }
     }
+    // Without squeue and scontrol nothing can be said about the tasks.
+    find("squeue")?;
+    find("scontrol")?;
     let mut states = BTreeMap::new();
     for j in jobs {
         // A job Slurm has forgotten is an error here; it stays unknown.

@@ -225,7 +225,7 @@ pub fn render(s: &Status) -> String {
             FileState::OtherExperiment(h) => {
                 format!(
                     "another experiment's results (sha256 {}…)",
-                    &h[..12.min(h.len())]
+                    crate::short_hash(h)
                 )
             }
         };
@@ -248,7 +248,7 @@ pub fn render(s: &Status) -> String {
         out,
         "experiment '{}' (sha256 {}…), {} submission(s); task states from {}",
         s.manifest.experiment,
-        &s.manifest.experiment_hash[..12.min(s.manifest.experiment_hash.len())],
+        crate::short_hash(&s.manifest.experiment_hash),
         s.manifest.submissions.len(),
         match s.source {
             Some(Source::Sacct) => "sacct".to_string(),

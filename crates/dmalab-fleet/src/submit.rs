@@ -119,9 +119,9 @@ fn prepare_and_submit(
                     format!(
                         "{shown} holds experiment '{}' (sha256 {}…), and {} is now sha256 {}…: mixing them would merge two experiments; choose another --results directory",
                         m.experiment,
-                        &m.experiment_hash[..12.min(m.experiment_hash.len())],
+                        crate::short_hash(&m.experiment_hash),
                         req.experiment.display(),
-                        &exp.hash[..12]
+                        crate::short_hash(&exp.hash)
                     ),
                 ));
             }
@@ -208,7 +208,7 @@ fn prepare_and_submit(
                     format!(
                     "{} holds another experiment's results (sha256 {}…); move it out of {shown}",
                     u.results_file(),
-                    &h[..12.min(h.len())]
+                    crate::short_hash(h)
                 ),
                 ))
             }

@@ -347,3 +347,76 @@ pub fn read(path: &Path) -> Result<Results, RunError> {
         complete_len: complete_len as u64,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_merged_file_groups_its_runs_by_host_and_configuration() {
+        let line = |host: &str, c: &str, i: usize| {
+            format!(
+                r#"{{"record":"run","experiment_hash":"h","index":{i},"configuration":"{c}","repetition":1,"victim":"v","load":"plain","started_at":"t","status":"completed","value":1.0,"metric":"wall_s","unit":"s","better":"lower","victim_wall_ns":1,"victim_argv":[],"victim_cpus":"0","host":"{host}"}}"#
+            )
+        };
+        let host = |name: &str, file: &str| MergedHost {
+            name: name.into(),
+            results_file: file.into(),
+            host: HostInfo::default(),
+            tool: ToolInfo::this(),
+            started_at: "t".into(),
+            planned_runs: 1,
+            recorded_runs: 1,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.jsonl");
+        let header = Header {
+            record: "header".into(),
+            schema_version: 1,
+            tool: ToolInfo::this(),
+            experiment: "e".into(),
+            experiment_path: "e.toml".into(),
+            experiment_hash: "h".into(),
+            experiment_toml: String::new(),
+            started_at: "t".into(),
+            host: HostInfo::default(),
+            planned_runs: 3,
+            victims: vec![],
+            configurations: vec!["a".into(), "b".into()],
+            loads: vec!["plain".into()],
+            sweep: None,
+            noisy_cv_pct: 5.0,
+            aggressor_cpus: "1".into(),
+            victim_cpus: "0".into(),
+            warnings: vec![],
+            // n1 came as one file per configuration.
+            hosts: vec![
+                host("n1", "n1.a.jsonl"),
+                host("n1", "n1.b.jsonl"),
+                host("n2", "n2.jsonl"),
+            ],
+        };
+        let text = format!(
+            "{}\n{}\n{}\n{}\n",
+            serde_json::to_string(&header).unwrap(),
+            line("n1", "a", 0),
+            line("n1", "b", 1),
+            line("n2", "a", 0)
+        );
+        std::fs::write(&p, text).unwrap();
+        let res = read(&p).unwrap();
+        assert_eq!(res.header.hosts.len(), 3);
+        assert_eq!(res.runs[2].host.as_deref(), Some("n2"));
+        let g = res.grouped_by_host();
+        assert_eq!(
+            g.header.configurations,
+            ["n1 · a", "n1 · b", "n2 · a", "n2 · b"]
+        );
+        let cs: Vec<&str> = g.runs.iter().map(|r| r.configuration.as_str()).collect();
+        assert_eq!(cs, ["n1 · a", "n1 · b", "n2 · a"]);
+        // A file dmalab run wrote stays as it is.
+        let mut plain = res.clone();
+        plain.header.hosts.clear();
+        assert_eq!(plain.grouped_by_host().header.configurations, ["a", "b"]);
+    }
+}

@@ -482,3 +482,38 @@ fn merge_refuses_another_experiments_results_and_duplicate_runs() {
         "a refused merge writes nothing"
     );
 }
+
+#[test]
+fn run_configuration_runs_only_that_configuration_and_refuses_unknown_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = write(dir.path(), "tiny.toml", TINY);
+    let res = dir.path().join("two.jsonl");
+    let (code, _, err) = out_of(
+        common::dmalab()
+            .args(["run", "-q", "--configuration", "three", "-o"])
+            .arg(&res)
+            .arg(&exp),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--configuration:")
+            && err.contains("has no configuration 'three'; it has: one, two"),
+        "{err}"
+    );
+    assert!(!res.exists(), "nothing written for bad input");
+    let (code, _, err) = out_of(
+        common::dmalab()
+            .args(["run", "-q", "--configuration", "two", "-o"])
+            .arg(&res)
+            .arg(&exp),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let recs = lines(&res);
+    assert_eq!(recs[0]["planned_runs"], 1);
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[1]["configuration"], "two");
+    assert_eq!(
+        recs[1]["index"], 1,
+        "plan positions stay those of the whole plan"
+    );
+}
