@@ -167,8 +167,14 @@ pub fn merge(dir: &Path, output: Option<&Path>) -> Result<Merged, FleetError> {
         }
     }
     let Some(first) = first else {
+        let nodes: Vec<&str> = units.iter().map(|u| u.node.as_str()).collect();
+        let missing = if nodes.is_empty() {
+            String::new()
+        } else {
+            format!(" (missing: {})", nodes.join(", "))
+        };
         return Err(refuse(format!(
-            "{} holds no results files yet; `dmalab fleet status {}` shows how the tasks are doing",
+            "{} holds no results files yet{missing}; `dmalab fleet status {}` shows how the tasks are doing",
             dir.display(),
             dir.display()
         )));

@@ -517,3 +517,62 @@ fn run_configuration_runs_only_that_configuration_and_refuses_unknown_names() {
         "plan positions stay those of the whole plan"
     );
 }
+
+#[test]
+fn a_task_that_does_not_see_the_shared_directory_fails_with_the_marker_error() {
+    let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(cl) = Cluster::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let exp = write(
+        dir.path(),
+        "null.toml",
+        &NULL_EXPERIMENT.replace("VICTIM", "1s"),
+    );
+    let res = dir.path().join("res");
+    let (code, job, err) = out_of(
+        cl.dmalab()
+            .args(["fleet", "submit", "--split", "configurations"])
+            .args(["--max-running", "1", "--nodes", &cl.node, "--results"])
+            .arg(&res)
+            .arg(&exp),
+    );
+    assert_eq!(code, Some(0), "{err}\n{}", cl.logs());
+    let job = job.trim().to_string();
+    // Once the first task has passed its checks and writes results, the
+    // directory the second task will see stops being the one submitted
+    // to, as on a node where that path is a different file system.
+    let started = |f: &str| res.join(f).exists();
+    let (a, b) = (
+        format!("{}.one.jsonl", cl.node),
+        format!("{}.two.jsonl", cl.node),
+    );
+    let t0 = std::time::Instant::now();
+    while !started(&a) && !started(&b) {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no task started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let failing = if started(&a) { b } else { a };
+    std::fs::write(res.join(".dmalab-fleet-marker"), "elsewhere\n").unwrap();
+    cl.wait_job(&job, Duration::from_secs(120));
+
+    let (_, st, _) = out_of(cl.dmalab().args(["fleet", "status"]).arg(&res));
+    let row = st.lines().find(|l| l.starts_with(&failing)).unwrap_or("");
+    assert!(
+        row.contains("FAILED (exit 2:0)") && row.contains("0 of 4 (no file)"),
+        "{st}"
+    );
+    assert!(
+        st.contains("last output line of slurm-")
+            && st.contains(
+                "the results directory is not shared between the submitting host and this node"
+            ),
+        "{st}"
+    );
+    let (code, out, err) = out_of(cl.dmalab().args(["fleet", "merge"]).arg(&res));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("4 of 8 planned runs from 1 file(s)"), "{out}");
+    assert!(
+        err.contains(&format!("({failing}): 0 of 4 runs, task {job}_")) && err.contains("FAILED"),
+        "{err}"
+    );
+}
