@@ -207,6 +207,10 @@ fn fleet_submits_runs_merges_and_reports_on_a_real_slurm() {
     assert_eq!(code, Some(0), "{err}");
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<h2>Hosts</h2>"), "no host table");
+    assert!(
+        page.contains(&format!("1 host: {} (2 results files merged", cl.node)),
+        "one host, however many files"
+    );
     let cells = std::fs::read_to_string(&csv).unwrap();
     for c in ["one", "two"] {
         let g = format!("{} · {c},alone,", cl.node);

@@ -595,11 +595,18 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
             }
         )
     } else {
-        let names: Vec<String> = h.hosts.iter().map(|m| esc(&m.name)).collect();
+        let mut names: Vec<String> = Vec::new();
+        for m in &h.hosts {
+            if !names.contains(&esc(&m.name)) {
+                names.push(esc(&m.name));
+            }
+        }
         format!(
-            "{} hosts: {} (facts below)",
-            h.hosts.len(),
-            names.join(", ")
+            "{} host{}: {} ({} results files merged; facts below)",
+            names.len(),
+            if names.len() == 1 { "" } else { "s" },
+            names.join(", "),
+            h.hosts.len()
         )
     };
     let _ = write!(
