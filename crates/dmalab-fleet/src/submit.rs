@@ -105,10 +105,10 @@ fn prepare_and_submit(
         .canonicalize()
         .map_err(|e| FleetError::io(&req.results, e))?;
     let shown = dir.display().to_string();
-    if shown.contains(|c: char| c.is_whitespace() || "'\"\\$`".contains(c)) {
+    if shown.contains(|c: char| c.is_whitespace() || "'\"\\$`%".contains(c)) {
         return Err(FleetError::usage(
             "--results",
-            format!("'{shown}' has a space, quote or shell character; sbatch's #SBATCH lines cannot carry it: choose a plain path"),
+            format!("'{shown}' has a space, quote, '%' or shell character; sbatch's #SBATCH lines (where % starts a file name pattern) cannot carry it: choose a plain path"),
         ));
     }
     let mut m = match Manifest::read(&dir)? {

@@ -101,6 +101,31 @@ fn fleet_submits_runs_merges_and_reports_on_a_real_slurm() {
         "a refused submit leaves no results directory"
     );
 
+    // Without --nodes, the partition's nodes (from sinfo).
+    let (code, out, err) = out_of(
+        cl.dmalab()
+            .args([
+                "fleet",
+                "submit",
+                "--dry-run",
+                "--partition",
+                "debug",
+                "--results",
+            ])
+            .arg(dir.path().join("dry"))
+            .arg(&exp),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(&format!("  {}: ", cl.node)), "{out}");
+    let (code, _, err) = out_of(
+        cl.dmalab()
+            .args(["fleet", "submit", "--partition", "nosuch", "--results"])
+            .arg(dir.path().join("none"))
+            .arg(&exp),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--partition"), "{err}");
+
     let (code, job, err) = out_of(
         cl.dmalab()
             .args(["fleet", "submit", "--split", "configurations"])
