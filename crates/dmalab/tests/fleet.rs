@@ -605,3 +605,47 @@ fn a_task_that_does_not_see_the_shared_directory_fails_with_the_marker_error() {
         "{err}"
     );
 }
+
+#[test]
+fn per_node_replicas_merge_as_hosts_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = write(dir.path(), "tiny.toml", TINY);
+    let res = dir.path().join("res");
+    let (code, out, err) = out_of(
+        common::dmalab()
+            .args([
+                "fleet",
+                "submit",
+                "--dry-run",
+                "--per-node",
+                "2",
+                "--nodes",
+                "n1",
+            ])
+            .arg("--results")
+            .arg(&res)
+            .arg(&exp),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let cmds: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("  n1: "))
+        .map(|l| &l[6..])
+        .collect();
+    assert_eq!(cmds.len(), 2, "{out}");
+    assert!(
+        cmds[0].ends_with("/n1.r1.jsonl") && cmds[1].ends_with("/n1.r2.jsonl"),
+        "{cmds:?}"
+    );
+    for c in &cmds {
+        assert!(sh(c).status.success(), "{c}");
+    }
+    let (code, _, err) = out_of(common::dmalab().args(["fleet", "merge"]).arg(&res));
+    assert_eq!(code, Some(0), "{err}");
+    let merged = lines(&res.join("merged.jsonl"));
+    let hosts: Vec<&str> = merged[1..]
+        .iter()
+        .map(|r| r["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["n1.r1", "n1.r1", "n1.r2", "n1.r2"]);
+}
