@@ -76,6 +76,31 @@ pub struct Header {
     /// Warnings from reading the experiment.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The hosts of a merged file (`dmalab fleet merge`), one per results
+    /// file it was merged from; empty in a file `dmalab run` wrote.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<MergedHost>,
+}
+
+/// One host of a merged results file: where its runs came from and the
+/// machine they ran on.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MergedHost {
+    /// The name its runs carry in their `host` field (the Slurm node name).
+    pub name: String,
+    /// The results file it was merged from, relative to the merged
+    /// directory.
+    pub results_file: String,
+    /// The machine, from that file's header.
+    pub host: HostInfo,
+    /// The program that wrote that file.
+    pub tool: ToolInfo,
+    /// When that file's first session started, RFC 3339.
+    pub started_at: String,
+    /// Runs planned in that file.
+    pub planned_runs: usize,
+    /// Runs recorded in that file.
+    pub recorded_runs: usize,
 }
 
 /// Why a run failed.
@@ -194,6 +219,10 @@ pub struct RunRecord {
     /// The aggressor's side, for loaded runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aggressor: Option<AggressorOutcome>,
+    /// The host that made the run, in a merged file (one of the header's
+    /// `hosts`); absent in a file `dmalab run` wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 impl RunRecord {
@@ -217,6 +246,39 @@ pub struct Results {
     pub runs: Vec<RunRecord>,
     /// Byte length of the complete lines (a torn last line is past it).
     pub complete_len: u64,
+}
+
+impl Results {
+    /// A merged file's runs with the host as a grouping: each run's
+    /// configuration becomes `HOST · CONFIGURATION`, and the header lists
+    /// those groups host by host, so every figure and statistic (slowdown
+    /// against the same host's plain runs included) is made per host and
+    /// the hosts stand side by side. A file without hosts comes back as it
+    /// is.
+    pub fn grouped_by_host(&self) -> Results {
+        if self.header.hosts.is_empty() {
+            return self.clone();
+        }
+        let label = |host: &str, c: &str| format!("{host} · {c}");
+        let mut names: Vec<&str> = Vec::new();
+        for h in &self.header.hosts {
+            // One host may come from several files (one per configuration).
+            if !names.contains(&h.name.as_str()) {
+                names.push(&h.name);
+            }
+        }
+        let mut out = self.clone();
+        out.header.configurations = names
+            .iter()
+            .flat_map(|h| self.header.configurations.iter().map(move |c| label(h, c)))
+            .collect();
+        for r in &mut out.runs {
+            if let Some(h) = &r.host {
+                r.configuration = label(h, &r.configuration);
+            }
+        }
+        out
+    }
 }
 
 /// Reads a results file. A last line without its newline (a write cut by a
@@ -284,4 +346,77 @@ pub fn read(path: &Path) -> Result<Results, RunError> {
         runs,
         complete_len: complete_len as u64,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_merged_file_groups_its_runs_by_host_and_configuration() {
+        let line = |host: &str, c: &str, i: usize| {
+            format!(
+                r#"{{"record":"run","experiment_hash":"h","index":{i},"configuration":"{c}","repetition":1,"victim":"v","load":"plain","started_at":"t","status":"completed","value":1.0,"metric":"wall_s","unit":"s","better":"lower","victim_wall_ns":1,"victim_argv":[],"victim_cpus":"0","host":"{host}"}}"#
+            )
+        };
+        let host = |name: &str, file: &str| MergedHost {
+            name: name.into(),
+            results_file: file.into(),
+            host: HostInfo::default(),
+            tool: ToolInfo::this(),
+            started_at: "t".into(),
+            planned_runs: 1,
+            recorded_runs: 1,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.jsonl");
+        let header = Header {
+            record: "header".into(),
+            schema_version: 1,
+            tool: ToolInfo::this(),
+            experiment: "e".into(),
+            experiment_path: "e.toml".into(),
+            experiment_hash: "h".into(),
+            experiment_toml: String::new(),
+            started_at: "t".into(),
+            host: HostInfo::default(),
+            planned_runs: 3,
+            victims: vec![],
+            configurations: vec!["a".into(), "b".into()],
+            loads: vec!["plain".into()],
+            sweep: None,
+            noisy_cv_pct: 5.0,
+            aggressor_cpus: "1".into(),
+            victim_cpus: "0".into(),
+            warnings: vec![],
+            // n1 came as one file per configuration.
+            hosts: vec![
+                host("n1", "n1.a.jsonl"),
+                host("n1", "n1.b.jsonl"),
+                host("n2", "n2.jsonl"),
+            ],
+        };
+        let text = format!(
+            "{}\n{}\n{}\n{}\n",
+            serde_json::to_string(&header).unwrap(),
+            line("n1", "a", 0),
+            line("n1", "b", 1),
+            line("n2", "a", 0)
+        );
+        std::fs::write(&p, text).unwrap();
+        let res = read(&p).unwrap();
+        assert_eq!(res.header.hosts.len(), 3);
+        assert_eq!(res.runs[2].host.as_deref(), Some("n2"));
+        let g = res.grouped_by_host();
+        assert_eq!(
+            g.header.configurations,
+            ["n1 · a", "n1 · b", "n2 · a", "n2 · b"]
+        );
+        let cs: Vec<&str> = g.runs.iter().map(|r| r.configuration.as_str()).collect();
+        assert_eq!(cs, ["n1 · a", "n1 · b", "n2 · a"]);
+        // A file dmalab run wrote stays as it is.
+        let mut plain = res.clone();
+        plain.header.hosts.clear();
+        assert_eq!(plain.grouped_by_host().header.configurations, ["a", "b"]);
+    }
 }

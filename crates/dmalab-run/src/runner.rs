@@ -37,6 +37,9 @@ pub struct RunOptions {
     pub restart: bool,
     /// Check the experiment and print the plan, run nothing.
     pub dry_run: bool,
+    /// Run only this configuration's part of the plan (one task of a
+    /// `dmalab fleet` array split by configuration); None runs all of it.
+    pub configuration: Option<String>,
 }
 
 /// What a session did.
@@ -322,6 +325,7 @@ fn header(exp: &Experiment, planned: usize) -> Header {
         aggressor_cpus: dmalab_core::cpus::format_cpu_list(&exp.placement.aggressor),
         victim_cpus: dmalab_core::cpus::format_cpu_list(&exp.placement.victims),
         warnings: exp.warnings.clone(),
+        hosts: Vec::new(),
     }
 }
 
@@ -331,6 +335,7 @@ fn open_results(
     exp: &Experiment,
     opts: &RunOptions,
     runs: &[PlannedRun],
+    planned: usize,
 ) -> Result<Vec<bool>, RunError> {
     let path = &opts.results;
     let mut done = vec![false; runs.len()];
@@ -390,7 +395,7 @@ fn open_results(
             Err(_) => keep_old("--restart")?,
         }
     }
-    let h = header(exp, runs.len());
+    let h = header(exp, planned);
     dmalab_core::output::append_json_line(path, &h).map_err(|e| RunError::io(path, e))?;
     Ok(done)
 }
@@ -1203,6 +1208,7 @@ fn one_run(
         victim_result: None,
         failure: None,
         aggressor: None,
+        host: None,
     };
     let agg = match p.aggressor {
         None => None,
@@ -1246,6 +1252,30 @@ fn one_run(
     Ok(rec)
 }
 
+/// The index of the configuration `--configuration` names, or None when
+/// it names none (the whole plan).
+pub fn select_configuration(
+    exp: &Experiment,
+    name: Option<&str>,
+) -> Result<Option<usize>, RunError> {
+    let Some(name) = name else { return Ok(None) };
+    match exp.configurations.iter().position(|c| c.name == name) {
+        Some(i) => Ok(Some(i)),
+        None => Err(usage(
+            "--configuration",
+            format!(
+                "{} has no configuration '{name}'; it has: {}",
+                exp.path.display(),
+                exp.configurations
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
+}
+
 /// Runs (or resumes) an experiment.
 pub fn run(
     exp: &Experiment,
@@ -1254,8 +1284,11 @@ pub fn run(
 ) -> Result<Outcome, RunError> {
     let val = validate(exp, &opts.exe)?;
     let runs = plan::expand(exp);
+    let selected = select_configuration(exp, opts.configuration.as_deref())?;
+    let in_selection = |p: &PlannedRun| selected.is_none_or(|c| p.configuration == c);
+    let planned = runs.iter().filter(|p| in_selection(p)).count();
     if opts.dry_run {
-        for p in &runs {
+        for p in runs.iter().filter(|p| in_selection(p)) {
             let a = p
                 .aggressor
                 .map_or(PLAIN, |a| exp.aggressors[a].name.as_str());
@@ -1273,21 +1306,27 @@ pub fn run(
             );
         }
         return Ok(Outcome {
-            planned: runs.len(),
+            planned,
             ..Default::default()
         });
     }
     for w in &exp.warnings {
         eprintln!("dmalab run: warning: {w}");
     }
-    let done = open_results(exp, opts, &runs)?;
+    let done = open_results(exp, opts, &runs, planned)?;
     let mut out = Outcome {
-        planned: runs.len(),
-        resumed: done.iter().filter(|d| **d).count(),
+        planned,
+        resumed: runs
+            .iter()
+            .filter(|p| in_selection(p) && done[p.index])
+            .count(),
         ..Default::default()
     };
-    progress.start(runs.len(), out.resumed);
-    let todo: Vec<&PlannedRun> = runs.iter().filter(|p| !done[p.index]).collect();
+    progress.start(planned, out.resumed);
+    let todo: Vec<&PlannedRun> = runs
+        .iter()
+        .filter(|p| in_selection(p) && !done[p.index])
+        .collect();
     for (k, p) in todo.iter().enumerate() {
         if dmalab_core::signal::stop_requested() {
             out.interrupted = true;

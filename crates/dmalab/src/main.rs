@@ -44,6 +44,8 @@ enum Command {
     Sim(cmd::sim::Args),
     /// Remove leftovers (cgroups, swap devices, settings) of a killed run.
     Cleanup(cmd::cleanup::Args),
+    /// Run an experiment across a cluster through Slurm, and merge the results.
+    Fleet(cmd::fleet::Args),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +63,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => cmd::compare::run(a),
         Command::Sim(a) => cmd::sim::run(a),
         Command::Cleanup(a) => cmd::cleanup::run(a),
+        Command::Fleet(a) => cmd::fleet::run(a),
     };
     match result {
         Ok(code) => code,

@@ -30,6 +30,11 @@ pub struct Args {
     /// No progress output; errors and the final table only.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Run only the runs of this configuration (as one task of `dmalab fleet
+    /// submit --split configurations` does); the results file resumes as
+    /// usual.
+    #[arg(long, value_name = "NAME")]
+    pub configuration: Option<String>,
 }
 
 /// Maps library errors: bad input stays a `UsageError` (exit 2).
@@ -56,6 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         results: results.clone(),
         restart: args.restart,
         dry_run: args.dry_run,
+        configuration: args.configuration.clone(),
     };
     let mut progress = Progress::auto(args.quiet);
     let out = runner::run(&exp, &opts, &mut progress).map_err(lift)?;

@@ -1,0 +1,232 @@
+//! `dmalab fleet merge RESULTS`: the per-node results files of one
+//! experiment merged into one results file, every run keeping its host.
+//!
+//! The same experiment means the same SHA-256 of the experiment file's
+//! bytes: the manifest's, or without a manifest the first file's. A file
+//! or a record with another hash is refused, and so is a run (host and
+//! plan position) found twice; nothing is written then.
+
+use crate::error::FleetError;
+use crate::manifest::Manifest;
+use crate::plan::Unit;
+use crate::status::{file_state, FileState};
+use dmalab_run::record::{self, MergedHost, Results, RunRecord};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The merged file's default name inside the results directory.
+pub const MERGED: &str = "merged.jsonl";
+
+/// A unit whose results are not all there.
+#[derive(Clone, Debug)]
+pub struct Missing {
+    /// The unit.
+    pub unit: Unit,
+    /// Runs recorded (0 without a file).
+    pub recorded: usize,
+    /// Its latest array task, `JOB_INDEX`.
+    pub task: Option<String>,
+}
+
+/// What a merge did.
+#[derive(Clone, Debug)]
+pub struct Merged {
+    /// The file written.
+    pub output: PathBuf,
+    /// One entry per results file merged.
+    pub hosts: Vec<MergedHost>,
+    /// Runs in the merged file.
+    pub runs: usize,
+    /// Runs planned across the units (or the files, without a manifest).
+    pub planned: usize,
+    /// Units of the manifest with runs missing.
+    pub missing: Vec<Missing>,
+}
+
+fn refuse(msg: String) -> FleetError {
+    FleetError::usage("RESULTS", msg)
+}
+
+use crate::short_hash as short;
+
+/// Merges the results files of `dir` into `output` (default
+/// `dir/merged.jsonl`).
+pub fn merge(dir: &Path, output: Option<&Path>) -> Result<Merged, FleetError> {
+    if !dir.is_dir() {
+        return Err(refuse(format!(
+            "{} is not a directory; name the --results directory of dmalab fleet submit",
+            dir.display()
+        )));
+    }
+    let manifest = Manifest::read(dir)?;
+    let output = output.map_or_else(|| dir.join(MERGED), Path::to_path_buf);
+    let out_name = output.file_name().map(|n| n.to_owned());
+    let same_dir = output
+        .parent()
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            }
+        })
+        .and_then(|p| p.canonicalize().ok())
+        == dir.canonicalize().ok();
+
+    // Files: the manifest's units first, in order, then any other .jsonl.
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|e| FleetError::io(dir, e))?
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| n.ends_with(".jsonl"))
+        .filter(|n| !(same_dir && out_name.as_deref() == Some(std::ffi::OsStr::new(n))))
+        .collect();
+    names.sort();
+    let units: Vec<Unit> = manifest
+        .as_ref()
+        .map(|m| m.units.clone())
+        .unwrap_or_default();
+    let mut order: Vec<(String, String)> = Vec::new(); // (file, host)
+    for u in &units {
+        if names.contains(&u.results_file()) {
+            order.push((u.results_file(), u.host.clone()));
+        }
+    }
+    for n in &names {
+        if !order.iter().any(|(f, _)| f == n) {
+            let stem = n.strip_suffix(".jsonl").unwrap_or(n).to_string();
+            order.push((n.clone(), stem));
+        }
+    }
+
+    let mut expected = manifest.as_ref().map(|m| m.experiment_hash.clone());
+    let mut first: Option<Results> = None;
+    let mut hosts = Vec::new();
+    let mut runs: Vec<RunRecord> = Vec::new();
+    let mut seen: BTreeMap<(String, usize), String> = BTreeMap::new();
+    for (file, host) in &order {
+        let path = dir.join(file);
+        let res = record::read(&path)?;
+        if !res.header.hosts.is_empty() {
+            // An earlier merge's output: not a node's results.
+            continue;
+        }
+        let hash = expected
+            .get_or_insert_with(|| res.header.experiment_hash.clone())
+            .clone();
+        let whose = match &manifest {
+            Some(m) => format!("this directory's experiment '{}'", m.experiment),
+            None => "the first file's".to_string(),
+        };
+        if res.header.experiment_hash != hash {
+            return Err(refuse(format!(
+                "{file} holds results of another experiment '{}' (sha256 {}…, {whose} is {}…); move it out of {} and merge again",
+                res.header.experiment,
+                short(&res.header.experiment_hash),
+                short(&hash),
+                dir.display()
+            )));
+        }
+        for r in &res.runs {
+            if r.experiment_hash != hash {
+                return Err(refuse(format!(
+                    "{file}: run {} carries another experiment's hash ({}…, {whose} is {}…); the file was edited or pieced together: move it out of {} and merge again",
+                    r.index,
+                    short(&r.experiment_hash),
+                    short(&hash),
+                    dir.display()
+                )));
+            }
+            if let Some(other) = seen.insert((host.clone(), r.index), file.clone()) {
+                return Err(refuse(format!(
+                    "run {} ({} rep {} {} {}) of host {host} is in both {other} and {file}; keep one of the two (move the other out of {}) and merge again",
+                    r.index,
+                    r.configuration,
+                    r.repetition,
+                    r.victim,
+                    r.load,
+                    dir.display()
+                )));
+            }
+            let mut r = r.clone();
+            r.host = Some(host.clone());
+            runs.push(r);
+        }
+        hosts.push(MergedHost {
+            name: host.clone(),
+            results_file: file.clone(),
+            host: res.header.host.clone(),
+            tool: res.header.tool.clone(),
+            started_at: res.header.started_at.clone(),
+            planned_runs: res.header.planned_runs,
+            recorded_runs: res.runs.len(),
+        });
+        if first.is_none() {
+            first = Some(res);
+        }
+    }
+    let Some(first) = first else {
+        let nodes: Vec<&str> = units.iter().map(|u| u.node.as_str()).collect();
+        let missing = if nodes.is_empty() {
+            String::new()
+        } else {
+            format!(" (missing: {})", nodes.join(", "))
+        };
+        return Err(refuse(format!(
+            "{} holds no results files yet{missing}; `dmalab fleet status {}` shows how the tasks are doing",
+            dir.display(),
+            dir.display()
+        )));
+    };
+    let host_pos = |h: &Option<String>| {
+        hosts
+            .iter()
+            .position(|m| Some(&m.name) == h.as_ref())
+            .unwrap_or(usize::MAX)
+    };
+    runs.sort_by_key(|r| (host_pos(&r.host), r.index));
+    let mut missing = Vec::new();
+    if let Some(m) = &manifest {
+        for u in &m.units {
+            let f = file_state(dir, &m.experiment_hash, u);
+            if !f.complete(u.planned_runs) {
+                missing.push(Missing {
+                    unit: u.clone(),
+                    recorded: match f {
+                        FileState::Runs { recorded, .. } => recorded,
+                        _ => 0,
+                    },
+                    task: m
+                        .last_task(&u.key)
+                        .map(|(s, i)| format!("{}_{i}", s.job_id)),
+                });
+            }
+        }
+    }
+    let planned = match &manifest {
+        Some(m) => m.units.iter().map(|u| u.planned_runs).sum(),
+        None => hosts.iter().map(|h| h.planned_runs).sum(),
+    };
+    let mut header = first.header.clone();
+    header.planned_runs = planned;
+    header.hosts = hosts.clone();
+    if let Some(m) = &manifest {
+        header.experiment_path = m.experiment_source.clone();
+    }
+    let mut text = serde_json::to_string(&header).map_err(|e| FleetError::Other(e.to_string()))?;
+    text.push('\n');
+    for r in &runs {
+        text.push_str(&serde_json::to_string(r).map_err(|e| FleetError::Other(e.to_string()))?);
+        text.push('\n');
+    }
+    dmalab_core::output::write_atomic(&output, text.as_bytes())
+        .map_err(|e| FleetError::io(&output, e))?;
+    Ok(Merged {
+        output,
+        hosts,
+        runs: runs.len(),
+        planned,
+        missing,
+    })
+}
