@@ -380,7 +380,9 @@ fn cpu_facts(root: &HostRoot, host: &HostInfo) -> CpuFacts {
         .find(|l| l.split(':').next().map(str::trim) == Some("stepping"))
         .and_then(|l| l.split_once(':')?.1.trim().parse().ok())
         .unwrap_or(0);
-    let online = root.read("/sys/devices/system/cpu/online").unwrap_or_default();
+    let online = root
+        .read("/sys/devices/system/cpu/online")
+        .unwrap_or_default();
     let cpus = kernel_list(&online);
     let mut packages = BTreeSet::new();
     let mut cores = BTreeSet::new();
@@ -414,11 +416,16 @@ fn cpu_facts(root: &HostRoot, host: &HostInfo) -> CpuFacts {
 }
 
 fn caches(root: &HostRoot) -> Vec<CacheFacts> {
-    let online = root.read("/sys/devices/system/cpu/online").unwrap_or_default();
+    let online = root
+        .read("/sys/devices/system/cpu/online")
+        .unwrap_or_default();
     let cpus = kernel_list(&online);
     let base = root.path("/sys/devices/system/cpu/cpu0/cache");
     let mut out = Vec::new();
-    for idx in dir_names(&base).into_iter().filter(|n| n.starts_with("index")) {
+    for idx in dir_names(&base)
+        .into_iter()
+        .filter(|n| n.starts_with("index"))
+    {
         let d = base.join(&idx);
         let Some(level) = num::<u32>(&d.join("level")) else {
             continue;
@@ -537,7 +544,11 @@ fn memory(root: &HostRoot, host: &HostInfo) -> MemoryFacts {
     let hugepages = dir_names(&hp)
         .into_iter()
         .filter_map(|n| {
-            let kb: u64 = n.strip_prefix("hugepages-")?.strip_suffix("kB")?.parse().ok()?;
+            let kb: u64 = n
+                .strip_prefix("hugepages-")?
+                .strip_suffix("kB")?
+                .parse()
+                .ok()?;
             let d = hp.join(&n);
             Some(HugePool {
                 page_bytes: kb * 1024,
@@ -590,8 +601,8 @@ fn io_uring_facts(root: &HostRoot) -> UringFacts {
     match ring.submitter().register_probe(&mut p) {
         Ok(()) => {
             f.uring_cmd = p.is_supported(opcode::UringCmd16::CODE);
-            let fixed_ops = p.is_supported(opcode::ReadFixed::CODE)
-                && p.is_supported(opcode::WriteFixed::CODE);
+            let fixed_ops =
+                p.is_supported(opcode::ReadFixed::CODE) && p.is_supported(opcode::WriteFixed::CODE);
             let buf = vec![0u8; 4096];
             let iov = [libc::iovec {
                 iov_base: buf.as_ptr() as *mut libc::c_void,
@@ -605,11 +616,15 @@ fn io_uring_facts(root: &HostRoot) -> UringFacts {
                     let _ = ring.submitter().unregister_buffers();
                     f.fixed_buffers = fixed_ops;
                 }
-                Err(e) => f.notes.push(format!("registering a 4 KiB fixed buffer failed: {e} (RLIMIT_MEMLOCK?)")),
+                Err(e) => f.notes.push(format!(
+                    "registering a 4 KiB fixed buffer failed: {e} (RLIMIT_MEMLOCK?)"
+                )),
             }
             drop(buf);
             if !f.uring_cmd {
-                f.notes.push("no IORING_OP_URING_CMD (NVMe passthrough needs Linux 5.19 or newer)".into());
+                f.notes.push(
+                    "no IORING_OP_URING_CMD (NVMe passthrough needs Linux 5.19 or newer)".into(),
+                );
             }
         }
         Err(e) => f.notes.push(format!("IORING_REGISTER_PROBE failed: {e}")),
@@ -619,7 +634,9 @@ fn io_uring_facts(root: &HostRoot) -> UringFacts {
         .build(4)
     {
         Ok(_) => f.sqpoll = true,
-        Err(e) => f.notes.push(format!("SQPOLL ring refused: {e} (before Linux 5.11 it needs root)")),
+        Err(e) => f.notes.push(format!(
+            "SQPOLL ring refused: {e} (before Linux 5.11 it needs root)"
+        )),
     }
     f
 }
@@ -710,7 +727,10 @@ fn block(root: &HostRoot) -> Vec<BlockFacts> {
                         .ok()
                         .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
                 })
-                .unwrap_or_else(|| name.trim_end_matches(|c: char| c.is_ascii_digit()).to_string());
+                .unwrap_or_else(|| {
+                    name.trim_end_matches(|c: char| c.is_ascii_digit())
+                        .to_string()
+                });
             let node = root.path(&format!("/dev/{name}"));
             let write_guard = if size_bytes == 0 {
                 "not checked: empty (no medium, not attached or not set up)".to_string()
@@ -811,9 +831,7 @@ fn cgroup(root: &HostRoot) -> CgroupFacts {
         }
     }
     let v2_ctl: Vec<String> = v2
-        .and_then(|(mp, _, _)| {
-            fs::read_to_string(root.path(mp).join("cgroup.controllers")).ok()
-        })
+        .and_then(|(mp, _, _)| fs::read_to_string(root.path(mp).join("cgroup.controllers")).ok())
         .map(|t| t.split_whitespace().map(str::to_string).collect())
         .unwrap_or_default();
     let version = match (v1.is_empty(), v2.is_some()) {
@@ -839,7 +857,13 @@ fn resctrl(root: &HostRoot) -> ResctrlFacts {
         .map(|(_, v)| v.split_whitespace().collect())
         .unwrap_or_default();
     let wanted = [
-        "cat_l3", "cat_l2", "cdp_l3", "mba", "cqm_llc", "cqm_mbm_total", "cqm_mbm_local",
+        "cat_l3",
+        "cat_l2",
+        "cdp_l3",
+        "mba",
+        "cqm_llc",
+        "cqm_mbm_total",
+        "cqm_mbm_local",
     ];
     let present: Vec<String> = wanted
         .iter()
@@ -910,51 +934,140 @@ impl HostReport {
         let b = |v: u64| fmt_bytes(v as f64);
         let yn = |v: bool| if v { "yes" } else { "no" };
         let mut s = String::new();
-        let mut line = |k: &str, v: String| s.push_str(&format!("{k:<18}{v}\n"));
+        let mut line = |k: &str, v: String| s.push_str(&format!("{k:<17} {v}\n"));
         let c = &self.cpu;
-        line("cpu", format!("{} ({} family {} model {:#x} stepping {})", c.model_name, c.vendor, c.family, c.model, c.stepping));
-        line("topology", format!(
-            "{} socket(s) x {} core(s) x {} thread(s); {} CPUs online ({}); SMT {}",
-            c.sockets, c.cores_per_socket, c.threads_per_core, c.cpus_online, c.cpus_online_list,
-            c.smt_control.clone().unwrap_or_else(|| if c.threads_per_core > 1 { "on".into() } else { "off".into() })
-        ));
+        line(
+            "cpu",
+            format!(
+                "{} ({} family {} model {:#x} stepping {})",
+                c.model_name, c.vendor, c.family, c.model, c.stepping
+            ),
+        );
+        line(
+            "topology",
+            format!(
+                "{} socket(s) x {} core(s) x {} thread(s); {} CPUs online ({}); SMT {}",
+                c.sockets,
+                c.cores_per_socket,
+                c.threads_per_core,
+                c.cpus_online,
+                c.cpus_online_list,
+                c.smt_control
+                    .clone()
+                    .unwrap_or_else(|| if c.threads_per_core > 1 {
+                        "on".into()
+                    } else {
+                        "off".into()
+                    })
+            ),
+        );
         for k in &self.caches {
-            line(&format!("L{} {}", k.level, k.kind.to_lowercase()), format!(
-                "{} x {} instance(s), {} ways, {} B lines, cpu0 shares with {}",
-                b(k.size_bytes), k.instances, k.ways, k.line_bytes, k.shared_cpu_list
-            ));
+            line(
+                &format!("L{} {}", k.level, k.kind.to_lowercase()),
+                format!(
+                    "{} x {} instance(s), {} ways, {} B lines, cpu0 shares with {}",
+                    b(k.size_bytes),
+                    k.instances,
+                    k.ways,
+                    k.line_bytes,
+                    k.shared_cpu_list
+                ),
+            );
         }
         for n in &self.numa {
-            line(&format!("node {}", n.node), format!("CPUs {}, {} memory ({} free)", n.cpus, b(n.mem_total_bytes), b(n.mem_free_bytes)));
+            line(
+                &format!("node {}", n.node),
+                format!(
+                    "CPUs {}, {} memory ({} free)",
+                    n.cpus,
+                    b(n.mem_total_bytes),
+                    b(n.mem_free_bytes)
+                ),
+            );
         }
         let y = &self.system;
         line("kernel", y.kernel_release.clone());
-        line("virtualised", match (&y.virtualized, &y.hypervisor_vendor) {
-            (true, Some(v)) => format!("yes ({v})"),
-            (v, _) => yn(*v).to_string(),
-        } + &y.dmi_product.as_ref().map(|d| format!("; {d}")).unwrap_or_default());
-        line("privileged", format!("{} (facts that need root say so)", yn(y.privileged)));
+        line(
+            "virtualised",
+            match (&y.virtualized, &y.hypervisor_vendor) {
+                (true, Some(v)) => format!("yes ({v})"),
+                (v, _) => yn(*v).to_string(),
+            } + &y
+                .dmi_product
+                .as_ref()
+                .map(|d| format!("; {d}"))
+                .unwrap_or_default(),
+        );
+        line(
+            "privileged",
+            format!("{} (facts that need root say so)", yn(y.privileged)),
+        );
         let m = &self.memory;
-        line("memory", format!("{} total, {} available", b(m.mem_total_bytes), b(m.mem_available_bytes)));
+        line(
+            "memory",
+            format!(
+                "{} total, {} available",
+                b(m.mem_total_bytes),
+                b(m.mem_available_bytes)
+            ),
+        );
         for h in &m.hugepages {
-            line(&format!("hugepages {}", b(h.page_bytes)), format!("{} total, {} free, {} reserved", h.total, h.free, h.reserved));
+            line(
+                &format!("hugepages {}", b(h.page_bytes)),
+                format!(
+                    "{} total, {} free, {} reserved",
+                    h.total, h.free, h.reserved
+                ),
+            );
         }
-        line("THP", format!("enabled {}, defrag {}", m.thp_enabled, m.thp_defrag));
+        line(
+            "THP",
+            format!("enabled {}, defrag {}", m.thp_enabled, m.thp_defrag),
+        );
         if m.swaps.is_empty() {
             line("swap", "none active".into());
         }
         for w in &m.swaps {
-            line("swap", format!("{} ({}) {} ({} used), priority {}", w.path.display(), w.kind, b(w.size_bytes), b(w.used_bytes), w.priority));
+            line(
+                "swap",
+                format!(
+                    "{} ({}) {} ({} used), priority {}",
+                    w.path.display(),
+                    w.kind,
+                    b(w.size_bytes),
+                    b(w.used_bytes),
+                    w.priority
+                ),
+            );
         }
         for z in &m.zram {
-            line(&z.name, if z.disksize_bytes == 0 { "not set up".into() } else { format!("{} ({})", b(z.disksize_bytes), z.algorithm) });
+            line(
+                &z.name,
+                if z.disksize_bytes == 0 {
+                    "not set up".into()
+                } else {
+                    format!("{} ({})", b(z.disksize_bytes), z.algorithm)
+                },
+            );
         }
         let u = &self.io_uring;
-        line("io_uring", if u.available {
-            format!("yes; URING_CMD {}, fixed buffers {}, SQPOLL {}", yn(u.uring_cmd), yn(u.fixed_buffers), yn(u.sqpoll))
-        } else {
-            "no".into()
-        } + &u.disabled_sysctl.as_ref().map(|d| format!(" (io_uring_disabled={d})")).unwrap_or_default());
+        line(
+            "io_uring",
+            if u.available {
+                format!(
+                    "yes; URING_CMD {}, fixed buffers {}, SQPOLL {}",
+                    yn(u.uring_cmd),
+                    yn(u.fixed_buffers),
+                    yn(u.sqpoll)
+                )
+            } else {
+                "no".into()
+            } + &u
+                .disabled_sysctl
+                .as_ref()
+                .map(|d| format!(" (io_uring_disabled={d})"))
+                .unwrap_or_default(),
+        );
         for n in &u.notes {
             line("", n.clone());
         }
@@ -962,60 +1075,130 @@ impl HostReport {
             line("nvme", "none".into());
         }
         for n in &self.nvme {
-            line(&n.name, format!(
-                "{} (serial {}, firmware {}), {} {}{}",
-                n.model, n.serial, n.firmware, n.transport, n.address,
-                n.numa_node.map(|x| format!(", node {x}")).unwrap_or_default()
-            ));
+            line(
+                &n.name,
+                format!(
+                    "{} (serial {}, firmware {}), {} {}{}",
+                    n.model,
+                    n.serial,
+                    n.firmware,
+                    n.transport,
+                    n.address,
+                    n.numa_node
+                        .map(|x| format!(", node {x}"))
+                        .unwrap_or_default()
+                ),
+            );
             for ns in &n.namespaces {
-                line("", format!(
-                    "{}: {}, {} B blocks; {} {}",
-                    ns.name, b(ns.size_bytes), ns.logical_block_size, ns.generic_device,
-                    if ns.generic_present { "present" } else { "absent" }
-                ));
+                line(
+                    "",
+                    format!(
+                        "{}: {}, {} B blocks; {} {}",
+                        ns.name,
+                        b(ns.size_bytes),
+                        ns.logical_block_size,
+                        ns.generic_device,
+                        if ns.generic_present {
+                            "present"
+                        } else {
+                            "absent"
+                        }
+                    ),
+                );
             }
         }
         for d in &self.block {
-            line(&format!("block {}", d.name), format!(
-                "{} {}{}{}; write guard: {}",
-                b(d.size_bytes), d.model,
-                if d.rotational { ", rotational" } else { "" },
-                if d.read_only { ", read-only" } else { "" },
-                d.write_guard
-            ));
+            line(
+                &format!("block {}", d.name),
+                format!(
+                    "{} {}{}{}; write guard: {}",
+                    b(d.size_bytes),
+                    d.model,
+                    if d.rotational { ", rotational" } else { "" },
+                    if d.read_only { ", read-only" } else { "" },
+                    d.write_guard
+                ),
+            );
         }
         if self.rdma.is_empty() {
-            line("rdma", "none (/sys/class/infiniband is empty or absent)".into());
+            line(
+                "rdma",
+                "none (/sys/class/infiniband is empty or absent)".into(),
+            );
         }
         for r in &self.rdma {
-            line("rdma", format!("{} port {}: {}, {}, {}", r.device, r.port, r.state, r.link_layer, r.rate));
+            line(
+                "rdma",
+                format!(
+                    "{} port {}: {}, {}, {}",
+                    r.device, r.port, r.state, r.link_layer, r.rate
+                ),
+            );
         }
         let g = &self.gpu;
-        line("gpu", if g.device_nodes.is_empty() && g.driver.is_none() {
-            "none (no /dev/nvidia*, no /proc/driver/nvidia)".into()
-        } else {
-            format!("{}; {}; {}", g.device_nodes.join(" "), g.driver.clone().unwrap_or_default(), g.models.join(", "))
-        });
+        line(
+            "gpu",
+            if g.device_nodes.is_empty() && g.driver.is_none() {
+                "none (no /dev/nvidia*, no /proc/driver/nvidia)".into()
+            } else {
+                format!(
+                    "{}; {}; {}",
+                    g.device_nodes.join(" "),
+                    g.driver.clone().unwrap_or_default(),
+                    g.models.join(", ")
+                )
+            },
+        );
         for p in &self.pci {
-            line(&format!("pci {}", p.bdf), format!(
-                "{} class {} node {}{}",
-                p.id, p.class, p.numa_node,
-                p.driver.as_ref().map(|d| format!(" driver {d}")).unwrap_or_default()
-            ));
+            line(
+                &format!("pci {}", p.bdf),
+                format!(
+                    "{} class {} node {}{}",
+                    p.id,
+                    p.class,
+                    p.numa_node,
+                    p.driver
+                        .as_ref()
+                        .map(|d| format!(" driver {d}"))
+                        .unwrap_or_default()
+                ),
+            );
         }
-        line("cgroup", format!("{}: {}", self.cgroup.version, self.cgroup.controllers.join(" ")));
+        line(
+            "cgroup",
+            format!(
+                "{}: {}",
+                self.cgroup.version,
+                self.cgroup.controllers.join(" ")
+            ),
+        );
         let r = &self.resctrl;
-        line("resctrl", format!(
-            "CAT {}, MBA {}, MBM {}; {}",
-            yn(r.cat), yn(r.mba), yn(r.mbm),
-            r.mounted_at.as_ref().map_or("not mounted".to_string(), |m| format!("mounted at {m}"))
-        ));
+        line(
+            "resctrl",
+            format!(
+                "CAT {}, MBA {}, MBM {}; {}",
+                yn(r.cat),
+                yn(r.mba),
+                yn(r.mbm),
+                r.mounted_at
+                    .as_ref()
+                    .map_or("not mounted".to_string(), |m| format!("mounted at {m}"))
+            ),
+        );
         let p = &self.perf;
-        line("perf", format!(
-            "perf_event_paranoid {}; PMUs: {}",
-            p.perf_event_paranoid.map_or("unknown".into(), |v| v.to_string()),
-            p.pmus.iter().map(|x| x.name.as_str()).collect::<Vec<_>>().join(" ")
-        ));
+        line(
+            "perf",
+            format!(
+                "perf_event_paranoid {}; PMUs: {}",
+                p.perf_event_paranoid
+                    .map_or("unknown".into(), |v| v.to_string()),
+                p.pmus
+                    .iter()
+                    .map(|x| x.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        );
         for l in self.ddio.render_text().lines() {
             line("ddio", l.to_string());
         }
@@ -1046,7 +1229,12 @@ mod tests {
         assert_eq!(r.cpu.cpus_online, 4);
         assert_eq!(r.ddio.root_ports.len(), 2);
         assert_eq!(r.ddio.root_ports[0].ddio.as_deref(), Some("on"));
-        assert!(r.pci.iter().any(|p| p.bdf == ddio::fixture::NVME_DEVICE && p.id == "144d:a808"));
-        assert!(r.render_text().contains("ddio              root port 0000:16:00.0: DDIO on"));
+        assert!(r
+            .pci
+            .iter()
+            .any(|p| p.bdf == ddio::fixture::NVME_DEVICE && p.id == "144d:a808"));
+        assert!(r
+            .render_text()
+            .contains("ddio              root port 0000:16:00.0: DDIO on"));
     }
 }

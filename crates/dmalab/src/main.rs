@@ -28,7 +28,7 @@ struct Cli {
 enum Command {
     /// Generate precisely shaped DMA load into a host buffer.
     Load(cmd::load::Args),
-    /// Describe a device (e.g. `dmalab info nvme /dev/ng0n1`).
+    /// Describe the host for DMA experiments, or a device (`info nvme DEV`).
     Info(cmd::info::Args),
     /// Measure what the CPU sees: memory latency histograms and bandwidth.
     Probe(cmd::probe::Args),
@@ -44,6 +44,8 @@ enum Command {
     Sim(cmd::sim::Args),
     /// Remove leftovers (cgroups, swap devices, settings) of a killed run.
     Cleanup(cmd::cleanup::Args),
+    /// Intel DDIO per PCIe root port and its LLC ways: show, set, restore.
+    Ddio(cmd::ddio::Args),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +63,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => cmd::compare::run(a),
         Command::Sim(a) => cmd::sim::run(a),
         Command::Cleanup(a) => cmd::cleanup::run(a),
+        Command::Ddio(a) => cmd::ddio::run(a),
     };
     match result {
         Ok(code) => code,

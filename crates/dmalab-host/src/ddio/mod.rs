@@ -334,8 +334,17 @@ pub fn status(
             cpu,
             ..PackageWays::default()
         };
+        let file = root.path(&format!("/dev/cpu/{cpu}/msr"));
         match regs.msr.read(cpu, MSR_IIO_LLC_WAYS) {
-            _ if !known => {}
+            // On a CPU without the register only say whether the device is
+            // there at all: reading an MSR the CPU lacks is not a status.
+            _ if !known => {
+                if !file.exists() {
+                    w.error = Some(format!(
+                        "no /dev/cpu/{cpu}/msr: load the msr driver (modprobe msr); it needs root"
+                    ));
+                }
+            }
             Ok(v) => {
                 w.msr_c8b = Some(v);
                 w.ways = st.llc_ways.map(|l| ways_in(v, l));

@@ -3,6 +3,7 @@
 pub mod cleanup;
 pub mod common;
 pub mod compare;
+pub mod ddio;
 pub mod info;
 pub mod load;
 pub mod page;
