@@ -194,6 +194,9 @@ pub struct RunRecord {
     /// The aggressor's side, for loaded runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aggressor: Option<AggressorOutcome>,
+    /// DDIO as the configuration's `ddio` key asked, and whether it was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ddio: Option<crate::ddio_axis::DdioRecord>,
 }
 
 impl RunRecord {
