@@ -63,7 +63,7 @@ pub(crate) fn dir_names(dir: &Path) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default();
-    v.sort_by(|a, b| natural_key(a).cmp(&natural_key(b)));
+    v.sort_by_key(|a| natural_key(a));
     v
 }
 
