@@ -520,13 +520,25 @@ pub struct Session {
 
 impl Session {
     /// Starts a session; first restores what killed runs left (so the
-    /// journal records the true originals). Fails when that restore fails.
+    /// journal records the true originals). Fails when that restore fails
+    /// or another live dmalab holds DDIO changes.
     pub fn begin(root: &HostRoot, regs: Registers) -> Result<Self, DdioError> {
         let leftovers = journal::restore_leftovers(root, &regs);
         if !leftovers.errors.is_empty() {
             return Err(DdioError::Restore(format!(
                 "a killed run's DDIO changes could not be undone first: {}",
                 leftovers.errors.join("; ")
+            )));
+        }
+        // Two owners at once would each journal the other's value as the
+        // original: the second is refused.
+        if let Some(pid) = leftovers.live.iter().find(|p| **p != std::process::id()) {
+            return Err(DdioError::Usage(UsageError::new(
+                "ddio",
+                format!(
+                    "dmalab (pid {pid}) is already changing DDIO on this host (journal in {}); wait for it to end or stop it (it restores on SIGINT/SIGTERM)",
+                    journal::state_dir(root).display()
+                ),
             )));
         }
         Ok(Self {

@@ -295,3 +295,20 @@ fn settings_parse_and_print() {
         assert!(bad.parse::<Setting>().is_err(), "{bad}");
     }
 }
+
+#[test]
+fn a_second_owner_is_refused_while_the_first_is_alive() {
+    let (_d, root) = host();
+    let mut live = Journal::this_process();
+    live.owner_pid = 1;
+    live.owner_start = dmalab_page::state::start_time(1);
+    journal::persist(&journal::state_dir(&root).join("ddio-1.json"), &live).unwrap();
+    let Err(DdioError::Usage(e)) = Session::begin(&root, Registers::files(&root)) else {
+        panic!("a second owner was let in");
+    };
+    assert!(
+        e.message
+            .starts_with("dmalab (pid 1) is already changing DDIO"),
+        "{e}"
+    );
+}
