@@ -453,6 +453,59 @@ fn caches(root: &HostRoot) -> Vec<CacheFacts> {
     out
 }
 
+/// The caches as CPUID describes them (leaf 4 on Intel, 0x8000001D on AMD:
+/// the same layout), for hosts without the sysfs cache directory. One
+/// instance per entry; `shared_cpu_list` and `instances` are unknown there.
+pub fn cpuid_caches(vendor: &str) -> Vec<CacheFacts> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::__cpuid_count;
+        let leaf = match vendor {
+            "GenuineIntel" => 4,
+            "AuthenticAMD" | "HygonGenuine" => 0x8000_001d,
+            _ => return Vec::new(),
+        };
+        // SAFETY: CPUID exists on every x86_64 CPU; asking for the highest
+        // supported leaf first keeps the queries in range.
+        #[allow(unused_unsafe)]
+        let max = unsafe { __cpuid_count(leaf & 0x8000_0000, 0) }.eax;
+        if max < leaf {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for sub in 0..16 {
+            // SAFETY: as above; `leaf` is supported.
+            #[allow(unused_unsafe)]
+            let r = unsafe { __cpuid_count(leaf, sub) };
+            let kind = match r.eax & 0x1f {
+                1 => "Data",
+                2 => "Instruction",
+                3 => "Unified",
+                _ => break,
+            };
+            let ways = (r.ebx >> 22) + 1;
+            let partitions = ((r.ebx >> 12) & 0x3ff) + 1;
+            let line = (r.ebx & 0xfff) + 1;
+            let sets = u64::from(r.ecx) + 1;
+            out.push(CacheFacts {
+                level: (r.eax >> 5) & 7,
+                kind: kind.into(),
+                size_bytes: u64::from(ways) * u64::from(partitions) * u64::from(line) * sets,
+                ways,
+                line_bytes: line,
+                shared_cpu_list: String::new(),
+                instances: 0,
+            });
+        }
+        out
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = vendor;
+        Vec::new()
+    }
+}
+
 fn numa(root: &HostRoot) -> Vec<NodeFacts> {
     let base = root.path("/sys/devices/system/node");
     let mut out = Vec::new();
@@ -907,7 +960,14 @@ impl HostReport {
         let regs = ddio::regs::Registers::files(root);
         Self {
             cpu: cpu_facts(root, host),
-            caches: caches(root),
+            caches: {
+                let c = caches(root);
+                if c.is_empty() && root.is_system() {
+                    cpuid_caches(&ddio::topology::CpuId::read(root).vendor)
+                } else {
+                    c
+                }
+            },
             numa: numa(root),
             system: system(root, host),
             memory: memory(root, host),
@@ -1209,6 +1269,30 @@ impl HostReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpuid_caches_agree_with_sysfs_here() {
+        let root = HostRoot::system();
+        let sysfs = caches(&root);
+        let cpuid = cpuid_caches(&ddio::topology::CpuId::read(&root).vendor);
+        if sysfs.is_empty() || cpuid.is_empty() {
+            eprintln!("SKIPPED: no sysfs cache directory or no CPUID cache leaf here");
+            return;
+        }
+        for c in &sysfs {
+            let k = cpuid
+                .iter()
+                .find(|k| k.level == c.level && k.kind == c.kind)
+                .unwrap_or_else(|| panic!("CPUID lacks L{} {}", c.level, c.kind));
+            assert_eq!(
+                (k.size_bytes, k.ways, k.line_bytes),
+                (c.size_bytes, c.ways, c.line_bytes),
+                "L{} {}",
+                c.level,
+                c.kind
+            );
+        }
+    }
 
     #[test]
     fn sizes_from_sysfs() {
