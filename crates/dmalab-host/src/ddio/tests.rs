@@ -312,3 +312,34 @@ fn a_second_owner_is_refused_while_the_first_is_alive() {
         "{e}"
     );
 }
+
+#[test]
+fn a_kill_between_journal_and_write_restores_cleanly() {
+    // The journal is written before the register: a run killed in between
+    // leaves a journal whose register still holds the original.
+    let (_d, root) = host();
+    let regs = Registers::files(&root);
+    let dead = Journal {
+        owner_pid: u32::MAX - 2,
+        owner_start: None,
+        config: vec![journal::ConfigByte {
+            bdf: NVME_ROOT_PORT.into(),
+            offset: PERFCTRLSTS_0,
+            original: PERFCTRL_START,
+        }],
+        msr: vec![],
+    };
+    journal::persist(
+        &journal::state_dir(&root).join("ddio-4294967293.json"),
+        &dead,
+    )
+    .unwrap();
+    let r = restore_leftovers(&root, &regs);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.done.len(), 1);
+    assert_eq!(
+        fixture::perfctrl(&root, NVME_ROOT_PORT).unwrap(),
+        PERFCTRL_START
+    );
+    assert!(journal::journal_files(&root).is_empty());
+}

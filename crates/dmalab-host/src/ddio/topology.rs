@@ -197,7 +197,10 @@ pub fn root_port_of(spec: &str, dev: &Path) -> Result<String, UsageError> {
         }
         return Err(UsageError::new(
             "--device",
-            format!("{spec} ({name}) sits directly on the root bus: there is no PCIe root port above it whose DDIO could be set (an integrated device)"),
+            format!(
+                "{} sits directly on the root bus: there is no PCIe root port above it whose DDIO could be set (an integrated device)",
+                if spec == name { name.clone() } else { format!("{spec} ({name})") }
+            ),
         ));
     }
     if !is_intel_bridge(&top) {
