@@ -249,6 +249,20 @@ fn host_info_lists_the_controller_and_namespaces_as_nvme_list_does() {
         }
     }
     assert_eq!(ctrls[0]["transport"], "pcie");
+    // The same, unprivileged: every namespace line is there too.
+    let text = b.ok("host_info_nobody");
+    assert!(text.contains("privileged        no"), "{text}");
+    for d in devs {
+        let name = d["DevicePath"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("/dev/");
+        assert!(
+            text.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{name}: "))),
+            "{name} missing from unprivileged dmalab info:\n{text}"
+        );
+    }
 }
 
 /// Identify fields as dmalab shows them equal nvme-cli's on the same
