@@ -82,7 +82,12 @@ impl DdioAxis {
         };
         if self.session.is_none() {
             match Session::begin(&self.root, Registers::files(&self.root)) {
-                Ok(s) => self.session = Some(s),
+                Ok(s) => {
+                    for d in &s.leftovers.done {
+                        eprintln!("dmalab run: ddio: first undid a killed run's change: {d}");
+                    }
+                    self.session = Some(s)
+                }
                 Err(e) => {
                     rec.detail = e.to_string();
                     return rec;
