@@ -1306,6 +1306,131 @@ mod tests {
         assert_eq!(sysfs_size("x"), None);
     }
 
+    fn put(root: &HostRoot, abs: &str, text: &str) {
+        let p = root.path(abs);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+
+    /// Hardware this VM lacks (RDMA, a GPU, NVMe, resctrl), described from a
+    /// fake tree with the kernel's file layouts.
+    #[test]
+    fn rdma_gpu_nvme_hugepages_resctrl_cgroup_from_a_fake_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = ddio::fixture::intel_host(dir.path(), 1, 2).unwrap();
+        put(&root, "/proc/cpuinfo", "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\nstepping\t: 8\nflags\t\t: fpu cat_l3 cdp_l3 mba cqm_llc cqm_mbm_total cqm_mbm_local\n");
+        let ib = "/sys/class/infiniband/mlx5_0/ports/1";
+        put(&root, &format!("{ib}/state"), "4: ACTIVE\n");
+        put(&root, &format!("{ib}/link_layer"), "InfiniBand\n");
+        put(&root, &format!("{ib}/rate"), "100 Gb/sec (4X EDR)\n");
+        put(&root, "/dev/nvidia0", "");
+        put(&root, "/dev/nvidiactl", "");
+        put(
+            &root,
+            "/proc/driver/nvidia/version",
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14\nGCC version: gcc\n",
+        );
+        put(
+            &root,
+            "/proc/driver/nvidia/gpus/0000:3b:00.0/information",
+            "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 150\n",
+        );
+        let n = "/sys/class/nvme/nvme0";
+        put(
+            &root,
+            &format!("{n}/model"),
+            "Samsung SSD 980 PRO 1TB                 \n",
+        );
+        put(&root, &format!("{n}/serial"), "S5GXNF0R123456\n");
+        put(&root, &format!("{n}/firmware_rev"), "5B2QGXA7\n");
+        put(&root, &format!("{n}/transport"), "pcie\n");
+        put(&root, &format!("{n}/address"), "0000:19:00.0\n");
+        put(&root, &format!("{n}/nvme0n1/size"), "1953525168\n");
+        put(
+            &root,
+            &format!("{n}/nvme0n1/queue/logical_block_size"),
+            "512\n",
+        );
+        put(&root, &format!("{n}/nvme0n2/size"), "2048\n");
+        put(&root, "/dev/ng0n1", "");
+        let hp = "/sys/kernel/mm/hugepages/hugepages-2048kB";
+        put(&root, &format!("{hp}/nr_hugepages"), "4\n");
+        put(&root, &format!("{hp}/free_hugepages"), "3\n");
+        put(&root, &format!("{hp}/resv_hugepages"), "1\n");
+        put(
+            &root,
+            "/sys/kernel/mm/transparent_hugepage/enabled",
+            "always [madvise] never\n",
+        );
+        put(&root, "/proc/self/mountinfo", "25 1 0:22 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n30 1 0:30 / /sys/fs/resctrl rw - resctrl resctrl rw\n");
+        put(
+            &root,
+            "/sys/fs/cgroup/cgroup.controllers",
+            "cpuset cpu io memory pids\n",
+        );
+        put(&root, "/proc/sys/kernel/perf_event_paranoid", "-1\n");
+        put(
+            &root,
+            "/sys/bus/event_source/devices/uncore_iio_0/type",
+            "45\n",
+        );
+        let r = HostReport::collect(&root, &HostInfo::default());
+        assert_eq!(r.rdma.len(), 1);
+        assert_eq!(
+            (
+                r.rdma[0].device.as_str(),
+                r.rdma[0].port.as_str(),
+                r.rdma[0].state.as_str()
+            ),
+            ("mlx5_0", "1", "4: ACTIVE")
+        );
+        assert_eq!(r.gpu.device_nodes, ["/dev/nvidia0", "/dev/nvidiactl"]);
+        assert_eq!(r.gpu.models, ["NVIDIA H100 80GB HBM3"]);
+        assert!(r.gpu.driver.as_deref().unwrap().contains("550.54.14"));
+        let c = &r.nvme[0];
+        assert_eq!(
+            (c.model.as_str(), c.serial.as_str(), c.firmware.as_str()),
+            ("Samsung SSD 980 PRO 1TB", "S5GXNF0R123456", "5B2QGXA7")
+        );
+        assert_eq!(c.namespaces.len(), 2);
+        assert_eq!(c.namespaces[0].size_bytes, 1953525168 * 512);
+        assert!(c.namespaces[0].generic_present);
+        assert!(!c.namespaces[1].generic_present);
+        assert_eq!(r.memory.hugepages[0].page_bytes, 2 << 20);
+        assert_eq!(
+            (
+                r.memory.hugepages[0].total,
+                r.memory.hugepages[0].free,
+                r.memory.hugepages[0].reserved
+            ),
+            (4, 3, 1)
+        );
+        assert_eq!(r.memory.thp_enabled, "madvise");
+        assert_eq!(r.cgroup.version, "v2");
+        assert_eq!(
+            r.cgroup.controllers,
+            ["cpuset", "cpu", "io", "memory", "pids"]
+        );
+        assert!(r.resctrl.cat && r.resctrl.mba && r.resctrl.mbm);
+        assert_eq!(r.resctrl.mounted_at.as_deref(), Some("/sys/fs/resctrl"));
+        assert_eq!(r.perf.perf_event_paranoid, Some(-1));
+        assert_eq!(r.perf.pmus[0].name, "uncore_iio_0");
+        assert_eq!(r.perf.pmus[0].type_id, Some(45));
+        assert_eq!(r.cpu.stepping, 8);
+        assert_eq!(r.ddio.generation.as_deref(), Some("Sapphire Rapids"));
+        let text = r.render_text();
+        assert!(
+            text.contains("nvme0n2: 1.00 MiB, 0 B blocks; /dev/ng0n2 absent"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "rdma              mlx5_0 port 1: 4: ACTIVE, InfiniBand, 100 Gb/sec (4X EDR)"
+            ),
+            "{text}"
+        );
+    }
+
     #[test]
     fn fixture_host_is_described_from_its_own_tree() {
         let dir = tempfile::tempdir().unwrap();
