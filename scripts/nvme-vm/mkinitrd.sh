@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the NVMe test guest's initramfs: the Debian initrd (kernel modules,
 # busybox) with a cpio appended that holds dmalab, nvme-cli, mke2fs, sfdisk,
-# wipefs (and fio with --with-fio), their shared libraries (from ldd), the
+# wipefs, setpriv (and fio with --with-fio), their shared libraries (from ldd), the
 # guest init and the job script to run.
 #
 #   mkinitrd.sh OUT.img DMALAB_BIN JOB_SCRIPT [--with-fio]
@@ -76,6 +76,8 @@ add_bin /usr/sbin/mke2fs mke2fs
 add_bin /usr/sbin/sfdisk sfdisk
 add_bin /usr/sbin/wipefs wipefs
 add_bin /usr/sbin/blkid blkid
+# `dmalab info` as an unprivileged user (util-linux setpriv).
+add_bin /usr/bin/setpriv setpriv
 if [ "$with_fio" = 1 ]; then
   add_bin /usr/bin/fio fio
 fi

@@ -236,6 +236,9 @@ pub struct Configuration {
     pub name: String,
     /// Flags that replace the aggressors' own.
     pub overrides: Vec<Flag>,
+    /// DDIO for this configuration's runs (`ddio = "on" | "off" |
+    /// "ways:N"`), set before them and restored after (see `ddio_axis`).
+    pub ddio: Option<dmalab_host::ddio::Setting>,
     /// Line where it is defined.
     pub line: usize,
 }
@@ -457,6 +460,28 @@ fn take_str(
             _ => Err(ctx.err(v.span().start, format!("{owner}: '{key}' must be a string"))),
         },
     }
+}
+
+/// Takes the `ddio` key (`"on"`, `"off"`, `"ways:N"`) out of a raw table.
+fn take_ddio(
+    ctx: &Ctx,
+    owner: &str,
+    t: &mut BTreeMap<String, RawValue>,
+) -> Result<Option<dmalab_host::ddio::Setting>, ExpError> {
+    let Some((text, at)) = take_str(ctx, owner, t, "ddio")? else {
+        return Ok(None);
+    };
+    ddio_setting(ctx, owner, &text, at).map(Some)
+}
+
+fn ddio_setting(
+    ctx: &Ctx,
+    owner: &str,
+    text: &str,
+    at: usize,
+) -> Result<dmalab_host::ddio::Setting, ExpError> {
+    text.parse()
+        .map_err(|e: String| ctx.err(at, format!("{owner}: ddio: {e}")))
 }
 
 fn take_argv(
@@ -867,6 +892,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
             .ok_or_else(|| ctx.err(start, format!("{owner_default}: needs name = \"...\"")))?;
         check_name(&ctx, "configuration", &name, at, &mut seen)?;
         let owner = format!("configuration '{name}'");
+        let ddio = take_ddio(&ctx, &owner, &mut map)?;
         let mut overrides = Vec::new();
         for (k, v) in &map {
             if let Some(f) = flag_from(&ctx, &owner, k, v)? {
@@ -877,6 +903,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
         configurations.push(Configuration {
             name,
             overrides,
+            ddio,
             line: line_of(text, start),
         });
     }
@@ -885,7 +912,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
         if !configurations.is_empty() {
             return Err(ctx.err(start, "[matrix] and [[configuration]] cannot both be given; list the configurations or their product, not both"));
         }
-        let mut product: Vec<(String, Vec<Flag>)> = vec![(String::new(), Vec::new())];
+        type Cell = (String, Vec<Flag>, Option<dmalab_host::ddio::Setting>);
+        let mut product: Vec<Cell> = vec![(String::new(), Vec::new(), None)];
         let mut axes: Vec<(&String, &RawValue)> = m.get_ref().iter().collect();
         axes.sort_by_key(|(_, v)| v.span().start);
         for (k, v) in axes {
@@ -899,11 +927,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
                 }
             };
             let mut next = Vec::new();
-            for (pname, pflags) in &product {
+            for (pname, pflags, pddio) in &product {
                 for item in items {
-                    let single = Spanned::new(v.span(), item.clone());
-                    let f = flag_from(&ctx, "matrix", k, &single)?;
                     let text_v = value_text(item).unwrap_or_else(|| item.to_string());
+                    let (f, ddio) = if k == "ddio" {
+                        let d = ddio_setting(&ctx, "matrix", &text_v, v.span().start)?;
+                        (None, Some(d))
+                    } else {
+                        let single = Spanned::new(v.span(), item.clone());
+                        (flag_from(&ctx, "matrix", k, &single)?, *pddio)
+                    };
                     let n = if pname.is_empty() {
                         format!("{k}={text_v}")
                     } else {
@@ -911,15 +944,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
                     };
                     let mut fl = pflags.clone();
                     fl.extend(f);
-                    next.push((n, fl));
+                    next.push((n, fl, ddio));
                 }
             }
             product = next;
         }
-        for (n, fl) in product {
+        for (n, fl, ddio) in product {
             configurations.push(Configuration {
                 name: n,
                 overrides: fl,
+                ddio,
                 line: line_of(text, start),
             });
         }
@@ -928,6 +962,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
         configurations.push(Configuration {
             name: "default".into(),
             overrides: Vec::new(),
+            ddio: None,
             line: 1,
         });
     }
@@ -1092,6 +1127,54 @@ run = ["true"]
         let e =
             p("[[victim]]\nname=\"a\"\ncommand=\"exec\"\nrun=[\"x\"]\nregex=\"(\"\n").unwrap_err();
         assert_eq!(e.line, Some(5));
+    }
+
+    #[test]
+    fn ddio_key_in_configurations_and_matrix() {
+        use dmalab_host::ddio::Setting;
+        let e = p(r#"
+[[aggressor]]
+name = "random"
+pattern = "random"
+
+[[configuration]]
+name = "ddio-off"
+ddio = "off"
+buffer = "4M"
+
+[[configuration]]
+name = "ddio-ways"
+ddio = "ways:4"
+
+[[victim]]
+name = "lat"
+command = "probe latency"
+"#)
+        .unwrap();
+        assert_eq!(e.configurations[0].ddio, Some(Setting::Off));
+        assert_eq!(e.configurations[0].overrides.len(), 1, "ddio is not a flag");
+        assert_eq!(e.configurations[1].ddio, Some(Setting::Ways(4)));
+        let e = p("[matrix]\nddio = [\"on\", \"off\"]\n[[aggressor]]\nname=\"r\"\n[[victim]]\nname=\"a\"\ncommand=\"idle\"\nduration=\"1s\"\n").unwrap();
+        let got: Vec<(&str, Option<Setting>)> = e
+            .configurations
+            .iter()
+            .map(|c| (c.name.as_str(), c.ddio))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("ddio=on", Some(Setting::On)),
+                ("ddio=off", Some(Setting::Off))
+            ]
+        );
+        assert!(e.configurations.iter().all(|c| c.overrides.is_empty()));
+        let err = p("[[configuration]]\nname=\"x\"\nddio = \"maybe\"\n[[victim]]\nname=\"a\"\ncommand=\"idle\"\nduration=\"1s\"\n").unwrap_err();
+        assert_eq!(err.line, Some(3));
+        assert!(
+            err.message
+                .contains("configuration 'x': ddio: 'maybe' is not a DDIO setting"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@
 
 pub mod analysis;
 pub mod compare;
+pub mod ddio_axis;
 pub mod error;
 pub mod experiment;
 pub mod livestats;

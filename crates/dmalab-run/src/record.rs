@@ -223,6 +223,9 @@ pub struct RunRecord {
     /// `hosts`); absent in a file `dmalab run` wrote.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// DDIO as the configuration's `ddio` key asked, and whether it was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ddio: Option<crate::ddio_axis::DdioRecord>,
 }
 
 impl RunRecord {

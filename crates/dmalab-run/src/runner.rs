@@ -1209,6 +1209,7 @@ fn one_run(
         failure: None,
         aggressor: None,
         host: None,
+        ddio: None,
     };
     let agg = match p.aggressor {
         None => None,
@@ -1327,6 +1328,8 @@ pub fn run(
         .iter()
         .filter(|p| in_selection(p) && !done[p.index])
         .collect();
+    // Restores on drop too: an error below, a panic.
+    let mut ddio = crate::ddio_axis::DdioAxis::default();
     for (k, p) in todo.iter().enumerate() {
         if dmalab_core::signal::stop_requested() {
             out.interrupted = true;
@@ -1346,7 +1349,9 @@ pub fn run(
         );
         progress.begin(p.index, &label);
         let t0 = Instant::now();
-        let rec = one_run(exp, opts, &val, p)?;
+        let ddio_rec = ddio.ensure(exp.configurations[p.configuration].ddio);
+        let mut rec = one_run(exp, opts, &val, p)?;
+        rec.ddio = ddio_rec;
         dmalab_core::output::append_json_line(&opts.results, &rec)
             .map_err(|e| RunError::io(&opts.results, e))?;
         out.recorded += 1;
@@ -1357,6 +1362,14 @@ pub fn run(
         if k + 1 < todo.len() && !exp.cooldown.is_zero() {
             nap(exp.cooldown);
         }
+    }
+    match ddio.restore() {
+        Ok(done) => {
+            for d in done {
+                eprintln!("dmalab run: ddio: {d}");
+            }
+        }
+        Err(e) => eprintln!("dmalab run: warning: ddio: {e}"),
     }
     if dmalab_core::signal::stop_requested() && out.resumed + out.recorded < out.planned {
         out.interrupted = true;

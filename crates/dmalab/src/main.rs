@@ -28,7 +28,7 @@ struct Cli {
 enum Command {
     /// Generate precisely shaped DMA load into a host buffer.
     Load(cmd::load::Args),
-    /// Describe a device (e.g. `dmalab info nvme /dev/ng0n1`).
+    /// Describe the host for DMA experiments, or a device (`info nvme DEV`).
     Info(cmd::info::Args),
     /// Measure what the CPU sees: memory latency histograms and bandwidth.
     Probe(cmd::probe::Args),
@@ -46,6 +46,8 @@ enum Command {
     Cleanup(cmd::cleanup::Args),
     /// Run an experiment across a cluster through Slurm, and merge the results.
     Fleet(cmd::fleet::Args),
+    /// Intel DDIO per PCIe root port and its LLC ways: show, set, restore.
+    Ddio(cmd::ddio::Args),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +66,7 @@ fn main() -> ExitCode {
         Command::Sim(a) => cmd::sim::run(a),
         Command::Cleanup(a) => cmd::cleanup::run(a),
         Command::Fleet(a) => cmd::fleet::run(a),
+        Command::Ddio(a) => cmd::ddio::run(a),
     };
     match result {
         Ok(code) => code,

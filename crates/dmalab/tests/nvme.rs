@@ -208,6 +208,63 @@ fn trimmed(v: &Value) -> String {
     v.as_str().unwrap_or_default().trim_end().to_string()
 }
 
+/// `dmalab info` inside the guest lists the emulated controller and every
+/// namespace as `nvme list` does: model, serial, firmware, size, block size
+/// and the generic device.
+#[test]
+fn host_info_lists_the_controller_and_namespaces_as_nvme_list_does() {
+    let Some(b) = boot() else { return };
+    b.ok("host_info");
+    let doc = b.json("host_info.json");
+    assert_eq!(doc["command"], "info");
+    let ctrls = doc["result"]["nvme"].as_array().expect("result.nvme");
+    let namespaces: Vec<(&Value, &Value)> = ctrls
+        .iter()
+        .flat_map(|c| {
+            c["namespaces"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |n| (c, n))
+        })
+        .collect();
+    let list = b.json("nvme-list.json");
+    let devs = list["Devices"].as_array().expect("nvme list Devices");
+    assert_eq!(namespaces.len(), devs.len(), "{list}");
+    for d in devs {
+        let path = d["DevicePath"].as_str().unwrap();
+        let name = path.trim_start_matches("/dev/");
+        let (c, n) = namespaces
+            .iter()
+            .find(|(_, n)| n["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing from dmalab info"));
+        assert_eq!(c["model"].as_str().unwrap(), trimmed(&d["ModelNumber"]));
+        assert_eq!(c["serial"].as_str().unwrap(), trimmed(&d["SerialNumber"]));
+        assert_eq!(c["firmware"].as_str().unwrap(), trimmed(&d["Firmware"]));
+        assert_eq!(n["size_bytes"], d["PhysicalSize"], "{name}");
+        assert_eq!(n["logical_block_size"], d["SectorSize"], "{name}");
+        if let Some(g) = d["GenericPath"].as_str() {
+            assert_eq!(n["generic_device"], g);
+            assert_eq!(n["generic_present"], true);
+        }
+    }
+    assert_eq!(ctrls[0]["transport"], "pcie");
+    // The same, unprivileged: every namespace line is there too.
+    let text = b.ok("host_info_nobody");
+    assert!(text.contains("privileged        no"), "{text}");
+    for d in devs {
+        let name = d["DevicePath"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("/dev/");
+        assert!(
+            text.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{name}: "))),
+            "{name} missing from unprivileged dmalab info:\n{text}"
+        );
+    }
+}
+
 /// Identify fields as dmalab shows them equal nvme-cli's on the same
 /// controller, for both namespaces (512 B and 4 KiB blocks).
 #[test]

@@ -636,6 +636,30 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
         body.push_str(&hosts_table(h));
     }
 
+    // DDIO per configuration (the `ddio` key), when the experiment has one.
+    if res.runs.iter().any(|r| r.ddio.is_some()) {
+        body.push_str(r#"<h2>DDIO per configuration</h2><table class="stats"><tr><th>configuration</th><th>ddio</th><th>runs with it set</th><th>registers / why not</th></tr>"#);
+        for c in &h.configurations {
+            let runs: Vec<&RunRecord> = res.runs.iter().filter(|r| &r.configuration == c).collect();
+            let Some(d) = runs.iter().find_map(|r| r.ddio.as_ref()) else {
+                continue;
+            };
+            let applied = runs
+                .iter()
+                .filter(|r| r.ddio.as_ref().is_some_and(|d| d.applied))
+                .count();
+            let _ = writeln!(
+                body,
+                r#"<tr><td class="l">{}</td><td>{}</td><td>{applied} of {}</td><td class="l">{}</td></tr>"#,
+                esc(c),
+                esc(&d.requested),
+                runs.len(),
+                esc(&d.detail)
+            );
+        }
+        body.push_str("</table>\n");
+    }
+
     // Bars per victim.
     let mut section = String::new();
     for v in &h.victims {

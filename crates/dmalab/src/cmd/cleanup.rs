@@ -6,7 +6,9 @@ use std::process::ExitCode;
 /// Remove leftovers of killed `dmalab page` runs: memory cgroups
 /// `dmalab-page-<pid>`, zram devices and swap areas it added, swap files it
 /// created, and settings it changed (restored from the ledger in
-/// /run/dmalab). Runs that are still alive are left alone.
+/// /run/dmalab), and DDIO registers changed by `dmalab ddio` or a `ddio`
+/// experiment key (restored from their journals there). Runs that are still
+/// alive are left alone.
 #[derive(clap::Args, Debug)]
 pub struct Args {}
 
@@ -18,7 +20,16 @@ pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
             "dmalab cleanup removes cgroups and swap areas and restores sysctls: it needs root; run it as root, e.g. with sudo"
         );
     }
-    let r = dmalab_page::state::cleanup_leftovers(&PathBuf::from(dmalab_page::state::STATE_DIR));
+    let mut r =
+        dmalab_page::state::cleanup_leftovers(&PathBuf::from(dmalab_page::state::STATE_DIR));
+    let root = dmalab_host::HostRoot::system();
+    let d = dmalab_host::ddio::restore_leftovers(
+        &root,
+        &dmalab_host::ddio::regs::Registers::files(&root),
+    );
+    r.done.extend(d.done);
+    r.errors.extend(d.errors);
+    r.live.extend(d.live);
     for d in &r.done {
         println!("{d}");
     }

@@ -1,7 +1,8 @@
-//! `dmalab info`: describe a device. `dmalab info nvme DEVICE` sends
-//! Identify Controller and Identify Namespace through the admin passthrough
-//! and shows model, serial, firmware, MDTS and the LBA formats with their
-//! relative performance and the one in use.
+//! `dmalab info`: what this host has for DMA experiments (the report lives
+//! in `dmalab_host::info`; this file only dispatches). `dmalab info nvme
+//! DEVICE` sends Identify Controller and Identify Namespace through the admin
+//! passthrough and shows model, serial, firmware, MDTS and the LBA formats
+//! with their relative performance and the one in use.
 
 use super::common::OutputArgs;
 use anyhow::Context;
@@ -13,11 +14,16 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-/// Describe a device.
+/// Describe the host (CPU, caches, NUMA, memory, io_uring, NVMe, block
+/// devices, RDMA, GPUs, hugepages, swap, cgroups, resctrl, PMUs, DDIO), or a
+/// device. Reads only; runs as any user.
 #[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
     #[command(subcommand)]
-    what: What,
+    what: Option<What>,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -48,8 +54,24 @@ struct InfoConfig {
 /// Runs `dmalab info`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.what {
-        What::Nvme(a) => nvme(a),
+        None => host(args.output),
+        Some(What::Nvme(a)) => nvme(a),
     }
+}
+
+/// The resolved configuration of `dmalab info` (it has no options).
+#[derive(Serialize, Debug)]
+struct HostConfig {}
+
+fn host(output: OutputArgs) -> anyhow::Result<ExitCode> {
+    let started = SystemTime::now();
+    let host = HostInfo::collect();
+    let report = dmalab_host::info::HostReport::collect(&dmalab_host::HostRoot::system(), &host);
+    let text = report.render_text();
+    print!("{text}");
+    let doc = ResultDoc::new("info", host, HostConfig {}, report, started);
+    output.write(&doc, &text)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn nvme(a: NvmeArgs) -> anyhow::Result<ExitCode> {

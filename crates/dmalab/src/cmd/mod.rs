@@ -4,6 +4,7 @@ pub mod cleanup;
 pub mod common;
 pub mod compare;
 pub mod fleet;
+pub mod ddio;
 pub mod info;
 pub mod load;
 pub mod page;
