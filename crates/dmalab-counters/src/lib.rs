@@ -24,11 +24,15 @@
 
 pub mod catalog;
 pub mod check;
+pub mod child;
+pub mod host;
 pub mod recipes;
 pub mod resctrl;
 pub mod session;
 pub mod spec;
 pub mod sys;
+
+pub use host::host_report;
 
 use std::path::PathBuf;
 

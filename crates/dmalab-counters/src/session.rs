@@ -243,6 +243,10 @@ pub struct CounterReport {
     pub series: Vec<SeriesPoint>,
 }
 
+/// Running fraction below which a count is called multiplexed (scaled
+/// from part of the time) in text output and in `dmalab report`.
+pub const MULTIPLEXED_BELOW: f64 = 0.99;
+
 struct OpenEvent {
     id: String,
     spec: String,
@@ -258,6 +262,8 @@ type Snapshot = (Vec<Reading>, Option<(u64, u64)>);
 /// An open session.
 pub struct Session {
     arena: Vec<Counter>,
+    /// Per arena entry: true for a group member (enabled with its leader).
+    member: Vec<bool>,
     events: Vec<OpenEvent>,
     metrics: Vec<MetricDef>,
     mbm: Option<MbmGroup>,
@@ -319,6 +325,7 @@ impl Session {
         let paranoid = sys::paranoid_level(&roots.paranoid);
         let root = sys::is_root();
         let mut arena: Vec<Counter> = Vec::new();
+        let mut member: Vec<bool> = Vec::new();
         let mut leaders: HashMap<(String, i32, i32), usize> = HashMap::new();
         let mut events = Vec::new();
         for e in &req.events {
@@ -332,7 +339,7 @@ impl Session {
                 absent: e.resolved.absent.clone(),
             };
             if ev.absent.is_none() {
-                match open_event(e, scope, paranoid, root, &mut arena, &mut leaders) {
+                match open_event(e, scope, paranoid, root, &mut arena, &mut member, &mut leaders) {
                     Ok(idx) => ev.idx = idx,
                     Err(a) => ev.absent = Some(a),
                 }
@@ -349,6 +356,7 @@ impl Session {
         };
         Self {
             arena,
+            member,
             events,
             metrics: req.metrics.clone(),
             mbm,
@@ -376,8 +384,10 @@ impl Session {
 
     /// Starts counting (t = 0 of the series).
     pub fn start(&mut self) {
-        for c in &self.arena {
-            let _ = c.enable();
+        for (c, m) in self.arena.iter().zip(&self.member) {
+            if !m {
+                let _ = c.enable(true);
+            }
         }
         let snap = self.snapshot();
         self.started = Some((Instant::now(), snap.clone()));
@@ -389,8 +399,10 @@ impl Session {
         if self.stopped.is_some() {
             return;
         }
-        for c in &self.arena {
-            let _ = c.disable();
+        for (c, m) in self.arena.iter().zip(&self.member) {
+            if !m {
+                let _ = c.disable(true);
+            }
         }
         let snap = self.snapshot();
         self.stopped = Some((Instant::now(), snap));
@@ -586,6 +598,7 @@ fn open_event(
     paranoid: Option<i32>,
     root: bool,
     arena: &mut Vec<Counter>,
+    member: &mut Vec<bool>,
     leaders: &mut HashMap<(String, i32, i32), usize>,
 ) -> Result<Vec<usize>, Absence> {
     let mut idx = Vec::new();
@@ -622,13 +635,14 @@ fn open_event(
         for (pid, cpu) in targets {
             let key = (inst.pmu.clone(), pid, cpu);
             let leader = if e.solo { None } else { leaders.get(&key).copied() };
-            let opened = match Counter::open(&attr, pid, cpu, leader.map(|l| &arena[l])) {
-                Err(_) if leader.is_some() => Counter::open(&attr, pid, cpu, None),
-                r => r,
+            let (opened, in_group) = match Counter::open(&attr, pid, cpu, leader.map(|l| &arena[l])) {
+                Err(_) if leader.is_some() => (Counter::open(&attr, pid, cpu, None), false),
+                r => (r, leader.is_some()),
             };
             match opened {
                 Ok(c) => {
                     arena.push(c);
+                    member.push(in_group);
                     let i = arena.len() - 1;
                     if !e.solo && leader.is_none() {
                         leaders.insert(key, i);
@@ -659,14 +673,17 @@ impl CounterReport {
         );
         for e in &self.events {
             let unit = if e.unit == "count" { "" } else { e.unit.as_str() };
-            let frac = if e.running_fraction < 0.9999 {
+            // Per-task counters read a hair apart show fractions such as
+            // 0.999 without any multiplexing; below 0.99 it is worth a note.
+            let frac = if e.running_fraction < MULTIPLEXED_BELOW {
                 format!("  ({:.1}% of the time counted: scaled)", e.running_fraction * 100.0)
             } else {
                 String::new()
             };
+            let v = if e.unit == "count" { e.value.round() } else { e.value };
             s.push_str(&format!(
                 "  {:>18} {:<4} {}{}\n",
-                fmt_value(e.value),
+                fmt_value(v),
                 unit,
                 e.id,
                 frac

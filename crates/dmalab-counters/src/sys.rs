@@ -160,19 +160,22 @@ impl Counter {
         })
     }
 
-    /// Starts counting.
-    pub fn enable(&self) -> io::Result<()> {
-        self.ioctl(IOC_ENABLE)
+    /// Starts counting; on a group leader with `group`, the whole group at
+    /// once (`PERF_IOC_FLAG_GROUP`), so members share the leader's times.
+    pub fn enable(&self, group: bool) -> io::Result<()> {
+        self.ioctl(IOC_ENABLE, group)
     }
 
-    /// Stops counting.
-    pub fn disable(&self) -> io::Result<()> {
-        self.ioctl(IOC_DISABLE)
+    /// Stops counting (the whole group with `group`).
+    pub fn disable(&self, group: bool) -> io::Result<()> {
+        self.ioctl(IOC_DISABLE, group)
     }
 
-    fn ioctl(&self, req: libc::c_ulong) -> io::Result<()> {
-        // SAFETY: a perf ioctl without an argument on an open perf fd.
-        if unsafe { libc::ioctl(self.fd, req as _, 0) } != 0 {
+    fn ioctl(&self, req: libc::c_ulong, group: bool) -> io::Result<()> {
+        let flag: libc::c_ulong = u64::from(group) as libc::c_ulong;
+        // SAFETY: a perf ioctl whose argument is an integer flag, on an open
+        // perf fd.
+        if unsafe { libc::ioctl(self.fd, req as _, flag) } != 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(())

@@ -44,6 +44,9 @@ enum Command {
     Sim(cmd::sim::Args),
     /// Remove leftovers (cgroups, swap devices, settings) of a killed run.
     Cleanup(cmd::cleanup::Args),
+    /// Run a command and count hardware/software events over it (perf stat
+    /// with dmalab's recipes).
+    Stat(cmd::stat::Args),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +64,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => cmd::compare::run(a),
         Command::Sim(a) => cmd::sim::run(a),
         Command::Cleanup(a) => cmd::cleanup::run(a),
+        Command::Stat(a) => cmd::stat::run(a),
     };
     match result {
         Ok(code) => code,

@@ -25,6 +25,9 @@ enum What {
     /// Identify an NVMe namespace: model, serial, firmware, MDTS, LBA formats
     /// (relative performance, the one in use). Needs root (admin passthrough).
     Nvme(NvmeArgs),
+    /// What this host can count (PMUs, perf_event_paranoid, resctrl) and
+    /// which `--counters` recipes apply.
+    Counters(super::stat::InfoArgs),
 }
 
 /// `dmalab info nvme DEVICE`.
@@ -49,6 +52,7 @@ struct InfoConfig {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.what {
         What::Nvme(a) => nvme(a),
+        What::Counters(a) => super::stat::info(a),
     }
 }
 

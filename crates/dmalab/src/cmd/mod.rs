@@ -3,6 +3,7 @@
 pub mod cleanup;
 pub mod common;
 pub mod compare;
+pub mod counters;
 pub mod info;
 pub mod load;
 pub mod page;
@@ -10,3 +11,4 @@ pub mod probe;
 pub mod report;
 pub mod run;
 pub mod sim;
+pub mod stat;
