@@ -190,6 +190,10 @@ pub struct EventCount {
     pub raw_count: u64,
     /// Time counting over time enabled (1: never multiplexed).
     pub running_fraction: f64,
+    /// A software event: never multiplexed (the kernel's software PMU has
+    /// no counter limit), so a fraction below 1 is only the kernel's time
+    /// accounting of tasks that came and went, not scaling.
+    pub software: bool,
 }
 
 /// An event that could not be counted, and why.
@@ -237,7 +241,8 @@ pub struct CounterReport {
     pub metrics: Vec<MetricValue>,
     /// Events that could not be counted here, with the reason.
     pub unavailable: Vec<Unavailable>,
-    /// Lowest running fraction of any counted event (below 1: multiplexed).
+    /// Lowest running fraction of any counted hardware event (below 1:
+    /// multiplexed, and scaled); `None` when only software events counted.
     pub min_running_fraction: Option<f64>,
     /// Per-interval deltas, on the caller's sample clock.
     pub series: Vec<SeriesPoint>,
@@ -255,6 +260,7 @@ struct OpenEvent {
     pmus: Vec<String>,
     idx: Vec<usize>,
     absent: Option<Absence>,
+    software: bool,
 }
 
 type Snapshot = (Vec<Reading>, Option<(u64, u64)>);
@@ -337,6 +343,11 @@ impl Session {
                 pmus: e.resolved.instances.iter().map(|i| i.pmu.clone()).collect(),
                 idx: Vec::new(),
                 absent: e.resolved.absent.clone(),
+                software: !e.resolved.instances.is_empty()
+                    && e.resolved
+                        .instances
+                        .iter()
+                        .all(|i| i.type_id == spec::TYPE_SOFTWARE),
             };
             if ev.absent.is_none() {
                 match open_event(e, scope, paranoid, root, &mut arena, &mut member, &mut leaders) {
@@ -517,6 +528,7 @@ impl Session {
                     unit: e.unit.clone(),
                     raw_count: raw,
                     running_fraction: frac,
+                    software: e.software,
                 }),
                 None => unavailable.push(Unavailable {
                     id: e.id.clone(),
@@ -538,6 +550,7 @@ impl Session {
         let metrics = recipes::compute(&self.metrics, &totals, counted_ns as f64 / 1e9);
         let min_running_fraction = events
             .iter()
+            .filter(|e| !e.software)
             .map(|e| e.running_fraction)
             .fold(None, |m: Option<f64>, f| Some(m.map_or(f, |m| m.min(f))));
         CounterReport {
@@ -675,7 +688,7 @@ impl CounterReport {
             let unit = if e.unit == "count" { "" } else { e.unit.as_str() };
             // Per-task counters read a hair apart show fractions such as
             // 0.999 without any multiplexing; below 0.99 it is worth a note.
-            let frac = if e.running_fraction < MULTIPLEXED_BELOW {
+            let frac = if !e.software && e.running_fraction < MULTIPLEXED_BELOW {
                 format!("  ({:.1}% of the time counted: scaled)", e.running_fraction * 100.0)
             } else {
                 String::new()
