@@ -180,9 +180,9 @@ impl Catalog {
             .pmus
             .values()
             .filter(|p| {
-                p.name
-                    .strip_prefix(&prefix)
-                    .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()))
+                p.name.strip_prefix(&prefix).is_some_and(|rest| {
+                    !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit())
+                })
             })
             .collect();
         v.sort_by_key(|p| {
@@ -248,8 +248,8 @@ fn read_pmu(dir: &Path, name: &str) -> Option<Pmu> {
             };
             let scale = read_trim(&dir.join("events").join(format!("{ev}.scale")))
                 .and_then(|s| s.parse().ok());
-            let unit = read_trim(&dir.join("events").join(format!("{ev}.unit")))
-                .filter(|u| !u.is_empty());
+            let unit =
+                read_trim(&dir.join("events").join(format!("{ev}.unit"))).filter(|u| !u.is_empty());
             events.insert(ev, NamedEvent { terms, scale, unit });
         }
     }
@@ -301,7 +301,12 @@ mod tests {
     #[test]
     fn matching_by_prefix_numeric_order() {
         let mut c = Catalog::default();
-        for n in ["uncore_cha_10", "uncore_cha_2", "uncore_cha", "uncore_chabox_1"] {
+        for n in [
+            "uncore_cha_10",
+            "uncore_cha_2",
+            "uncore_cha",
+            "uncore_chabox_1",
+        ] {
             c.pmus.insert(
                 n.into(),
                 Pmu {
@@ -314,10 +319,18 @@ mod tests {
                 },
             );
         }
-        let names: Vec<&str> = c.matching("uncore_cha").iter().map(|p| p.name.as_str()).collect();
+        let names: Vec<&str> = c
+            .matching("uncore_cha")
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
         assert_eq!(names, ["uncore_cha"]);
         c.pmus.remove("uncore_cha");
-        let names: Vec<&str> = c.matching("uncore_cha").iter().map(|p| p.name.as_str()).collect();
+        let names: Vec<&str> = c
+            .matching("uncore_cha")
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
         assert_eq!(names, ["uncore_cha_2", "uncore_cha_10"]);
     }
 }

@@ -55,7 +55,8 @@ pub fn expected_vs_counted(
         (
             "PCIeRdCur",
             "(blocks read from memory x bs + commands x 64) / 64",
-            (acc.blocks_read_from_memory as f64 * acc.bs_bytes as f64 + acc.commands as f64 * 64.0) / 64.0,
+            (acc.blocks_read_from_memory as f64 * acc.bs_bytes as f64 + acc.commands as f64 * 64.0)
+                / 64.0,
             pair("pcirdcur_hit", "pcirdcur_miss"),
         ),
         (
@@ -64,7 +65,12 @@ pub fn expected_vs_counted(
             acc.blocks_written_to_memory as f64 * acc.bs_bytes as f64 / 64.0,
             pair("itom_hit", "itom_miss"),
         ),
-        ("RFO", "completions", acc.completions as f64, pair("rfo_hit", "rfo_miss")),
+        (
+            "RFO",
+            "completions",
+            acc.completions as f64,
+            pair("rfo_hit", "rfo_miss"),
+        ),
     ];
     rows.into_iter()
         .filter_map(|(t, f, expected, counted)| {
@@ -87,7 +93,9 @@ pub fn render(rows: &[CheckRow]) -> String {
     }
     let mut s = String::from("expected vs counted (thesis section 5.4):\n");
     for r in rows {
-        let counted = r.counted.map_or("not counted".to_string(), |c| format!("{c:.0}"));
+        let counted = r
+            .counted
+            .map_or("not counted".to_string(), |c| format!("{c:.0}"));
         let ratio = r.ratio.map_or(String::new(), |x| format!("  ({:.3}x)", x));
         s.push_str(&format!(
             "  {:<10} expected {:>14.0}  counted {:>14}{}   [{}]\n",
@@ -122,7 +130,10 @@ mod tests {
         t.insert("rfo_miss".to_string(), None);
         let rows = expected_vs_counted(&acc, &t);
         assert_eq!(rows.len(), 3);
-        assert_eq!((rows[0].expected, rows[0].counted, rows[0].ratio), (1000.0, Some(1000.0), Some(1.0)));
+        assert_eq!(
+            (rows[0].expected, rows[0].counted, rows[0].ratio),
+            (1000.0, Some(1000.0), Some(1.0))
+        );
         assert_eq!(rows[1].expected, 512_000.0);
         assert_eq!(rows[1].counted, Some(512_000.0));
         assert_eq!((rows[2].expected, rows[2].counted), (1000.0, None));

@@ -109,7 +109,11 @@ pub fn host_report(roots: &Roots) -> HostCounters {
                             reasons.push(u.message.clone());
                         }
                     }
-                    (req.events.len() - rep.unavailable.len(), req.events.len(), reasons)
+                    (
+                        req.events.len() - rep.unavailable.len(),
+                        req.events.len(),
+                        reasons,
+                    )
                 }
                 Err(e) => (0, r.events.len(), vec![e.to_string()]),
             }
@@ -147,7 +151,11 @@ impl HostCounters {
             "perf_event_paranoid: {}{}\n",
             self.perf_event_paranoid
                 .map_or("unreadable".to_string(), |p| p.to_string()),
-            if self.root { " (running as root: not limited by it)" } else { "" }
+            if self.root {
+                " (running as root: not limited by it)"
+            } else {
+                ""
+            }
         ));
         s.push_str(&format!("PMUs under {}:\n", self.pmu_root));
         if self.pmus.is_empty() {
@@ -191,7 +199,11 @@ impl HostCounters {
                 r.name,
                 state,
                 r.description,
-                if r.for_this_cpu { String::new() } else { format!(" [for {}]", r.cpus) }
+                if r.for_this_cpu {
+                    String::new()
+                } else {
+                    format!(" [for {}]", r.cpus)
+                }
             ));
             for why in &r.reasons {
                 s.push_str(&format!("      {why}\n"));

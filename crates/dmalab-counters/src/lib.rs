@@ -69,7 +69,11 @@ impl Roots {
     /// `DMALAB_PERF_PARANOID`.
     pub fn from_env() -> Self {
         let mut r = Self::default();
-        let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let var = |k: &str| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
         if let Some(p) = var("DMALAB_PMU_ROOT") {
             r.pmu = p;
         }

@@ -241,8 +241,7 @@ const IIO_METRICS: &[MetricDef] = &[
 ];
 
 const DF_CHANNELS: &[&str] = &[
-    "dram_ch0", "dram_ch1", "dram_ch2", "dram_ch3", "dram_ch4", "dram_ch5", "dram_ch6",
-    "dram_ch7",
+    "dram_ch0", "dram_ch1", "dram_ch2", "dram_ch3", "dram_ch4", "dram_ch5", "dram_ch6", "dram_ch7",
 ];
 
 /// Every recipe dmalab knows.
@@ -610,7 +609,10 @@ mod tests {
         let c = CpuId::parse(
             "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 85\nmodel name\t: Intel(R) Xeon(R) Gold 6130\n\nprocessor\t: 1\nvendor_id\t: Other\n",
         );
-        assert_eq!((c.vendor.as_str(), c.family, c.model), ("GenuineIntel", 6, 85));
+        assert_eq!(
+            (c.vendor.as_str(), c.family, c.model),
+            ("GenuineIntel", 6, 85)
+        );
         assert!(find("skx-pcie").unwrap().applies_to(&c));
         assert!(!find("icx-pcie").unwrap().applies_to(&c));
         let zen2 = CpuId {
@@ -651,7 +653,13 @@ mod tests {
         assert_eq!(get("pcie_read_llc_miss_pct"), Some(75.0));
         t.insert("rfo_miss".into(), None);
         let m = compute(PCIE_METRICS, &t, 2.0);
-        assert_eq!(m.iter().find(|x| x.name == "ddio_write_miss_pct").unwrap().value, None);
+        assert_eq!(
+            m.iter()
+                .find(|x| x.name == "ddio_write_miss_pct")
+                .unwrap()
+                .value,
+            None
+        );
     }
 
     #[test]

@@ -75,7 +75,8 @@ impl MbmGroup {
             detail: format!("resctrl: cannot {what}: {e}"),
         };
         fs::create_dir_all(state_dir).map_err(|e| fail("create the ledger directory", e))?;
-        let text = serde_json::to_string_pretty(&entry).map_err(|e| fail("write the ledger", io::Error::other(e)))?;
+        let text = serde_json::to_string_pretty(&entry)
+            .map_err(|e| fail("write the ledger", io::Error::other(e)))?;
         dmalab_core::output::write_atomic(&ledger, text.as_bytes())
             .map_err(|e| fail("write the ledger", e))?;
         if let Err(e) = fs::create_dir(&dir) {
@@ -216,7 +217,9 @@ pub fn cleanup_leftovers(state_dir: &Path) -> Cleanup {
                 continue;
             }
             match remove_group(g) {
-                Ok(()) => r.done.push(format!("removed resctrl group {}", g.display())),
+                Ok(()) => r
+                    .done
+                    .push(format!("removed resctrl group {}", g.display())),
                 Err(e) => {
                     ok = false;
                     r.errors
@@ -266,11 +269,22 @@ mod tests {
         assert_eq!(fs::read_to_string(dir.join("tasks")).unwrap(), "1234\n");
         for (dom, t, l) in [("mon_L3_00", 1000u64, 600u64), ("mon_L3_01", 24, 0)] {
             fs::create_dir_all(dir.join("mon_data").join(dom)).unwrap();
-            fs::write(dir.join("mon_data").join(dom).join("mbm_total_bytes"), format!("{t}\n")).unwrap();
-            fs::write(dir.join("mon_data").join(dom).join("mbm_local_bytes"), format!("{l}\n")).unwrap();
+            fs::write(
+                dir.join("mon_data").join(dom).join("mbm_total_bytes"),
+                format!("{t}\n"),
+            )
+            .unwrap();
+            fs::write(
+                dir.join("mon_data").join(dom).join("mbm_local_bytes"),
+                format!("{l}\n"),
+            )
+            .unwrap();
         }
         assert_eq!(g.read(), (1024, 600));
-        assert!(state.path().join(format!("counters-{}.json", std::process::id())).exists());
+        assert!(state
+            .path()
+            .join(format!("counters-{}.json", std::process::id()))
+            .exists());
         drop(g);
         assert!(!dir.exists());
         assert_eq!(fs::read_dir(state.path()).unwrap().count(), 0);
@@ -287,7 +301,11 @@ mod tests {
             owner_start: None,
             groups: vec![dead_dir.clone()],
         };
-        fs::write(state.path().join("counters-1.json"), serde_json::to_string(&dead).unwrap()).unwrap();
+        fs::write(
+            state.path().join("counters-1.json"),
+            serde_json::to_string(&dead).unwrap(),
+        )
+        .unwrap();
         let live_dir = root.path().join("mon_groups/dmalab-live");
         fs::create_dir_all(&live_dir).unwrap();
         let live = Ledger {
@@ -295,7 +313,11 @@ mod tests {
             owner_start: dmalab_page::state::start_time(std::process::id()),
             groups: vec![live_dir.clone()],
         };
-        fs::write(state.path().join("counters-2.json"), serde_json::to_string(&live).unwrap()).unwrap();
+        fs::write(
+            state.path().join("counters-2.json"),
+            serde_json::to_string(&live).unwrap(),
+        )
+        .unwrap();
         let r = cleanup_leftovers(state.path());
         assert!(!dead_dir.exists());
         assert!(live_dir.exists());

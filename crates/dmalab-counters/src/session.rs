@@ -304,7 +304,9 @@ pub fn classify(
         Some(libc::EACCES) | Some(libc::EPERM) => match paranoid {
             Some(level) if !root && level > needed => Absence::Paranoid { level, needed },
             _ if root => Absence::NotPrivileged {
-                detail: format!("{err}, although running as root (kernel lockdown or a security module)"),
+                detail: format!(
+                    "{err}, although running as root (kernel lockdown or a security module)"
+                ),
             },
             _ => Absence::NotPrivileged {
                 detail: err.to_string(),
@@ -350,7 +352,15 @@ impl Session {
                         .all(|i| i.type_id == spec::TYPE_SOFTWARE),
             };
             if ev.absent.is_none() {
-                match open_event(e, scope, paranoid, root, &mut arena, &mut member, &mut leaders) {
+                match open_event(
+                    e,
+                    scope,
+                    paranoid,
+                    root,
+                    &mut arena,
+                    &mut member,
+                    &mut leaders,
+                ) {
                     Ok(idx) => ev.idx = idx,
                     Err(a) => ev.absent = Some(a),
                 }
@@ -465,7 +475,10 @@ impl Session {
                 continue;
             }
             let (v, _, _) = sum_event(e, &a.0, &b.0);
-            m.insert(e.id.clone(), v.map(|v| recipes::to_base(v * e.scale, &e.unit)));
+            m.insert(
+                e.id.clone(),
+                v.map(|v| recipes::to_base(v * e.scale, &e.unit)),
+            );
         }
         if self.request.mbm {
             let d = match (a.1, b.1) {
@@ -592,7 +605,14 @@ fn sum_event(e: &OpenEvent, a: &[Reading], b: &[Reading]) -> (Option<f64>, u64, 
         raw = raw.wrapping_add(d.value);
         en += d.enabled_ns;
         run += d.running_ns;
-        if let Some(s) = d.scaled() {
+        // Software events are exact counts that are never multiplexed:
+        // scaling them would only add the kernel's time-accounting noise.
+        let v = if e.software {
+            Some(d.value as f64)
+        } else {
+            d.scaled()
+        };
+        if let Some(s) = v {
             total += s;
             any = true;
         }
@@ -647,8 +667,13 @@ fn open_event(
         };
         for (pid, cpu) in targets {
             let key = (inst.pmu.clone(), pid, cpu);
-            let leader = if e.solo { None } else { leaders.get(&key).copied() };
-            let (opened, in_group) = match Counter::open(&attr, pid, cpu, leader.map(|l| &arena[l])) {
+            let leader = if e.solo {
+                None
+            } else {
+                leaders.get(&key).copied()
+            };
+            let (opened, in_group) = match Counter::open(&attr, pid, cpu, leader.map(|l| &arena[l]))
+            {
                 Err(_) if leader.is_some() => (Counter::open(&attr, pid, cpu, None), false),
                 r => (r, leader.is_some()),
             };
@@ -685,15 +710,26 @@ impl CounterReport {
             }
         );
         for e in &self.events {
-            let unit = if e.unit == "count" { "" } else { e.unit.as_str() };
+            let unit = if e.unit == "count" {
+                ""
+            } else {
+                e.unit.as_str()
+            };
             // Per-task counters read a hair apart show fractions such as
             // 0.999 without any multiplexing; below 0.99 it is worth a note.
             let frac = if !e.software && e.running_fraction < MULTIPLEXED_BELOW {
-                format!("  ({:.1}% of the time counted: scaled)", e.running_fraction * 100.0)
+                format!(
+                    "  ({:.1}% of the time counted: scaled)",
+                    e.running_fraction * 100.0
+                )
             } else {
                 String::new()
             };
-            let v = if e.unit == "count" { e.value.round() } else { e.value };
+            let v = if e.unit == "count" {
+                e.value.round()
+            } else {
+                e.value
+            };
             s.push_str(&format!(
                 "  {:>18} {:<4} {}{}\n",
                 fmt_value(v),
@@ -707,7 +743,12 @@ impl CounterReport {
             s.push_str("  metrics:\n");
             for m in shown {
                 if let Some(v) = m.value {
-                    s.push_str(&format!("  {:>18} {:<8} {}\n", fmt_value(v), m.unit, m.name));
+                    s.push_str(&format!(
+                        "  {:>18} {:<8} {}\n",
+                        fmt_value(v),
+                        m.unit,
+                        m.name
+                    ));
                 }
             }
         }
@@ -737,18 +778,30 @@ mod tests {
         let eacces = io::Error::from_raw_os_error(libc::EACCES);
         assert_eq!(
             classify(&eacces, true, true, Some(2), false),
-            Absence::Paranoid { level: 2, needed: 0 }
+            Absence::Paranoid {
+                level: 2,
+                needed: 0
+            }
         );
         assert_eq!(
             classify(&eacces, false, true, Some(2), false),
-            Absence::Paranoid { level: 2, needed: 1 }
+            Absence::Paranoid {
+                level: 2,
+                needed: 1
+            }
         );
         assert!(matches!(
             classify(&eacces, true, true, Some(-1), false),
             Absence::NotPrivileged { .. }
         ));
         assert!(matches!(
-            classify(&io::Error::from_raw_os_error(libc::ENOENT), false, false, Some(2), false),
+            classify(
+                &io::Error::from_raw_os_error(libc::ENOENT),
+                false,
+                false,
+                Some(2),
+                false
+            ),
             Absence::Unsupported { .. }
         ));
     }
@@ -764,7 +817,11 @@ mod tests {
         };
         let r = Request::parse_with("--counters", "skx-pcie,software", &cat, amd).unwrap();
         assert_eq!(r.recipes, ["skx-pcie", "software"]);
-        let skx: Vec<&EventReq> = r.events.iter().filter(|e| e.id.contains("pcirdcur")).collect();
+        let skx: Vec<&EventReq> = r
+            .events
+            .iter()
+            .filter(|e| e.id.contains("pcirdcur"))
+            .collect();
         assert!(skx
             .iter()
             .all(|e| matches!(e.resolved.absent, Some(Absence::WrongCpu { .. }))));

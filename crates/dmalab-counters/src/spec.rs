@@ -299,9 +299,9 @@ pub fn resolve(option: &str, spec: &str, cat: &Catalog) -> Result<Resolved, Usag
             format!("'{spec}' must end with '/' (PMU/TERMS/, e.g. cpu/cache-misses/)"),
         )
     })?;
-    let (pmu_name, terms) = body.split_once('/').ok_or_else(|| {
-        UsageError::new(option, format!("'{spec}' is not PMU/TERMS/"))
-    })?;
+    let (pmu_name, terms) = body
+        .split_once('/')
+        .ok_or_else(|| UsageError::new(option, format!("'{spec}' is not PMU/TERMS/")))?;
     if pmu_name.is_empty() || terms.contains('/') {
         return Err(UsageError::new(
             option,
@@ -420,7 +420,9 @@ fn encode_terms(
                     Field::Config3 => {
                         return Err(UsageError::new(
                             option,
-                            format!("{spec}: term '{name}' uses config3, which dmalab does not set"),
+                            format!(
+                                "{spec}: term '{name}' uses config3, which dmalab does not set"
+                            ),
                         ))
                     }
                 }
@@ -437,8 +439,15 @@ mod tests {
     #[test]
     fn splits_at_top_level_only() {
         assert_eq!(
-            split_list("software, uncore_iio_0/event=0x83,umask=0x4/,cpu/cache-misses/,page-faults"),
-            ["software", "uncore_iio_0/event=0x83,umask=0x4/", "cpu/cache-misses/", "page-faults"]
+            split_list(
+                "software, uncore_iio_0/event=0x83,umask=0x4/,cpu/cache-misses/,page-faults"
+            ),
+            [
+                "software",
+                "uncore_iio_0/event=0x83,umask=0x4/",
+                "cpu/cache-misses/",
+                "page-faults"
+            ]
         );
     }
 

@@ -75,7 +75,11 @@ fn every_fixture_spec_encodes_to_the_reference_attr() {
         assert!(r.absent.is_none(), "{spec_text}: {:?}", r.absent);
         let names: Vec<&str> = r.instances.iter().map(|i| i.pmu.as_str()).collect();
         assert_eq!(names.join(","), pmus, "{spec_text}");
-        assert_eq!(r.instances[0].type_id, type_id.parse::<u32>().unwrap(), "{spec_text}");
+        assert_eq!(
+            r.instances[0].type_id,
+            type_id.parse::<u32>().unwrap(),
+            "{spec_text}"
+        );
         for i in &r.instances {
             assert_eq!(
                 (i.config, i.config1),
@@ -100,7 +104,10 @@ fn catalog_reads_cpumask_scale_unit_and_iio_dies() {
     assert!(cha.is_uncore());
     assert!(!cat.pmus["cpu"].is_uncore());
     let iio = &cat.pmus["uncore_iio_0"];
-    assert_eq!(iio.iio_dies.get("die1").map(String::as_str), Some("0000:80"));
+    assert_eq!(
+        iio.iio_dies.get("die1").map(String::as_str),
+        Some("0000:80")
+    );
     let fr = spec::resolve("--counters", "uncore_iio_free_running_0/bw_in_port0/", &cat).unwrap();
     assert_eq!(fr.unit, "MiB");
     assert!((fr.scale - 3.814697266e-6).abs() < 1e-15);
@@ -119,8 +126,15 @@ fn bad_terms_are_usage_errors_and_missing_things_are_absences() {
     let e = spec::resolve("--counters", "uncore_cha/event=0x135/", &cat).unwrap_err();
     assert!(e.message.contains("does not fit"), "{e}");
     let r = spec::resolve("--counters", "cpu/no-such-event/", &cat).unwrap();
-    assert!(matches!(r.absent, Some(Absence::EventUnknown { .. })), "{r:?}");
-    assert!(r.absent.unwrap().to_string().contains("unknown on this CPU"));
+    assert!(
+        matches!(r.absent, Some(Absence::EventUnknown { .. })),
+        "{r:?}"
+    );
+    assert!(r
+        .absent
+        .unwrap()
+        .to_string()
+        .contains("unknown on this CPU"));
     let r = spec::resolve("--counters", "uncore_m2m/event=1/", &cat).unwrap();
     assert!(matches!(r.absent, Some(Absence::NoSuchPmu { .. })));
 }

@@ -42,30 +42,51 @@ fn collect(row: &mut Row, c: &Value) {
     }
     let metrics = c.get("metrics").and_then(Value::as_array);
     let with_values: Vec<&Value> = metrics
-        .map(|m| m.iter().filter(|x| x.get("value").is_some_and(Value::is_number)).collect())
+        .map(|m| {
+            m.iter()
+                .filter(|x| x.get("value").is_some_and(Value::is_number))
+                .collect()
+        })
         .unwrap_or_default();
     if !with_values.is_empty() {
         for m in with_values {
-            let (Some(n), Some(v)) = (m.get("name").and_then(Value::as_str), m.get("value").and_then(Value::as_f64)) else {
+            let (Some(n), Some(v)) = (
+                m.get("name").and_then(Value::as_str),
+                m.get("value").and_then(Value::as_f64),
+            ) else {
                 continue;
             };
             let a = row.figures.entry(n.to_string()).or_default();
-            a.unit = m.get("unit").and_then(Value::as_str).unwrap_or("").to_string();
+            a.unit = m
+                .get("unit")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
             a.values.push(v);
         }
     } else if let Some(ev) = c.get("events").and_then(Value::as_array) {
         for e in ev {
-            let (Some(n), Some(v)) = (e.get("id").and_then(Value::as_str), e.get("value").and_then(Value::as_f64)) else {
+            let (Some(n), Some(v)) = (
+                e.get("id").and_then(Value::as_str),
+                e.get("value").and_then(Value::as_f64),
+            ) else {
                 continue;
             };
             let a = row.figures.entry(n.to_string()).or_default();
-            a.unit = e.get("unit").and_then(Value::as_str).unwrap_or("").to_string();
+            a.unit = e
+                .get("unit")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
             a.values.push(v);
         }
     }
     if let Some(u) = c.get("unavailable").and_then(Value::as_array) {
         for x in u {
-            if let (Some(id), Some(msg)) = (x.get("id").and_then(Value::as_str), x.get("message").and_then(Value::as_str)) {
+            if let (Some(id), Some(msg)) = (
+                x.get("id").and_then(Value::as_str),
+                x.get("message").and_then(Value::as_str),
+            ) {
                 row.not_counted.insert(id.to_string(), msg.to_string());
             }
         }
@@ -74,7 +95,10 @@ fn collect(row: &mut Row, c: &Value) {
 
 fn counters_of(r: &RunRecord) -> [(&'static str, Option<&Value>); 2] {
     [
-        ("victim", r.victim_result.as_ref().and_then(|v| v.get("counters"))),
+        (
+            "victim",
+            r.victim_result.as_ref().and_then(|v| v.get("counters")),
+        ),
         (
             "aggressor",
             r.aggressor

@@ -18,9 +18,11 @@ pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
             "dmalab cleanup removes cgroups and swap areas and restores sysctls: it needs root; run it as root, e.g. with sudo"
         );
     }
-    let mut r = dmalab_page::state::cleanup_leftovers(&PathBuf::from(dmalab_page::state::STATE_DIR));
+    let mut r =
+        dmalab_page::state::cleanup_leftovers(&PathBuf::from(dmalab_page::state::STATE_DIR));
     // resctrl monitoring groups of killed `--counters mbm` runs.
-    let c = dmalab_counters::resctrl::cleanup_leftovers(&PathBuf::from(dmalab_page::state::STATE_DIR));
+    let c =
+        dmalab_counters::resctrl::cleanup_leftovers(&PathBuf::from(dmalab_page::state::STATE_DIR));
     r.done.extend(c.done);
     r.errors.extend(c.errors);
     r.live.extend(c.live);

@@ -4,10 +4,10 @@
 //! command's own figures. Everything about counting lives in
 //! `dmalab-counters`; this file only connects it to the commands.
 
+use dmalab_core::UsageError;
 use dmalab_counters::check::{self, CheckRow, LoadAccounting};
 use dmalab_counters::session::{CounterReport, Request, Scope, Session};
 use dmalab_counters::Roots;
-use dmalab_core::UsageError;
 use dmalab_load::result::Sample;
 use serde::Serialize;
 use std::path::Path;
@@ -91,7 +91,12 @@ impl dmalab_load::run::Observer for LoadCounting<'_> {
     fn started(&mut self) {
         if let Some(r) = &self.req {
             // The workers exist now: count this process's threads.
-            let mut s = Session::open(r, &Scope::this_process_threads(), &Roots::from_env(), state_dir());
+            let mut s = Session::open(
+                r,
+                &Scope::this_process_threads(),
+                &Roots::from_env(),
+                state_dir(),
+            );
             s.start();
             self.session = Some(s);
         }

@@ -723,7 +723,15 @@ fn load_accounting(
         bs_bytes: plan.stream.bs_bytes,
         commands: r.totals.commands,
         completions: r.totals.commands,
-        blocks_read_from_memory: if plan.direction == Direction::Read { blocks } else { 0 },
-        blocks_written_to_memory: if plan.direction == Direction::Write { blocks } else { 0 },
+        blocks_read_from_memory: if plan.direction == Direction::Read {
+            blocks
+        } else {
+            0
+        },
+        blocks_written_to_memory: if plan.direction == Direction::Write {
+            blocks
+        } else {
+            0
+        },
     })
 }

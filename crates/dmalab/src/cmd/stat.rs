@@ -75,7 +75,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .map(|l| dmalab_core::cpus::parse_cpu_list("--cpus", l))
         .transpose()?;
     if let Some(o) = &a.output.output {
-        if o.parent().is_some_and(|p| !p.as_os_str().is_empty() && !p.is_dir()) {
+        if o.parent()
+            .is_some_and(|p| !p.as_os_str().is_empty() && !p.is_dir())
+        {
             return Err(UsageError::new(
                 "--output",
                 format!("the directory of {} does not exist", o.display()),
@@ -101,7 +103,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
             return Err(UsageError::new(
                 "COMMAND",
                 format!("cannot run {}: {e} (exit {code} in a shell)", a.command[0]),
