@@ -175,19 +175,19 @@ pub struct Resolved {
 pub fn split_list(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
-    let mut slashes = 0usize;
+    // Between the two slashes of PMU/TERMS/.
+    let mut inside = false;
     for ch in text.chars() {
         match ch {
             '/' => {
-                slashes += 1;
+                inside = !inside;
                 cur.push(ch);
             }
-            ',' if slashes % 2 == 0 => {
+            ',' if !inside => {
                 if !cur.trim().is_empty() {
                     out.push(cur.trim().to_string());
                 }
                 cur.clear();
-                slashes = 0;
             }
             _ => cur.push(ch),
         }

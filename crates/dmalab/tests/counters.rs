@@ -549,3 +549,14 @@ counters = "software,cycles"
     assert!(h.contains("cpus_utilized"));
     let _ = is_root();
 }
+
+/// The report (which builds on any OS and does not link the Linux-only
+/// counter crate) flags multiplexed runs at the same fraction the counter
+/// crate's text does.
+#[test]
+fn report_and_counters_agree_on_the_multiplexing_threshold() {
+    assert_eq!(
+        dmalab_run::report::counters::MULTIPLEXED_BELOW,
+        dmalab_counters::session::MULTIPLEXED_BELOW
+    );
+}
