@@ -509,6 +509,13 @@ command = "probe latency"
 size = "4M"
 runtime = "300ms"
 counters = "software,cycles"
+
+[[victim]]
+name = "sh"
+command = "exec"
+run = ["sh", "-c", "echo figure 42"]
+regex = "figure ([0-9]+)"
+counters = "software"
 "#,
     )
     .unwrap();
@@ -526,9 +533,16 @@ counters = "software,cycles"
         .skip(1)
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(runs.len(), 2);
+    assert_eq!(runs.len(), 4);
     for r in &runs {
         let c = &r["victim_result"]["counters"];
+        if r["victim"] == "sh" {
+            // Run under dmalab stat: its stdout still gives the figure.
+            assert_eq!(r["value"], 42.0, "{r}");
+            assert!(c["scope"].as_str().unwrap().starts_with("task "), "{r}");
+            assert!(event(c, "task-clock").is_some(), "{r}");
+            continue;
+        }
         assert!(event(c, "task-clock").is_some(), "{r}");
         assert!(event(c, "cycles").is_some() || unavailable(c, "cycles").is_some());
         if r["load"] == "noop" {
@@ -536,6 +550,28 @@ counters = "software,cycles"
             assert!(event(a, "context-switches").is_some(), "{r}");
         }
     }
+    // A counters request stat refuses is refused before anything runs.
+    let bad = dir.path().join("bad.toml");
+    fs::write(
+        &bad,
+        fs::read_to_string(&exp).unwrap().replace(
+            "regex = \"figure ([0-9]+)\"\ncounters = \"software\"",
+            "regex = \"figure ([0-9]+)\"\ncounters = \"bogus\"",
+        ),
+    )
+    .unwrap();
+    dmalab()
+        .arg("run")
+        .arg(&bad)
+        .arg("--results")
+        .arg(dir.path().join("bad.jsonl"))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "victim 'sh': counters: --counters: 'bogus'",
+        ));
+    assert!(!dir.path().join("bad.jsonl").exists());
+
     let html = dir.path().join("c.html");
     dmalab()
         .arg("report")
