@@ -349,7 +349,7 @@ pub static RECIPES: &[Recipe] = &[
     Recipe {
         name: "skx-pcie",
         description: "inbound PCIe reads (PCIeRdCur) and writes (ItoM full lines, RFO partial lines), LLC hits and misses: CHA TOR inserts with opcode filters, as the thesis counted them with PCM",
-        source: "tools/perf/pmu-events/arch/x86/{skylakex,cascadelakex}/uncore-cache.json (UNC_CHA_TOR_INSERTS.IO_MISS_{RDCUR,ITOM,RFO}: event 0x35, umask 0x24, Filter config1=0x43c33/0x49033/0x40033 << 32; IO hits: umask 0x14); the filter_opc0 values those Filter words carry in bits 41-50 are the opcodes PCIRdCur 0x21E, ItoM 0x248, RFO 0x200 that pcm-pcie filters on; filter fields from arch/x86/events/intel/uncore_snbep.c skx_uncore_cha_formats_attr",
+        source: "tools/perf/pmu-events/arch/x86/{skylakex,cascadelakex}/uncore-cache.json (UNC_CHA_TOR_INSERTS.IO_MISS_{RDCUR,ITOM,RFO}: event 0x35, umask 0x24, Filter config1=0x43c33/0x49033/0x40033 << 32; IO hits: umask 0x14, derived: the JSON's IA_HIT 0x11 and IA_MISS 0x21 put hit/miss in umask bits 4/5 and IO_MISS 0x24 the IO queue in bit 2); the filter_opc0 values those Filter words carry in bits 41-50 are the opcodes PCIRdCur 0x21E, ItoM 0x248, RFO 0x200 that pcm-pcie filters on; filter fields from arch/x86/events/intel/uncore_snbep.c skx_uncore_cha_formats_attr",
         cpus: "Intel Skylake-SP, Cascade Lake, Cooper Lake (family 6 model 0x55)",
         events: &[
             ("pcirdcur_hit", "uncore_cha/event=0x35,umask=0x14,filter_opc0=0x21e,filter_rem=1,filter_loc=1,filter_nm=1,filter_not_nm=1/"),

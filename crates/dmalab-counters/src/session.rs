@@ -45,6 +45,7 @@ impl Scope {
     pub fn describe(&self) -> String {
         match self {
             Scope::Threads(t) => format!("this process's {} threads", t.len()),
+            Scope::Task(0) => "this thread and the threads and children it starts".to_string(),
             Scope::Task(pid) => format!("task {pid} and its children"),
             Scope::Cpus(c) => format!("system-wide on CPUs {c:?}"),
         }
