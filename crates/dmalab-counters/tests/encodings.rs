@@ -111,8 +111,7 @@ fn catalog_reads_cpumask_scale_unit_and_iio_dies() {
     let fr = spec::resolve("--counters", "uncore_iio_free_running_0/bw_in_port0/", &cat).unwrap();
     assert_eq!(fr.unit, "MiB");
     assert!((fr.scale - 3.814697266e-6).abs() < 1e-15);
-    // 2^18 counts of 4 bytes... the scale turns counts into MiB, and the
-    // recipes' base unit turns MiB into bytes.
+    // The scale turns counts into MiB; metrics turn MiB into bytes.
     assert_eq!(recipes::to_base(1.0, "MiB"), 1048576.0);
 }
 
@@ -179,4 +178,79 @@ fn recipes_encode_on_their_cpus() {
     assert_eq!(rd.resolved.instances.len(), 2);
     assert_eq!(rd.resolved.instances[1].cpus, vec![16]);
     assert_eq!(rd.resolved.instances[0].config, 0x10a);
+}
+
+/// Ice Lake-SP: the recipe's `uncore_cha/.../` specs against CHA PMUs with
+/// ICX's format strings (umask_ext4 config:8-15,32-55), and the IIO
+/// free-running counters' MiB turned into bytes.
+#[test]
+fn icx_recipe_encodes_against_icx_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    for (n, ty) in [("uncore_cha_0", "30"), ("uncore_cha_1", "31")] {
+        let d = dir.path().join(n);
+        fs::create_dir_all(d.join("format")).unwrap();
+        fs::write(d.join("type"), ty).unwrap();
+        fs::write(d.join("cpumask"), "0,28").unwrap();
+        for (t, f) in [
+            ("event", "config:0-7"),
+            ("umask", "config:8-15,32-55"),
+            ("tid_en", "config:16"),
+            ("edge", "config:18"),
+            ("inv", "config:23"),
+            ("thresh", "config:24-31"),
+            ("filter_tid", "config1:0-9"),
+        ] {
+            fs::write(d.join("format").join(t), f).unwrap();
+        }
+    }
+    let fr = dir.path().join("uncore_iio_free_running_0");
+    fs::create_dir_all(fr.join("format")).unwrap();
+    fs::create_dir_all(fr.join("events")).unwrap();
+    fs::write(fr.join("type"), "50").unwrap();
+    fs::write(fr.join("cpumask"), "0").unwrap();
+    fs::write(fr.join("format/event"), "config:0-7").unwrap();
+    fs::write(fr.join("format/umask"), "config:8-15").unwrap();
+    for p in 0..8 {
+        let e = fr.join("events").join(format!("bw_in_port{p}"));
+        fs::write(&e, format!("event=0xff,umask={:#x}", 0x20 + p)).unwrap();
+        fs::write(
+            fr.join("events").join(format!("bw_in_port{p}.scale")),
+            "3.814697266e-6",
+        )
+        .unwrap();
+        fs::write(fr.join("events").join(format!("bw_in_port{p}.unit")), "MiB").unwrap();
+    }
+    let cat = Catalog::read(dir.path());
+    let icx = CpuId {
+        vendor: "GenuineIntel".into(),
+        family: 6,
+        model: 0x6a,
+        model_name: String::new(),
+    };
+    let r = Request::parse_with("--counters", "icx-pcie", &cat, icx).unwrap();
+    let get = |id: &str| r.events.iter().find(|e| e.id == id).unwrap();
+    // icelakex uncore-cache.json: IO_MISS_PCIRDCUR UMask 0xC8F3FE04,
+    // IO_HIT_ITOM 0xCC43FD04, IO_MISS_RFO 0xC803FE04 (event 0x35).
+    assert_eq!(
+        get("pcirdcur_miss").resolved.instances[0].config,
+        0x00c8_f3fe_0000_0435
+    );
+    assert_eq!(
+        get("itom_hit").resolved.instances[0].config,
+        0x00cc_43fd_0000_0435
+    );
+    assert_eq!(
+        get("rfo_miss").resolved.instances[1].config,
+        0x00c8_03fe_0000_0435
+    );
+    assert_eq!(get("rfo_miss").resolved.instances[1].cpus, vec![0, 28]);
+    let p3 = &get("iio_bw_in_port3").resolved;
+    assert_eq!(p3.instances[0].config, 0x23ff);
+    assert_eq!((p3.unit.as_str(), p3.scale), ("MiB", 3.814697266e-6));
+    assert!(r.events.iter().all(|e| e.resolved.absent.is_none()));
+    // 2^18 counts of the free-running counter are 1 MiB, i.e. 4 bytes each.
+    assert_eq!(
+        recipes::to_base(262144.0 * p3.scale, &p3.unit).round(),
+        1048576.0
+    );
 }
