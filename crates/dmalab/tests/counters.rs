@@ -58,10 +58,10 @@ fn stat_counts_the_page_faults_of_the_pages_a_command_touches() {
         return;
     }
     let thp = fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
-    if thp.contains("[always]") {
-        eprintln!(
-            "SKIPPED: transparent huge pages are [always]: the buffer may fault in 2 MiB at a time"
-        );
+    if !need(
+        "transparent huge pages not in [always] mode (the buffer would fault 2 MiB at a time)",
+        !thp.contains("[always]"),
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -143,8 +143,10 @@ fn unprivileged_absences_name_the_paranoid_level_and_privilege() {
         .trim()
         .parse()
         .unwrap();
-    if level < 1 {
-        eprintln!("SKIPPED: perf_event_paranoid is {level}: everyone may count system-wide");
+    if !need(
+        "perf_event_paranoid of 1 or more (below, everyone may count system-wide)",
+        level >= 1,
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
