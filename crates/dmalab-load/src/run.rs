@@ -226,12 +226,44 @@ const MAX_RECORDED: usize = 20_000_000;
 /// Longest a worker waits before looking at the stop flag again.
 const POLL: Duration = Duration::from_millis(20);
 
+/// What a caller does at a run's milestones, on the run's own clock (so
+/// hardware counters start after set-up, are sampled with the load's
+/// per-second samples and stop after the last completion).
+pub trait Observer {
+    /// Every worker is set up; the clock starts now.
+    fn started(&mut self) {}
+    /// A sample was taken; `shown` is false for a final sliver of less
+    /// than 0.1 s (kept in the result, not printed).
+    fn sample(&mut self, s: &Sample, shown: bool);
+    /// Every worker has stopped: the last completion is in.
+    fn finished(&mut self) {}
+}
+
+struct OnSample<'a>(&'a mut dyn FnMut(&Sample));
+
+impl Observer for OnSample<'_> {
+    fn sample(&mut self, s: &Sample, shown: bool) {
+        if shown {
+            (self.0)(s);
+        }
+    }
+}
+
 /// Runs `plan`. `stop` ends the run early (SIGINT/SIGTERM); `on_sample` gets
 /// each per-second sample as it is taken.
 pub fn run(
     plan: &Plan,
     stop: Arc<AtomicBool>,
     on_sample: &mut dyn FnMut(&Sample),
+) -> Result<LoadResult, RunError> {
+    run_observed(plan, stop, &mut OnSample(on_sample))
+}
+
+/// [`run`] with an [`Observer`] told of every milestone.
+pub fn run_observed(
+    plan: &Plan,
+    stop: Arc<AtomicBool>,
+    obs: &mut dyn Observer,
 ) -> Result<LoadResult, RunError> {
     let stream = PatternStream::new(plan.stream.clone())?;
     let live = LiveStats::create(plan.live_stats.as_deref()).map_err(|e| {
@@ -368,6 +400,9 @@ pub fn run(
         // Workers whose engine did open must not start.
         abort.store(true, Ordering::Relaxed);
     }
+    if failed.is_none() {
+        obs.started();
+    }
     let clock = MonoClock::new();
     let mut steal = dmalab_core::host::StealMeter::start();
     let _ = start_cell.set(clock);
@@ -388,7 +423,7 @@ pub fn run(
                 let cur = live.totals();
                 let t = clock.now_ns();
                 let s = sample(cur, last, t, t - last_t, steal.take());
-                on_sample(&s);
+                obs.sample(&s, true);
                 samples.push(s);
                 last = cur;
                 last_t = t;
@@ -408,6 +443,9 @@ pub fn run(
         }
     }
     live.set_finished();
+    if failed.is_none() {
+        obs.finished();
+    }
     if let Some(e) = failed {
         return Err(e);
     }
@@ -432,9 +470,7 @@ pub fn run(
         // A sliver of a second after the last whole one gives a meaningless
         // per-second rate on stderr; the JSON keeps it (samples sum to the
         // totals).
-        if s.interval_s >= 0.1 {
-            on_sample(&s);
-        }
+        obs.sample(&s, s.interval_s >= 0.1);
         samples.push(s);
     }
 

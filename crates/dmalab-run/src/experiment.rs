@@ -144,6 +144,9 @@ pub enum VictimKind {
         argv: Vec<String>,
         /// The first capture group (or the whole match) is the figure.
         regex: Option<Regex>,
+        /// `counters = "..."`: run it under `dmalab stat --counters` and
+        /// record the counts beside its figure.
+        counters: Option<String>,
     },
     /// redis-server + redis-benchmark.
     Redis(RedisRecipe),
@@ -808,8 +811,13 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
                         ctx.err(at, format!("{owner}: regex: {}", e.to_string().replace('\n', " ")))
                     })?),
                 };
-                reject_rest(&ctx, &owner, &map, "name, command, run, regex, metric, unit, better, timeout, cpus")?;
-                VictimKind::Exec { argv, regex }
+                let counters = take_str(&ctx, &owner, &mut map, "counters")?.map(|c| c.0);
+                reject_rest(&ctx, &owner, &map, "name, command, run, regex, counters, metric, unit, better, timeout, cpus")?;
+                VictimKind::Exec {
+                    argv,
+                    regex,
+                    counters,
+                }
             }
             "redis" => {
                 let r = RedisRecipe {

@@ -201,6 +201,28 @@ fn validate(exp: &Experiment, exe: &Path) -> Result<Validated, RunError> {
                     ),
                 ));
             }
+            VictimKind::Exec {
+                counters: Some(c), ..
+            } => {
+                // The request is checked once, by the stat that will run it.
+                let out = Command::new(exe)
+                    .args(["stat", "--counters", c, "--quiet", "--", "true"])
+                    .stdin(Stdio::null())
+                    .output()
+                    .map_err(|e| RunError::Other(format!("cannot run {}: {e}", exe.display())))?;
+                if !out.status.success() {
+                    return Err(usage(
+                        at(exp, v.line),
+                        format!(
+                            "victim '{}': counters: {}",
+                            v.name,
+                            String::from_utf8_lossy(&out.stderr)
+                                .trim()
+                                .trim_start_matches("dmalab: error: ")
+                        ),
+                    ));
+                }
+            }
             VictimKind::Redis(_) => {
                 for prog in ["redis-server", "redis-benchmark"] {
                     if !on_path(prog) {
@@ -844,6 +866,32 @@ fn redis_ping(port: u16) -> bool {
     matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG"))
 }
 
+/// An exec victim's command line, under `dmalab stat` when it has
+/// `counters`: stat holds it until its counters are open, passes its
+/// stdout and exit status through, and writes the counts beside it.
+fn counted_argv(
+    opts: &RunOptions,
+    argv: &[String],
+    counters: Option<&str>,
+    dir: &Path,
+) -> Vec<String> {
+    let Some(c) = counters else {
+        return argv.to_vec();
+    };
+    let mut v = vec![
+        opts.exe.display().to_string(),
+        "stat".into(),
+        "--counters".into(),
+        c.to_string(),
+        "--quiet".into(),
+        "--output".into(),
+        dir.join("victim-counters.json").display().to_string(),
+        "--".into(),
+    ];
+    v.extend(argv.iter().cloned());
+    v
+}
+
 fn run_victim(
     exp: &Experiment,
     opts: &RunOptions,
@@ -925,12 +973,29 @@ fn run_victim(
                 argv: vec![],
             }
         }
-        VictimKind::Exec { argv, regex } => match run_timed(argv, w, "victim") {
+        VictimKind::Exec {
+            argv,
+            regex,
+            counters,
+        } => match run_timed(
+            &counted_argv(opts, argv, counters.as_deref(), dir),
+            w,
+            "victim",
+        ) {
             Err(o) => *o,
             Ok((_, s)) => {
                 let wall_s = w.wall_ns() as f64 / 1e9;
                 let out = std::fs::read_to_string(&s.stdout).unwrap_or_default();
                 let mut result = serde_json::json!({ "wall_s": wall_s });
+                if counters.is_some() {
+                    if let Some(c) = std::fs::read(dir.join("victim-counters.json"))
+                        .ok()
+                        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                        .and_then(|d| d.pointer("/result/counters").cloned())
+                    {
+                        result["counters"] = c;
+                    }
+                }
                 let value = match regex {
                     None => Some(wall_s),
                     Some(re) => {

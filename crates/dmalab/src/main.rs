@@ -48,6 +48,9 @@ enum Command {
     Fleet(cmd::fleet::Args),
     /// Intel DDIO per PCIe root port and its LLC ways: show, set, restore.
     Ddio(cmd::ddio::Args),
+    /// Run a command and count hardware/software events over it (perf stat
+    /// with dmalab's recipes).
+    Stat(cmd::stat::Args),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +70,7 @@ fn main() -> ExitCode {
         Command::Cleanup(a) => cmd::cleanup::run(a),
         Command::Fleet(a) => cmd::fleet::run(a),
         Command::Ddio(a) => cmd::ddio::run(a),
+        Command::Stat(a) => cmd::stat::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,6 +1,7 @@
 //! `dmalab report`: one self-contained HTML file (inline SVG, no scripts,
 //! nothing fetched) and CSV, rendered from a results file.
 
+pub mod counters;
 pub mod csv;
 pub mod svg;
 
@@ -861,6 +862,8 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
         );
     }
     body.push_str("</table></div>\n");
+
+    body.push_str(&counters::section(res));
 
     let failed: Vec<&RunRecord> = res
         .runs

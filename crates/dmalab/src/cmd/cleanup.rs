@@ -30,6 +30,12 @@ pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
     r.done.extend(d.done);
     r.errors.extend(d.errors);
     r.live.extend(d.live);
+    // resctrl monitoring groups of killed `--counters mbm` runs.
+    let c =
+        dmalab_counters::resctrl::cleanup_leftovers(&PathBuf::from(dmalab_page::state::STATE_DIR));
+    r.done.extend(c.done);
+    r.errors.extend(c.errors);
+    r.live.extend(c.live);
     for d in &r.done {
         println!("{d}");
     }

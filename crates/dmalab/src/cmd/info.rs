@@ -31,6 +31,9 @@ enum What {
     /// Identify an NVMe namespace: model, serial, firmware, MDTS, LBA formats
     /// (relative performance, the one in use). Needs root (admin passthrough).
     Nvme(NvmeArgs),
+    /// What this host can count (PMUs, perf_event_paranoid, resctrl) and
+    /// which `--counters` recipes apply.
+    Counters(super::stat::InfoArgs),
 }
 
 /// `dmalab info nvme DEVICE`.
@@ -56,6 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.what {
         None => host(args.output),
         Some(What::Nvme(a)) => nvme(a),
+        Some(What::Counters(a)) => super::stat::info(a),
     }
 }
 

@@ -156,6 +156,11 @@ pub struct LoadArgs {
     /// No per-second lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Count hardware/software events from the workers' start to the last
+    /// completion, per second on the load's clock: a recipe (software,
+    /// core, skx-pcie, ...) or perf event specs (see docs/counters.md).
+    #[arg(long, value_name = "RECIPE|EVENTS")]
+    pub counters: Option<String>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -552,6 +557,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let started = SystemTime::now();
     let info = describe_target(&a)?;
     let mut plan = plan(&a, &info)?;
+    let counters = super::counters::request("--counters", a.counters.as_deref())?;
     let nvme = match (&plan.target, plan.engine) {
         (Some(t), EngineKind::Nvme) => Some(nvme_preflight(t, &plan)?),
         _ => None,
@@ -661,7 +667,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("{}", s.line());
         }
     };
-    let result = dmalab_load::run::run(&plan, dmalab_core::signal::stop_flag(), &mut on_sample);
+    let mut counting = super::counters::LoadCounting::new(counters, &mut on_sample);
+    let result =
+        dmalab_load::run::run_observed(&plan, dmalab_core::signal::stop_flag(), &mut counting);
     if let Some(ls) = &plan.live_stats {
         if result.is_err() {
             let _ = std::fs::remove_file(ls);
@@ -673,8 +681,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         text = format!("{}{text}", dmalab_load::engine::nvme::header_line(&n));
         result.nvme = Some(n);
     }
+    let counters = counting.finish(load_accounting(&plan, &result));
+    if let Some(c) = &counters {
+        text.push_str(&c.text());
+    }
     let failed = result.first_error.is_some();
     let interrupted = result.interrupted;
+    let result = super::counters::WithCounters { result, counters };
     let mut doc = ResultDoc::new("load", host, plan, result, started);
     doc.status = if failed {
         RunStatus::Failed
@@ -690,4 +703,42 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The load's own accounting for the thesis' expected-vs-counted check
+/// (storage and NVMe engines; the null engine moves nothing).
+fn load_accounting(
+    plan: &Plan,
+    r: &dmalab_load::result::LoadResult,
+) -> Option<dmalab_counters::check::LoadAccounting> {
+    if plan.engine == EngineKind::Null {
+        return None;
+    }
+    let blocks = if plan.stream.pattern.moves_data() {
+        r.totals.blocks
+    } else {
+        0
+    };
+    // noop commands never reach the device: the thesis' baseline, whose
+    // expected counts are zero.
+    let commands = if plan.stream.pattern == Pattern::Noop {
+        0
+    } else {
+        r.totals.commands
+    };
+    Some(dmalab_counters::check::LoadAccounting {
+        bs_bytes: plan.stream.bs_bytes,
+        commands,
+        completions: commands,
+        blocks_read_from_memory: if plan.direction == Direction::Read {
+            blocks
+        } else {
+            0
+        },
+        blocks_written_to_memory: if plan.direction == Direction::Write {
+            blocks
+        } else {
+            0
+        },
+    })
 }

@@ -26,6 +26,10 @@ use std::time::SystemTime;
 pub struct Args {
     #[command(subcommand)]
     cmd: Box<Sub>,
+    /// Count hardware/software events over the probe: a recipe (software,
+    /// core, ...) or perf event specs, comma-separated (see docs/counters.md).
+    #[arg(long, global = true, value_name = "RECIPE|EVENTS")]
+    counters: Option<String>,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -186,6 +190,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !cfg!(target_arch = "x86_64") {
         anyhow::bail!("dmalab probe needs an x86_64 CPU (rdtscp, SSE2)");
     }
+    super::counters::begin_probe(args.counters.as_deref())?;
     match *args.cmd {
         Sub::Latency(a) => latency(a),
         Sub::Bandwidth(a) => bandwidth(a),
@@ -303,6 +308,7 @@ fn finish<C: Serialize, R: Serialize>(
     output: &OutputArgs,
     file_text: &str,
 ) -> anyhow::Result<ExitCode> {
+    let result = super::counters::attach_probe(result);
     let mut doc = ResultDoc::new(command, HostInfo::collect(), config, result, started);
     if dmalab_core::signal::stop_requested() {
         doc.status = RunStatus::Interrupted;

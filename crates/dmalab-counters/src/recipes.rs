@@ -1,0 +1,685 @@
+//! Recipes: events turned into named metrics with units, keyed by CPU
+//! vendor, family and model. Each names the events it uses and where their
+//! encodings come from.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The CPU, from `/proc/cpuinfo`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CpuId {
+    /// `GenuineIntel`, `AuthenticAMD`, ...
+    pub vendor: String,
+    /// `cpu family`.
+    pub family: u32,
+    /// `model`.
+    pub model: u32,
+    /// `model name`.
+    pub model_name: String,
+}
+
+impl CpuId {
+    /// Reads the first processor's identification from a cpuinfo file.
+    pub fn read(path: &Path) -> Self {
+        Self::parse(&std::fs::read_to_string(path).unwrap_or_default())
+    }
+
+    /// Parses cpuinfo text (first processor).
+    pub fn parse(text: &str) -> Self {
+        let mut c = CpuId::default();
+        for line in text.lines() {
+            if line.trim().is_empty() && !c.vendor.is_empty() {
+                break;
+            }
+            let Some((k, v)) = line.split_once(':') else {
+                continue;
+            };
+            let v = v.trim();
+            match k.trim() {
+                "vendor_id" => c.vendor = v.to_string(),
+                "cpu family" => c.family = v.parse().unwrap_or(0),
+                "model" => c.model = v.parse().unwrap_or(0),
+                "model name" => c.model_name = v.to_string(),
+                _ => {}
+            }
+        }
+        c
+    }
+
+    fn intel(&self, models: &[u32]) -> bool {
+        self.vendor == "GenuineIntel" && self.family == 6 && models.contains(&self.model)
+    }
+
+    /// AMD Zen 4 or later (family 19h Zen 4 models, family 1Ah).
+    fn zen4_plus(&self) -> bool {
+        self.vendor == "AuthenticAMD"
+            && (self.family >= 0x1a
+                || (self.family == 0x19
+                    && matches!(self.model, 0x10..=0x1f | 0x60..=0x7f | 0xa0..=0xaf)))
+    }
+
+    /// AMD Zen 1 to 3 (family 17h, family 19h before Zen 4).
+    fn zen1_3(&self) -> bool {
+        self.vendor == "AuthenticAMD"
+            && (self.family == 0x17 || (self.family == 0x19 && !self.zen4_plus()))
+    }
+}
+
+/// How a metric is computed from event totals (in base units: a `.unit`
+/// of MiB is turned into bytes first).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Sum of the events times a factor.
+    Sum {
+        /// Event ids.
+        events: &'static [&'static str],
+        /// Multiplier (64: bytes per cache line).
+        factor: f64,
+    },
+    /// Sum of the events times a factor, per second of counting.
+    Rate {
+        /// Event ids.
+        events: &'static [&'static str],
+        /// Multiplier.
+        factor: f64,
+    },
+    /// Sum of `num` over sum of `den`, times a factor (100: percent).
+    Ratio {
+        /// Numerator event ids.
+        num: &'static [&'static str],
+        /// Denominator event ids.
+        den: &'static [&'static str],
+        /// Multiplier.
+        factor: f64,
+    },
+}
+
+/// A named metric.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct MetricDef {
+    /// Name, unit inside (`pcie_read_bw_bytes`).
+    pub name: &'static str,
+    /// Unit (`bytes`, `bytes/s`, `%`, `ratio`, `1/s`, `CPUs`).
+    pub unit: &'static str,
+    /// How.
+    pub kind: Kind,
+}
+
+/// A recipe.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Recipe {
+    /// Name used with `--counters`.
+    pub name: &'static str,
+    /// What it shows.
+    pub description: &'static str,
+    /// Where the encodings come from.
+    pub source: &'static str,
+    /// Which CPUs it is for, in words.
+    pub cpus: &'static str,
+    /// Event id -> perf spec.
+    pub events: &'static [(&'static str, &'static str)],
+    /// Each event in its own group (a shared filter register lets the
+    /// hardware count one opcode at a time: the kernel multiplexes them and
+    /// the running fraction says how long each was counted).
+    pub solo: bool,
+    /// Not perf events: resctrl memory bandwidth monitoring.
+    pub resctrl: bool,
+    /// Metrics.
+    pub metrics: &'static [MetricDef],
+    #[serde(skip)]
+    applies: fn(&CpuId) -> bool,
+}
+
+impl Recipe {
+    /// True when the recipe is meant for this CPU.
+    pub fn applies_to(&self, cpu: &CpuId) -> bool {
+        (self.applies)(cpu)
+    }
+}
+
+fn any(_: &CpuId) -> bool {
+    true
+}
+
+const SKX_MODELS: &[u32] = &[0x55];
+const ICX_MODELS: &[u32] = &[0x6a, 0x6c];
+const SPR_MODELS: &[u32] = &[0x8f, 0xcf];
+
+const IIO_PORTS: &[(&str, &str)] = &[
+    ("iio_bw_in_port0", "uncore_iio_free_running/bw_in_port0/"),
+    ("iio_bw_in_port1", "uncore_iio_free_running/bw_in_port1/"),
+    ("iio_bw_in_port2", "uncore_iio_free_running/bw_in_port2/"),
+    ("iio_bw_in_port3", "uncore_iio_free_running/bw_in_port3/"),
+    ("iio_bw_in_port4", "uncore_iio_free_running/bw_in_port4/"),
+    ("iio_bw_in_port5", "uncore_iio_free_running/bw_in_port5/"),
+    ("iio_bw_in_port6", "uncore_iio_free_running/bw_in_port6/"),
+    ("iio_bw_in_port7", "uncore_iio_free_running/bw_in_port7/"),
+];
+const IIO_PORT_IDS: &[&str] = &[
+    "iio_bw_in_port0",
+    "iio_bw_in_port1",
+    "iio_bw_in_port2",
+    "iio_bw_in_port3",
+    "iio_bw_in_port4",
+    "iio_bw_in_port5",
+    "iio_bw_in_port6",
+    "iio_bw_in_port7",
+];
+
+const PCIE_METRICS: &[MetricDef] = &[
+    MetricDef {
+        name: "pcie_read_bytes",
+        unit: "bytes",
+        kind: Kind::Sum {
+            events: &["pcirdcur_hit", "pcirdcur_miss"],
+            factor: 64.0,
+        },
+    },
+    MetricDef {
+        name: "pcie_read_bw_bytes",
+        unit: "bytes/s",
+        kind: Kind::Rate {
+            events: &["pcirdcur_hit", "pcirdcur_miss"],
+            factor: 64.0,
+        },
+    },
+    MetricDef {
+        name: "pcie_write_bytes",
+        unit: "bytes",
+        kind: Kind::Sum {
+            events: &["itom_hit", "itom_miss", "rfo_hit", "rfo_miss"],
+            factor: 64.0,
+        },
+    },
+    MetricDef {
+        name: "pcie_write_bw_bytes",
+        unit: "bytes/s",
+        kind: Kind::Rate {
+            events: &["itom_hit", "itom_miss", "rfo_hit", "rfo_miss"],
+            factor: 64.0,
+        },
+    },
+    MetricDef {
+        name: "ddio_write_miss_pct",
+        unit: "%",
+        kind: Kind::Ratio {
+            num: &["itom_miss", "rfo_miss"],
+            den: &["itom_hit", "itom_miss", "rfo_hit", "rfo_miss"],
+            factor: 100.0,
+        },
+    },
+    MetricDef {
+        name: "pcie_read_llc_miss_pct",
+        unit: "%",
+        kind: Kind::Ratio {
+            num: &["pcirdcur_miss"],
+            den: &["pcirdcur_hit", "pcirdcur_miss"],
+            factor: 100.0,
+        },
+    },
+];
+
+const IIO_METRICS: &[MetricDef] = &[
+    MetricDef {
+        name: "iio_inbound_bytes",
+        unit: "bytes",
+        kind: Kind::Sum {
+            events: IIO_PORT_IDS,
+            factor: 1.0,
+        },
+    },
+    MetricDef {
+        name: "iio_inbound_bw_bytes",
+        unit: "bytes/s",
+        kind: Kind::Rate {
+            events: IIO_PORT_IDS,
+            factor: 1.0,
+        },
+    },
+];
+
+const DF_CHANNELS: &[&str] = &[
+    "dram_ch0", "dram_ch1", "dram_ch2", "dram_ch3", "dram_ch4", "dram_ch5", "dram_ch6", "dram_ch7",
+];
+
+/// Every recipe dmalab knows.
+pub static RECIPES: &[Recipe] = &[
+    Recipe {
+        name: "software",
+        description: "page faults, context switches, CPU migrations and CPU time from the kernel's software events",
+        source: "include/uapi/linux/perf_event.h, enum perf_sw_ids",
+        cpus: "any Linux host",
+        events: &[
+            ("task-clock", "task-clock"),
+            ("page-faults", "page-faults"),
+            ("context-switches", "context-switches"),
+            ("cpu-migrations", "cpu-migrations"),
+        ],
+        solo: false,
+        resctrl: false,
+        metrics: &[
+            MetricDef {
+                name: "cpus_utilized",
+                unit: "CPUs",
+                kind: Kind::Rate {
+                    events: &["task-clock"],
+                    factor: 1e-9,
+                },
+            },
+            MetricDef {
+                name: "page_faults_per_s",
+                unit: "1/s",
+                kind: Kind::Rate {
+                    events: &["page-faults"],
+                    factor: 1.0,
+                },
+            },
+            MetricDef {
+                name: "context_switches_per_s",
+                unit: "1/s",
+                kind: Kind::Rate {
+                    events: &["context-switches"],
+                    factor: 1.0,
+                },
+            },
+            MetricDef {
+                name: "cpu_migrations_per_s",
+                unit: "1/s",
+                kind: Kind::Rate {
+                    events: &["cpu-migrations"],
+                    factor: 1.0,
+                },
+            },
+        ],
+        applies: any,
+    },
+    Recipe {
+        name: "core",
+        description: "IPC, LLC misses and LLC miss rate from the generic core events (on AMD, cache-misses counts core requests that leave the L2, not L3 misses)",
+        source: "include/uapi/linux/perf_event.h, enum perf_hw_id; arch/x86/events/intel/core.c and amd/core.c event maps",
+        cpus: "any CPU whose core PMU is exposed (not this kind of VM)",
+        events: &[
+            ("cycles", "cycles"),
+            ("instructions", "instructions"),
+            ("cache-references", "cache-references"),
+            ("cache-misses", "cache-misses"),
+        ],
+        solo: false,
+        resctrl: false,
+        metrics: &[
+            MetricDef {
+                name: "ipc",
+                unit: "ratio",
+                kind: Kind::Ratio {
+                    num: &["instructions"],
+                    den: &["cycles"],
+                    factor: 1.0,
+                },
+            },
+            MetricDef {
+                name: "llc_misses",
+                unit: "count",
+                kind: Kind::Sum {
+                    events: &["cache-misses"],
+                    factor: 1.0,
+                },
+            },
+            MetricDef {
+                name: "llc_misses_per_s",
+                unit: "1/s",
+                kind: Kind::Rate {
+                    events: &["cache-misses"],
+                    factor: 1.0,
+                },
+            },
+            MetricDef {
+                name: "llc_miss_pct",
+                unit: "%",
+                kind: Kind::Ratio {
+                    num: &["cache-misses"],
+                    den: &["cache-references"],
+                    factor: 100.0,
+                },
+            },
+        ],
+        applies: any,
+    },
+    Recipe {
+        name: "skx-pcie",
+        description: "inbound PCIe reads (PCIeRdCur) and writes (ItoM full lines, RFO partial lines), LLC hits and misses: CHA TOR inserts with opcode filters, as the thesis counted them with PCM",
+        source: "tools/perf/pmu-events/arch/x86/{skylakex,cascadelakex}/uncore-cache.json (UNC_CHA_TOR_INSERTS.IO_MISS_{RDCUR,ITOM,RFO}: event 0x35, umask 0x24, Filter config1=0x43c33/0x49033/0x40033 << 32; IO hits: umask 0x14, derived: the JSON's IA_HIT 0x11 and IA_MISS 0x21 put hit/miss in umask bits 4/5 and IO_MISS 0x24 the IO queue in bit 2); the filter_opc0 values those Filter words carry in bits 41-50 are the opcodes PCIRdCur 0x21E, ItoM 0x248, RFO 0x200 that pcm-pcie filters on; filter fields from arch/x86/events/intel/uncore_snbep.c skx_uncore_cha_formats_attr",
+        cpus: "Intel Skylake-SP, Cascade Lake, Cooper Lake (family 6 model 0x55)",
+        events: &[
+            ("pcirdcur_hit", "uncore_cha/event=0x35,umask=0x14,filter_opc0=0x21e,filter_rem=1,filter_loc=1,filter_nm=1,filter_not_nm=1/"),
+            ("pcirdcur_miss", "uncore_cha/event=0x35,umask=0x24,filter_opc0=0x21e,filter_rem=1,filter_loc=1,filter_nm=1,filter_not_nm=1/"),
+            ("itom_hit", "uncore_cha/event=0x35,umask=0x14,filter_opc0=0x248,filter_rem=1,filter_loc=1,filter_nm=1,filter_not_nm=1/"),
+            ("itom_miss", "uncore_cha/event=0x35,umask=0x24,filter_opc0=0x248,filter_rem=1,filter_loc=1,filter_nm=1,filter_not_nm=1/"),
+            ("rfo_hit", "uncore_cha/event=0x35,umask=0x14,filter_opc0=0x200,filter_rem=1,filter_loc=1,filter_nm=1,filter_not_nm=1/"),
+            ("rfo_miss", "uncore_cha/event=0x35,umask=0x24,filter_opc0=0x200,filter_rem=1,filter_loc=1,filter_nm=1,filter_not_nm=1/"),
+        ],
+        solo: true,
+        resctrl: false,
+        metrics: PCIE_METRICS,
+        applies: |c| c.intel(SKX_MODELS),
+    },
+    Recipe {
+        name: "icx-pcie",
+        description: "inbound PCIe reads and writes with LLC hits and misses (CHA IO_* TOR inserts) and the IIO free-running inbound bandwidth per root port",
+        source: "tools/perf/pmu-events/arch/x86/icelakex/uncore-cache.json (UNC_CHA_TOR_INSERTS.IO_{HIT,MISS}_{PCIRDCUR,ITOM,RFO}: event 0x35, UMask 0xC8F3FD04/0xC8F3FE04, 0xCC43FD04/0xCC43FE04, 0xC803FD04/0xC803FE04); IIO free-running bw_in_port0-7 from arch/x86/events/intel/uncore_snbep.c (sysfs events with .scale/.unit)",
+        cpus: "Intel Ice Lake-SP (family 6 model 0x6a, 0x6c)",
+        events: &[
+            ("pcirdcur_hit", "uncore_cha/event=0x35,umask=0xc8f3fd04/"),
+            ("pcirdcur_miss", "uncore_cha/event=0x35,umask=0xc8f3fe04/"),
+            ("itom_hit", "uncore_cha/event=0x35,umask=0xcc43fd04/"),
+            ("itom_miss", "uncore_cha/event=0x35,umask=0xcc43fe04/"),
+            ("rfo_hit", "uncore_cha/event=0x35,umask=0xc803fd04/"),
+            ("rfo_miss", "uncore_cha/event=0x35,umask=0xc803fe04/"),
+            IIO_PORTS[0],
+            IIO_PORTS[1],
+            IIO_PORTS[2],
+            IIO_PORTS[3],
+            IIO_PORTS[4],
+            IIO_PORTS[5],
+            IIO_PORTS[6],
+            IIO_PORTS[7],
+        ],
+        solo: true,
+        resctrl: false,
+        metrics: &[
+            PCIE_METRICS[0],
+            PCIE_METRICS[1],
+            PCIE_METRICS[2],
+            PCIE_METRICS[3],
+            PCIE_METRICS[4],
+            PCIE_METRICS[5],
+            IIO_METRICS[0],
+            IIO_METRICS[1],
+        ],
+        applies: |c| c.intel(ICX_MODELS),
+    },
+    Recipe {
+        name: "spr-iio",
+        description: "inbound bandwidth per root port from the IIO free-running counters (the CHA IO_* encodings of Sapphire Rapids are not carried yet: count them with explicit uncore_cha/.../ specs)",
+        source: "arch/x86/events/intel/uncore_snbep.c (spr_uncore_iio_free_running: bw_in_port0-7, sysfs events with .scale/.unit)",
+        cpus: "Intel Sapphire Rapids, Emerald Rapids (family 6 model 0x8f, 0xcf)",
+        events: IIO_PORTS,
+        solo: true,
+        resctrl: false,
+        metrics: IIO_METRICS,
+        applies: |c| c.intel(SPR_MODELS),
+    },
+    Recipe {
+        name: "amd-df-dram",
+        description: "DRAM bandwidth from the Data Fabric: requests with 64 B of data per DRAM channel controller 0-7 (all traffic at the memory controller, DMA included)",
+        source: "tools/perf/pmu-events/arch/x86/amdzen2/data-fabric.json and amdzen3 (dram_channel_data_controller_0-7: EventCode 0x07,0x47,...,0x1C7, UMask 0x38); format event14 config:0-7,32-35,59-60 from arch/x86/events/amd/uncore.c",
+        cpus: "AMD Zen, Zen 2, Zen 3 (family 17h, family 19h before Zen 4)",
+        events: &[
+            ("dram_ch0", "amd_df/event=0x07,umask=0x38/"),
+            ("dram_ch1", "amd_df/event=0x47,umask=0x38/"),
+            ("dram_ch2", "amd_df/event=0x87,umask=0x38/"),
+            ("dram_ch3", "amd_df/event=0xc7,umask=0x38/"),
+            ("dram_ch4", "amd_df/event=0x107,umask=0x38/"),
+            ("dram_ch5", "amd_df/event=0x147,umask=0x38/"),
+            ("dram_ch6", "amd_df/event=0x187,umask=0x38/"),
+            ("dram_ch7", "amd_df/event=0x1c7,umask=0x38/"),
+        ],
+        solo: true,
+        resctrl: false,
+        metrics: &[
+            MetricDef {
+                name: "dram_bytes",
+                unit: "bytes",
+                kind: Kind::Sum {
+                    events: DF_CHANNELS,
+                    factor: 64.0,
+                },
+            },
+            MetricDef {
+                name: "dram_bw_bytes",
+                unit: "bytes/s",
+                kind: Kind::Rate {
+                    events: DF_CHANNELS,
+                    factor: 64.0,
+                },
+            },
+        ],
+        applies: |c| c.zen1_3(),
+    },
+    Recipe {
+        name: "amd-umc-dram",
+        description: "DRAM read and write bandwidth from the memory controllers' CAS commands (64 B each), every amd_umc_N summed",
+        source: "tools/perf/pmu-events/arch/x86/amdzen4/memory-controller.json (umc_cas_cmd.rd / .wr: EventCode 0x0a, RdWrMask 0x1 / 0x2); formats event8 config:0-7, rdwrmask config:8-9 from arch/x86/events/amd/uncore.c",
+        cpus: "AMD Zen 4 and later (family 19h Zen 4 models, family 1Ah)",
+        events: &[
+            ("umc_cas_rd", "amd_umc/event=0x0a,rdwrmask=0x1/"),
+            ("umc_cas_wr", "amd_umc/event=0x0a,rdwrmask=0x2/"),
+        ],
+        solo: true,
+        resctrl: false,
+        metrics: &[
+            MetricDef {
+                name: "dram_read_bytes",
+                unit: "bytes",
+                kind: Kind::Sum {
+                    events: &["umc_cas_rd"],
+                    factor: 64.0,
+                },
+            },
+            MetricDef {
+                name: "dram_write_bytes",
+                unit: "bytes",
+                kind: Kind::Sum {
+                    events: &["umc_cas_wr"],
+                    factor: 64.0,
+                },
+            },
+            MetricDef {
+                name: "dram_read_bw_bytes",
+                unit: "bytes/s",
+                kind: Kind::Rate {
+                    events: &["umc_cas_rd"],
+                    factor: 64.0,
+                },
+            },
+            MetricDef {
+                name: "dram_write_bw_bytes",
+                unit: "bytes/s",
+                kind: Kind::Rate {
+                    events: &["umc_cas_wr"],
+                    factor: 64.0,
+                },
+            },
+        ],
+        applies: |c| c.zen4_plus(),
+    },
+    Recipe {
+        name: "mbm",
+        description: "memory bandwidth of the counted tasks per L3 domain from resctrl monitoring (mbm_total_bytes, mbm_local_bytes): a monitoring group is made for them and removed afterwards",
+        source: "Documentation/arch/x86/resctrl.rst (mon_groups, mon_data/mon_L3_XX)",
+        cpus: "Intel RDT / AMD PQoS hosts with resctrl mounted",
+        events: &[],
+        solo: false,
+        resctrl: true,
+        metrics: &[
+            MetricDef {
+                name: "mbm_total_bytes",
+                unit: "bytes",
+                kind: Kind::Sum {
+                    events: &["mbm_total_bytes"],
+                    factor: 1.0,
+                },
+            },
+            MetricDef {
+                name: "mbm_total_bw_bytes",
+                unit: "bytes/s",
+                kind: Kind::Rate {
+                    events: &["mbm_total_bytes"],
+                    factor: 1.0,
+                },
+            },
+            MetricDef {
+                name: "mbm_local_bytes",
+                unit: "bytes",
+                kind: Kind::Sum {
+                    events: &["mbm_local_bytes"],
+                    factor: 1.0,
+                },
+            },
+        ],
+        applies: any,
+    },
+];
+
+/// The recipe called `name`.
+pub fn find(name: &str) -> Option<&'static Recipe> {
+    RECIPES.iter().find(|r| r.name == name)
+}
+
+/// A computed metric.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MetricValue {
+    /// Name (unit inside where it has one).
+    pub name: String,
+    /// Unit.
+    pub unit: String,
+    /// The value; `None` when an event it needs could not be counted.
+    pub value: Option<f64>,
+    /// The event ids it used.
+    pub events: Vec<String>,
+}
+
+/// A value in its `.unit` turned into the base unit (MiB -> bytes).
+pub fn to_base(value: f64, unit: &str) -> f64 {
+    match unit {
+        "MiB" => value * 1048576.0,
+        "KiB" => value * 1024.0,
+        "GiB" => value * 1073741824.0,
+        _ => value,
+    }
+}
+
+/// Computes `defs` from event totals in base units (`None`: not counted)
+/// over `seconds` of counting.
+pub fn compute(
+    defs: &[MetricDef],
+    totals: &BTreeMap<String, Option<f64>>,
+    seconds: f64,
+) -> Vec<MetricValue> {
+    let sum = |ids: &[&str]| -> Option<f64> {
+        let mut s = 0.0;
+        for id in ids {
+            s += (*totals.get(*id)?)?;
+        }
+        Some(s)
+    };
+    defs.iter()
+        .map(|d| {
+            let (value, used): (Option<f64>, Vec<&str>) = match d.kind {
+                Kind::Sum { events, factor } => (sum(events).map(|s| s * factor), events.to_vec()),
+                Kind::Rate { events, factor } => (
+                    sum(events).and_then(|s| (seconds > 0.0).then(|| s * factor / seconds)),
+                    events.to_vec(),
+                ),
+                Kind::Ratio { num, den, factor } => {
+                    let v = match (sum(num), sum(den)) {
+                        (Some(n), Some(d)) if d > 0.0 => Some(n / d * factor),
+                        _ => None,
+                    };
+                    (v, num.iter().chain(den.iter()).copied().collect())
+                }
+            };
+            MetricValue {
+                name: d.name.to_string(),
+                unit: d.unit.to_string(),
+                value,
+                events: used.iter().map(|s| s.to_string()).collect(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpuinfo_keys() {
+        let c = CpuId::parse(
+            "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 85\nmodel name\t: Intel(R) Xeon(R) Gold 6130\n\nprocessor\t: 1\nvendor_id\t: Other\n",
+        );
+        assert_eq!(
+            (c.vendor.as_str(), c.family, c.model),
+            ("GenuineIntel", 6, 85)
+        );
+        assert!(find("skx-pcie").unwrap().applies_to(&c));
+        assert!(!find("icx-pcie").unwrap().applies_to(&c));
+        let zen2 = CpuId {
+            vendor: "AuthenticAMD".into(),
+            family: 0x17,
+            model: 0x31,
+            model_name: String::new(),
+        };
+        assert!(find("amd-df-dram").unwrap().applies_to(&zen2));
+        assert!(!find("amd-umc-dram").unwrap().applies_to(&zen2));
+        let zen4 = CpuId {
+            family: 0x19,
+            model: 0x11,
+            ..zen2.clone()
+        };
+        assert!(find("amd-umc-dram").unwrap().applies_to(&zen4));
+        assert!(!find("amd-df-dram").unwrap().applies_to(&zen4));
+    }
+
+    #[test]
+    fn metrics_from_totals() {
+        let mut t = BTreeMap::new();
+        for (k, v) in [
+            ("pcirdcur_hit", 10.0),
+            ("pcirdcur_miss", 30.0),
+            ("itom_hit", 75.0),
+            ("itom_miss", 25.0),
+            ("rfo_hit", 0.0),
+            ("rfo_miss", 0.0),
+        ] {
+            t.insert(k.to_string(), Some(v));
+        }
+        let m = compute(PCIE_METRICS, &t, 2.0);
+        let get = |n: &str| m.iter().find(|x| x.name == n).unwrap().value;
+        assert_eq!(get("pcie_read_bytes"), Some(40.0 * 64.0));
+        assert_eq!(get("pcie_read_bw_bytes"), Some(20.0 * 64.0));
+        assert_eq!(get("ddio_write_miss_pct"), Some(25.0));
+        assert_eq!(get("pcie_read_llc_miss_pct"), Some(75.0));
+        t.insert("rfo_miss".into(), None);
+        let m = compute(PCIE_METRICS, &t, 2.0);
+        assert_eq!(
+            m.iter()
+                .find(|x| x.name == "ddio_write_miss_pct")
+                .unwrap()
+                .value,
+            None
+        );
+    }
+
+    #[test]
+    fn every_metric_uses_events_of_its_recipe() {
+        for r in RECIPES {
+            let ids: Vec<&str> = r.events.iter().map(|e| e.0).collect();
+            for m in r.metrics {
+                let used: Vec<&str> = match m.kind {
+                    Kind::Sum { events, .. } | Kind::Rate { events, .. } => events.to_vec(),
+                    Kind::Ratio { num, den, .. } => num.iter().chain(den).copied().collect(),
+                };
+                for u in used {
+                    assert!(
+                        ids.contains(&u) || r.resctrl,
+                        "{}: metric {} uses unknown event {u}",
+                        r.name,
+                        m.name
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,832 @@
+//! A counting session: events (and resctrl bandwidth) opened for a scope,
+//! started and stopped on the caller's clock, sampled whenever the caller
+//! takes its own samples, and reported with totals, rates, per-interval
+//! series and the reason for everything the host could not count.
+
+use crate::catalog::Catalog;
+use crate::recipes::{self, CpuId, MetricDef, MetricValue};
+use crate::resctrl::MbmGroup;
+use crate::spec::{self, Absence, Resolved};
+use crate::sys::{self, Counter, PerfEventAttr, Reading};
+use crate::Roots;
+use dmalab_core::UsageError;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::time::Instant;
+
+/// Whose work core and software events count. Uncore events are always
+/// counted system-wide on their PMU's cpumask CPUs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// These threads (per-thread counters, summed).
+    Threads(Vec<i32>),
+    /// A task and every task it creates afterwards (`inherit`).
+    Task(i32),
+    /// System-wide on these CPUs.
+    Cpus(Vec<usize>),
+}
+
+impl Scope {
+    /// The threads of this process as they are now.
+    pub fn this_process_threads() -> Self {
+        let mut tids: Vec<i32> = std::fs::read_dir("/proc/self/task")
+            .map(|rd| {
+                rd.filter_map(Result::ok)
+                    .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        tids.sort_unstable();
+        Scope::Threads(tids)
+    }
+
+    /// In words, for the report.
+    pub fn describe(&self) -> String {
+        match self {
+            Scope::Threads(t) => format!("this process's {} threads", t.len()),
+            Scope::Task(0) => "this thread and the threads and children it starts".to_string(),
+            Scope::Task(pid) => format!("task {pid} and its children"),
+            Scope::Cpus(c) => format!("system-wide on CPUs {c:?}"),
+        }
+    }
+
+    fn tids(&self) -> Vec<i32> {
+        match self {
+            Scope::Threads(t) => t.clone(),
+            Scope::Task(p) => vec![*p],
+            Scope::Cpus(_) => Vec::new(),
+        }
+    }
+}
+
+/// One requested event.
+#[derive(Clone, Debug)]
+pub struct EventReq {
+    /// Id (a recipe's name for it, or the spec itself).
+    pub id: String,
+    /// Resolution against the catalog.
+    pub resolved: Resolved,
+    /// In a group of its own.
+    pub solo: bool,
+}
+
+/// What `--counters` asked for, resolved against this host.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// The text given.
+    pub text: String,
+    /// Recipes named.
+    pub recipes: Vec<String>,
+    /// Events.
+    pub events: Vec<EventReq>,
+    /// Metrics.
+    pub metrics: Vec<MetricDef>,
+    /// resctrl bandwidth monitoring asked for (`mbm`).
+    pub mbm: bool,
+    /// The CPU.
+    pub cpu: CpuId,
+}
+
+impl Request {
+    /// Parses `RECIPE|EVENT[,...]` (`option` names the flag in errors).
+    pub fn parse(option: &str, text: &str, roots: &Roots) -> Result<Self, UsageError> {
+        let cat = Catalog::read(&roots.pmu);
+        let cpu = CpuId::read(&roots.cpuinfo);
+        Self::parse_with(option, text, &cat, cpu)
+    }
+
+    /// [`Request::parse`] over a given catalog and CPU.
+    pub fn parse_with(
+        option: &str,
+        text: &str,
+        cat: &Catalog,
+        cpu: CpuId,
+    ) -> Result<Self, UsageError> {
+        let mut r = Request {
+            text: text.to_string(),
+            recipes: Vec::new(),
+            events: Vec::new(),
+            metrics: Vec::new(),
+            mbm: false,
+            cpu,
+        };
+        let tokens = spec::split_list(text);
+        if tokens.is_empty() {
+            return Err(UsageError::new(
+                option,
+                "is empty; name a recipe (e.g. software) or events (see `dmalab info counters`)",
+            ));
+        }
+        for tok in tokens {
+            if let Some(rec) = recipes::find(&tok) {
+                if r.recipes.iter().any(|n| n == rec.name) {
+                    continue;
+                }
+                r.recipes.push(rec.name.to_string());
+                r.metrics.extend_from_slice(rec.metrics);
+                if rec.resctrl {
+                    r.mbm = true;
+                }
+                let wrong_cpu = !rec.applies_to(&r.cpu);
+                for (id, s) in rec.events {
+                    if r.events.iter().any(|e| e.id == *id) {
+                        continue;
+                    }
+                    let resolved = if wrong_cpu {
+                        Resolved {
+                            spec: s.to_string(),
+                            instances: Vec::new(),
+                            unit: "count".into(),
+                            scale: 1.0,
+                            absent: Some(Absence::WrongCpu {
+                                recipe: rec.name.to_string(),
+                                for_cpus: rec.cpus.to_string(),
+                                this_cpu: format!(
+                                    "{} family {:#x} model {:#x}",
+                                    r.cpu.vendor, r.cpu.family, r.cpu.model
+                                ),
+                            }),
+                        }
+                    } else {
+                        spec::resolve(option, s, cat)?
+                    };
+                    r.events.push(EventReq {
+                        id: id.to_string(),
+                        resolved,
+                        solo: rec.solo,
+                    });
+                }
+            } else {
+                let resolved = spec::resolve(option, &tok, cat)?;
+                if !r.events.iter().any(|e| e.id == tok) {
+                    r.events.push(EventReq {
+                        id: tok.clone(),
+                        resolved,
+                        solo: false,
+                    });
+                }
+            }
+        }
+        Ok(r)
+    }
+}
+
+/// An event's count over the session.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EventCount {
+    /// Id.
+    pub id: String,
+    /// The perf spec.
+    pub spec: String,
+    /// PMU instances summed.
+    pub pmus: Vec<String>,
+    /// Counters opened (instances x CPUs or threads).
+    pub counters: usize,
+    /// Count scaled for multiplexing and by `.scale`, in `unit`.
+    pub value: f64,
+    /// Unit of `value`.
+    pub unit: String,
+    /// Raw count, summed.
+    pub raw_count: u64,
+    /// Time counting over time enabled (1: never multiplexed).
+    pub running_fraction: f64,
+    /// A software event: never multiplexed (the kernel's software PMU has
+    /// no counter limit), so a fraction below 1 is only the kernel's time
+    /// accounting of tasks that came and went, not scaling.
+    pub software: bool,
+}
+
+/// An event that could not be counted, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Unavailable {
+    /// Id.
+    pub id: String,
+    /// The spec.
+    pub spec: String,
+    /// Why.
+    pub reason: Absence,
+    /// The reason in words.
+    pub message: String,
+}
+
+/// One interval of the series.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SeriesPoint {
+    /// End of the interval on the caller's clock, seconds.
+    pub t_s: f64,
+    /// Length of the interval, seconds.
+    pub interval_s: f64,
+    /// Each counted event's delta in base units (MiB turned into bytes).
+    pub events: BTreeMap<String, f64>,
+    /// Metrics over the interval.
+    pub metrics: Vec<MetricValue>,
+}
+
+/// What a session counted.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CounterReport {
+    /// `--counters` as given.
+    pub requested: String,
+    /// Recipes used.
+    pub recipes: Vec<String>,
+    /// The CPU the recipes were chosen for.
+    pub cpu: CpuId,
+    /// Whose work was counted.
+    pub scope: String,
+    /// Time from start to stop, nanoseconds.
+    pub counted_ns: u64,
+    /// Counted events.
+    pub events: Vec<EventCount>,
+    /// Metrics over the whole session.
+    pub metrics: Vec<MetricValue>,
+    /// Events that could not be counted here, with the reason.
+    pub unavailable: Vec<Unavailable>,
+    /// Lowest running fraction of any counted hardware event (below 1:
+    /// multiplexed, and scaled); `None` when only software events counted.
+    pub min_running_fraction: Option<f64>,
+    /// Per-interval deltas, on the caller's sample clock.
+    pub series: Vec<SeriesPoint>,
+}
+
+/// Running fraction below which a count is called multiplexed (scaled
+/// from part of the time) in text output and in `dmalab report`.
+pub const MULTIPLEXED_BELOW: f64 = 0.99;
+
+struct OpenEvent {
+    id: String,
+    spec: String,
+    unit: String,
+    scale: f64,
+    pmus: Vec<String>,
+    idx: Vec<usize>,
+    absent: Option<Absence>,
+    software: bool,
+}
+
+type Snapshot = (Vec<Reading>, Option<(u64, u64)>);
+
+/// An open session.
+pub struct Session {
+    arena: Vec<Counter>,
+    /// Per arena entry: true for a group member (enabled with its leader).
+    member: Vec<bool>,
+    events: Vec<OpenEvent>,
+    metrics: Vec<MetricDef>,
+    mbm: Option<MbmGroup>,
+    mbm_absent: Option<Absence>,
+    request: Request,
+    scope: String,
+    started: Option<(Instant, Snapshot)>,
+    stopped: Option<(Instant, Snapshot)>,
+    last: Option<(f64, Snapshot)>,
+    series: Vec<SeriesPoint>,
+}
+
+/// Turns an open error into the reason an event is unavailable.
+/// `system_wide`: opened for a CPU rather than a task; `kernel`: kernel
+/// mode counted too. perf_event_paranoid: 2 allows user-mode counting of
+/// one's own tasks, 1 adds kernel mode, 0 adds CPU-wide counting.
+pub fn classify(
+    err: &io::Error,
+    system_wide: bool,
+    kernel: bool,
+    paranoid: Option<i32>,
+    root: bool,
+) -> Absence {
+    let needed = if system_wide {
+        0
+    } else if kernel {
+        1
+    } else {
+        2
+    };
+    match err.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => match paranoid {
+            Some(level) if !root && level > needed => Absence::Paranoid { level, needed },
+            _ if root => Absence::NotPrivileged {
+                detail: format!(
+                    "{err}, although running as root (kernel lockdown or a security module)"
+                ),
+            },
+            _ => Absence::NotPrivileged {
+                detail: err.to_string(),
+            },
+        },
+        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) | Some(libc::ENODEV) => {
+            Absence::Unsupported {
+                detail: format!("{err} (event or PMU type unknown to the kernel or this CPU)"),
+            }
+        }
+        Some(libc::ENOSYS) => Absence::Unsupported {
+            detail: "perf_event_open is not implemented by this kernel".into(),
+        },
+        _ => Absence::Unsupported {
+            detail: err.to_string(),
+        },
+    }
+}
+
+impl Session {
+    /// Opens every event of `req` (disabled) for `scope`, and the resctrl
+    /// group when `mbm` was asked for. Nothing counts until [`Session::start`].
+    pub fn open(req: &Request, scope: &Scope, roots: &Roots, state_dir: &std::path::Path) -> Self {
+        let paranoid = sys::paranoid_level(&roots.paranoid);
+        let root = sys::is_root();
+        let mut arena: Vec<Counter> = Vec::new();
+        let mut member: Vec<bool> = Vec::new();
+        let mut leaders: HashMap<(String, i32, i32), usize> = HashMap::new();
+        let mut events = Vec::new();
+        for e in &req.events {
+            let mut ev = OpenEvent {
+                id: e.id.clone(),
+                spec: e.resolved.spec.clone(),
+                unit: e.resolved.unit.clone(),
+                scale: e.resolved.scale,
+                pmus: e.resolved.instances.iter().map(|i| i.pmu.clone()).collect(),
+                idx: Vec::new(),
+                absent: e.resolved.absent.clone(),
+                software: !e.resolved.instances.is_empty()
+                    && e.resolved
+                        .instances
+                        .iter()
+                        .all(|i| i.type_id == spec::TYPE_SOFTWARE),
+            };
+            if ev.absent.is_none() {
+                match open_event(
+                    e,
+                    scope,
+                    paranoid,
+                    root,
+                    &mut arena,
+                    &mut member,
+                    &mut leaders,
+                ) {
+                    Ok(idx) => ev.idx = idx,
+                    Err(a) => ev.absent = Some(a),
+                }
+            }
+            events.push(ev);
+        }
+        let (mbm, mbm_absent) = if req.mbm {
+            match MbmGroup::create(&roots.resctrl, state_dir, &scope.tids()) {
+                Ok(g) => (Some(g), None),
+                Err(a) => (None, Some(a)),
+            }
+        } else {
+            (None, None)
+        };
+        Self {
+            arena,
+            member,
+            events,
+            metrics: req.metrics.clone(),
+            mbm,
+            mbm_absent,
+            request: req.clone(),
+            scope: scope.describe(),
+            started: None,
+            stopped: None,
+            last: None,
+            series: Vec::new(),
+        }
+    }
+
+    /// True when at least one event (or resctrl) can count.
+    pub fn counts_anything(&self) -> bool {
+        self.events.iter().any(|e| e.absent.is_none()) || self.mbm.is_some()
+    }
+
+    /// Moves more tasks into the resctrl group (a child started later).
+    pub fn add_tasks(&self, tids: &[i32]) {
+        if let Some(g) = &self.mbm {
+            g.add_tasks(tids);
+        }
+    }
+
+    /// Starts counting (t = 0 of the series).
+    pub fn start(&mut self) {
+        for (c, m) in self.arena.iter().zip(&self.member) {
+            if !m {
+                let _ = c.enable(true);
+            }
+        }
+        let snap = self.snapshot();
+        self.started = Some((Instant::now(), snap.clone()));
+        self.last = Some((0.0, snap));
+    }
+
+    /// Stops counting and keeps the final readings.
+    pub fn stop(&mut self) {
+        if self.stopped.is_some() {
+            return;
+        }
+        for (c, m) in self.arena.iter().zip(&self.member) {
+            if !m {
+                let _ = c.disable(true);
+            }
+        }
+        let snap = self.snapshot();
+        self.stopped = Some((Instant::now(), snap));
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        let r = self
+            .arena
+            .iter()
+            .map(|c| c.read().unwrap_or_default())
+            .collect();
+        (r, self.mbm.as_ref().map(|g| g.read()))
+    }
+
+    /// Records the interval ending at `t_s` on the caller's clock (after
+    /// [`Session::stop`], the final readings close the last interval).
+    pub fn sample(&mut self, t_s: f64) {
+        let Some((last_t, last)) = self.last.take() else {
+            return;
+        };
+        let now = match &self.stopped {
+            Some((_, s)) => s.clone(),
+            None => self.snapshot(),
+        };
+        let interval = (t_s - last_t).max(0.0);
+        let totals = self.totals_between(&last, &now);
+        let mut events = BTreeMap::new();
+        for (k, v) in &totals {
+            if let Some(v) = v {
+                events.insert(k.clone(), *v);
+            }
+        }
+        let metrics = recipes::compute(&self.metrics, &totals, interval);
+        self.series.push(SeriesPoint {
+            t_s,
+            interval_s: interval,
+            events,
+            metrics,
+        });
+        self.last = Some((t_s, now));
+    }
+
+    /// Event id -> scaled value in base units between two snapshots.
+    fn totals_between(&self, a: &Snapshot, b: &Snapshot) -> BTreeMap<String, Option<f64>> {
+        let mut m = BTreeMap::new();
+        for e in &self.events {
+            if e.absent.is_some() {
+                m.insert(e.id.clone(), None);
+                continue;
+            }
+            let (v, _, _) = sum_event(e, &a.0, &b.0);
+            m.insert(
+                e.id.clone(),
+                v.map(|v| recipes::to_base(v * e.scale, &e.unit)),
+            );
+        }
+        if self.request.mbm {
+            let d = match (a.1, b.1) {
+                (Some(x), Some(y)) => Some((y.0.saturating_sub(x.0), y.1.saturating_sub(x.1))),
+                _ => None,
+            };
+            m.insert("mbm_total_bytes".into(), d.map(|d| d.0 as f64));
+            m.insert("mbm_local_bytes".into(), d.map(|d| d.1 as f64));
+        }
+        m
+    }
+
+    /// Event totals in base units over the whole session (after stop).
+    pub fn totals(&self) -> BTreeMap<String, Option<f64>> {
+        let end = match &self.stopped {
+            Some((_, s)) => s.clone(),
+            None => self.snapshot(),
+        };
+        self.totals_between(&self.start_snapshot(), &end)
+    }
+
+    fn start_snapshot(&self) -> Snapshot {
+        match &self.started {
+            Some((_, s)) => s.clone(),
+            None => (vec![Reading::default(); self.arena.len()], None),
+        }
+    }
+
+    /// The report.
+    pub fn report(&self) -> CounterReport {
+        let end = match &self.stopped {
+            Some((t, s)) => (*t, s.clone()),
+            None => (Instant::now(), self.snapshot()),
+        };
+        let counted_ns = self
+            .started
+            .as_ref()
+            .map_or(0, |s| end.0.duration_since(s.0).as_nanos() as u64);
+        let zero = self.start_snapshot().0;
+        let mut events = Vec::new();
+        let mut unavailable = Vec::new();
+        for e in &self.events {
+            if let Some(a) = &e.absent {
+                unavailable.push(Unavailable {
+                    id: e.id.clone(),
+                    spec: e.spec.clone(),
+                    message: a.to_string(),
+                    reason: a.clone(),
+                });
+                continue;
+            }
+            let (v, raw, frac) = sum_event(e, &zero, &end.1 .0);
+            match v {
+                Some(v) => events.push(EventCount {
+                    id: e.id.clone(),
+                    spec: e.spec.clone(),
+                    pmus: dedup(&e.pmus),
+                    counters: e.idx.len(),
+                    value: v * e.scale,
+                    unit: e.unit.clone(),
+                    raw_count: raw,
+                    running_fraction: frac,
+                    software: e.software,
+                }),
+                None => unavailable.push(Unavailable {
+                    id: e.id.clone(),
+                    spec: e.spec.clone(),
+                    message: Absence::NotCounted.to_string(),
+                    reason: Absence::NotCounted,
+                }),
+            }
+        }
+        if let Some(a) = &self.mbm_absent {
+            unavailable.push(Unavailable {
+                id: "mbm".into(),
+                spec: "resctrl mbm_total_bytes, mbm_local_bytes".into(),
+                message: a.to_string(),
+                reason: a.clone(),
+            });
+        }
+        let totals = self.totals();
+        let metrics = recipes::compute(&self.metrics, &totals, counted_ns as f64 / 1e9);
+        let min_running_fraction = events
+            .iter()
+            .filter(|e| !e.software)
+            .map(|e| e.running_fraction)
+            .fold(None, |m: Option<f64>, f| Some(m.map_or(f, |m| m.min(f))));
+        CounterReport {
+            requested: self.request.text.clone(),
+            recipes: self.request.recipes.clone(),
+            cpu: self.request.cpu.clone(),
+            scope: self.scope.clone(),
+            counted_ns,
+            events,
+            metrics,
+            unavailable,
+            min_running_fraction,
+            series: self.series.clone(),
+        }
+    }
+}
+
+fn dedup(v: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in v {
+        if !out.contains(s) {
+            out.push(s.clone());
+        }
+    }
+    out
+}
+
+/// (scaled sum, raw sum, running fraction) of one event between readings.
+fn sum_event(e: &OpenEvent, a: &[Reading], b: &[Reading]) -> (Option<f64>, u64, f64) {
+    let mut total = 0.0;
+    let mut raw = 0u64;
+    let (mut en, mut run) = (0u64, 0u64);
+    let mut any = false;
+    for &i in &e.idx {
+        let (Some(x), Some(y)) = (a.get(i), b.get(i)) else {
+            continue;
+        };
+        let d = y.since(x);
+        raw = raw.wrapping_add(d.value);
+        en += d.enabled_ns;
+        run += d.running_ns;
+        // Software events are exact counts that are never multiplexed:
+        // scaling them would only add the kernel's time-accounting noise.
+        let v = if e.software {
+            Some(d.value as f64)
+        } else {
+            d.scaled()
+        };
+        if let Some(s) = v {
+            total += s;
+            any = true;
+        }
+    }
+    let frac = if en == 0 { 1.0 } else { run as f64 / en as f64 };
+    (
+        (any || e.idx.is_empty() || en == 0).then_some(total),
+        raw,
+        frac,
+    )
+}
+
+fn open_event(
+    e: &EventReq,
+    scope: &Scope,
+    paranoid: Option<i32>,
+    root: bool,
+    arena: &mut Vec<Counter>,
+    member: &mut Vec<bool>,
+    leaders: &mut HashMap<(String, i32, i32), usize>,
+) -> Result<Vec<usize>, Absence> {
+    let mut idx = Vec::new();
+    for inst in &e.resolved.instances {
+        let system_wide_pmu = !inst.cpus.is_empty();
+        let targets: Vec<(i32, i32)> = if system_wide_pmu {
+            inst.cpus.iter().map(|&c| (-1, c as i32)).collect()
+        } else {
+            match scope {
+                Scope::Threads(t) => t.iter().map(|&tid| (tid, -1)).collect(),
+                Scope::Task(pid) => vec![(*pid, -1)],
+                Scope::Cpus(c) => c.iter().map(|&c| (-1, c as i32)).collect(),
+            }
+        };
+        let per_task = !system_wide_pmu && !matches!(scope, Scope::Cpus(_));
+        // Unprivileged per-task counting under paranoid 2 may only count
+        // user mode (perf does the same).
+        let user_only = per_task && !root && paranoid.is_some_and(|p| p >= 2);
+        let mut flags = sys::FLAG_DISABLED;
+        if user_only {
+            flags |= sys::FLAG_EXCLUDE_KERNEL | sys::FLAG_EXCLUDE_HV;
+        }
+        if matches!(scope, Scope::Task(_)) && per_task {
+            flags |= sys::FLAG_INHERIT;
+        }
+        let attr = PerfEventAttr {
+            type_: inst.type_id,
+            config: inst.config,
+            config1: inst.config1,
+            config2: inst.config2,
+            flags,
+            ..PerfEventAttr::default()
+        };
+        for (pid, cpu) in targets {
+            let key = (inst.pmu.clone(), pid, cpu);
+            let leader = if e.solo {
+                None
+            } else {
+                leaders.get(&key).copied()
+            };
+            let (opened, in_group) = match Counter::open(&attr, pid, cpu, leader.map(|l| &arena[l]))
+            {
+                Err(_) if leader.is_some() => (Counter::open(&attr, pid, cpu, None), false),
+                r => (r, leader.is_some()),
+            };
+            match opened {
+                Ok(c) => {
+                    arena.push(c);
+                    member.push(in_group);
+                    let i = arena.len() - 1;
+                    if !e.solo && leader.is_none() {
+                        leaders.insert(key, i);
+                    }
+                    idx.push(i);
+                }
+                // A thread that ended since it was listed counts nothing.
+                Err(err) if err.raw_os_error() == Some(libc::ESRCH) && pid > 0 => {}
+                Err(err) => return Err(classify(&err, pid == -1, !user_only, paranoid, root)),
+            }
+        }
+    }
+    Ok(idx)
+}
+
+impl CounterReport {
+    /// The text summary, perf-stat style.
+    pub fn render_text(&self) -> String {
+        let mut s = format!(
+            "counters over {:.3} s ({}{}):\n",
+            self.counted_ns as f64 / 1e9,
+            self.scope,
+            if self.recipes.is_empty() {
+                String::new()
+            } else {
+                format!("; recipes {}", self.recipes.join(", "))
+            }
+        );
+        for e in &self.events {
+            let unit = if e.unit == "count" {
+                ""
+            } else {
+                e.unit.as_str()
+            };
+            // Per-task counters read a hair apart show fractions such as
+            // 0.999 without any multiplexing; below 0.99 it is worth a note.
+            let frac = if !e.software && e.running_fraction < MULTIPLEXED_BELOW {
+                format!(
+                    "  ({:.1}% of the time counted: scaled)",
+                    e.running_fraction * 100.0
+                )
+            } else {
+                String::new()
+            };
+            let v = if e.unit == "count" {
+                e.value.round()
+            } else {
+                e.value
+            };
+            s.push_str(&format!(
+                "  {:>18} {:<4} {}{}\n",
+                fmt_value(v),
+                unit,
+                e.id,
+                frac
+            ));
+        }
+        let shown: Vec<&MetricValue> = self.metrics.iter().filter(|m| m.value.is_some()).collect();
+        if !shown.is_empty() {
+            s.push_str("  metrics:\n");
+            for m in shown {
+                if let Some(v) = m.value {
+                    s.push_str(&format!(
+                        "  {:>18} {:<8} {}\n",
+                        fmt_value(v),
+                        m.unit,
+                        m.name
+                    ));
+                }
+            }
+        }
+        for u in &self.unavailable {
+            s.push_str(&format!("  not counted: {}: {}\n", u.id, u.message));
+        }
+        s
+    }
+}
+
+fn fmt_value(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else if v.abs() >= 1000.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classify_reasons() {
+        let eacces = io::Error::from_raw_os_error(libc::EACCES);
+        assert_eq!(
+            classify(&eacces, true, true, Some(2), false),
+            Absence::Paranoid {
+                level: 2,
+                needed: 0
+            }
+        );
+        assert_eq!(
+            classify(&eacces, false, true, Some(2), false),
+            Absence::Paranoid {
+                level: 2,
+                needed: 1
+            }
+        );
+        assert!(matches!(
+            classify(&eacces, true, true, Some(-1), false),
+            Absence::NotPrivileged { .. }
+        ));
+        assert!(matches!(
+            classify(
+                &io::Error::from_raw_os_error(libc::ENOENT),
+                false,
+                false,
+                Some(2),
+                false
+            ),
+            Absence::Unsupported { .. }
+        ));
+    }
+
+    #[test]
+    fn wrong_cpu_recipe_is_absent_not_an_error() {
+        let cat = Catalog::default();
+        let amd = CpuId {
+            vendor: "AuthenticAMD".into(),
+            family: 0x17,
+            model: 0x31,
+            model_name: String::new(),
+        };
+        let r = Request::parse_with("--counters", "skx-pcie,software", &cat, amd).unwrap();
+        assert_eq!(r.recipes, ["skx-pcie", "software"]);
+        let skx: Vec<&EventReq> = r
+            .events
+            .iter()
+            .filter(|e| e.id.contains("pcirdcur"))
+            .collect();
+        assert!(skx
+            .iter()
+            .all(|e| matches!(e.resolved.absent, Some(Absence::WrongCpu { .. }))));
+        assert!(Request::parse_with("--counters", "", &cat, CpuId::default()).is_err());
+        assert!(Request::parse_with("--counters", "nonsense", &cat, CpuId::default()).is_err());
+    }
+}

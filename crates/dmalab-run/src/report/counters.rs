@@ -1,0 +1,178 @@
+//! The report's counters section: what `--counters` on a victim (a dmalab
+//! probe) or an aggressor (dmalab load) counted over each run, averaged per
+//! configuration, victim and load, with runs whose counters were
+//! multiplexed (counted only part of the time and scaled) flagged.
+
+use super::svg::esc;
+use crate::analysis::fmt_value;
+use crate::record::{Results, RunRecord};
+use dmalab_core::schema::RunStatus;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Below this running fraction a run's counts are flagged as multiplexed:
+/// the value `dmalab_counters::session::MULTIPLEXED_BELOW` uses for its
+/// text (the report builds on any OS, so it does not link the Linux-only
+/// counter crate; a test in dmalab's CLI tests keeps the two equal).
+pub const MULTIPLEXED_BELOW: f64 = 0.99;
+
+#[derive(Default)]
+struct Acc {
+    unit: String,
+    values: Vec<f64>,
+}
+
+#[derive(Default)]
+struct Row {
+    figures: BTreeMap<String, Acc>,
+    runs: usize,
+    multiplexed: usize,
+    min_fraction: Option<f64>,
+    not_counted: BTreeMap<String, String>,
+}
+
+fn collect(row: &mut Row, c: &Value) {
+    row.runs += 1;
+    if let Some(f) = c.get("min_running_fraction").and_then(Value::as_f64) {
+        if f < MULTIPLEXED_BELOW {
+            row.multiplexed += 1;
+        }
+        row.min_fraction = Some(row.min_fraction.map_or(f, |m: f64| m.min(f)));
+    }
+    let metrics = c.get("metrics").and_then(Value::as_array);
+    let with_values: Vec<&Value> = metrics
+        .map(|m| {
+            m.iter()
+                .filter(|x| x.get("value").is_some_and(Value::is_number))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !with_values.is_empty() {
+        for m in with_values {
+            let (Some(n), Some(v)) = (
+                m.get("name").and_then(Value::as_str),
+                m.get("value").and_then(Value::as_f64),
+            ) else {
+                continue;
+            };
+            let a = row.figures.entry(n.to_string()).or_default();
+            a.unit = m
+                .get("unit")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            a.values.push(v);
+        }
+    } else if let Some(ev) = c.get("events").and_then(Value::as_array) {
+        for e in ev {
+            let (Some(n), Some(v)) = (
+                e.get("id").and_then(Value::as_str),
+                e.get("value").and_then(Value::as_f64),
+            ) else {
+                continue;
+            };
+            let a = row.figures.entry(n.to_string()).or_default();
+            a.unit = e
+                .get("unit")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            a.values.push(v);
+        }
+    }
+    if let Some(u) = c.get("unavailable").and_then(Value::as_array) {
+        for x in u {
+            if let (Some(id), Some(msg)) = (
+                x.get("id").and_then(Value::as_str),
+                x.get("message").and_then(Value::as_str),
+            ) {
+                row.not_counted.insert(id.to_string(), msg.to_string());
+            }
+        }
+    }
+}
+
+fn counters_of(r: &RunRecord) -> [(&'static str, Option<&Value>); 2] {
+    [
+        (
+            "victim",
+            r.victim_result.as_ref().and_then(|v| v.get("counters")),
+        ),
+        (
+            "aggressor",
+            r.aggressor
+                .as_ref()
+                .and_then(|a| a.result.as_ref())
+                .and_then(|v| v.get("counters")),
+        ),
+    ]
+}
+
+/// The HTML section, empty when no run counted anything.
+pub fn section(res: &Results) -> String {
+    let mut rows: BTreeMap<(String, String, String, &'static str), Row> = BTreeMap::new();
+    for r in res.runs.iter().filter(|r| r.status == RunStatus::Completed) {
+        for (side, c) in counters_of(r) {
+            if let Some(c) = c {
+                let load = match &r.sweep_value {
+                    Some(v) => format!("{}@{v}", r.load),
+                    None => r.load.clone(),
+                };
+                let row = rows
+                    .entry((r.configuration.clone(), r.victim.clone(), load, side))
+                    .or_default();
+                collect(row, c);
+            }
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        r#"<h2>Counters</h2><p class="meta">Counted over each run with <code>counters = "..."</code> on a victim (<code>dmalab probe</code>) or an aggressor (<code>dmalab load</code>); mean over completed runs. A run whose counters ran less than {:.0}% of the time (multiplexed, then scaled) is flagged.</p><table class="stats"><tr><th>configuration</th><th>victim</th><th>load</th><th>counted on</th><th>figure</th><th>mean</th><th>unit</th><th>runs</th><th>multiplexed</th></tr>"#,
+        MULTIPLEXED_BELOW * 100.0
+    );
+    for ((config, victim, load, side), row) in &rows {
+        let flag = if row.multiplexed > 0 {
+            format!(
+                r#"<span class="noisy">{} of {} runs (lowest {:.1}% counted)</span>"#,
+                row.multiplexed,
+                row.runs,
+                row.min_fraction.unwrap_or(0.0) * 100.0
+            )
+        } else {
+            "no".to_string()
+        };
+        for (name, a) in &row.figures {
+            let mean = a.values.iter().sum::<f64>() / a.values.len().max(1) as f64;
+            let _ = writeln!(
+                s,
+                r#"<tr><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td>{}</td><td class="l">{}</td><td>{}</td><td class="l">{}</td></tr>"#,
+                esc(config),
+                esc(victim),
+                esc(load),
+                side,
+                esc(name),
+                fmt_value(mean, &a.unit),
+                esc(&a.unit),
+                a.values.len(),
+                flag
+            );
+        }
+        for (id, msg) in &row.not_counted {
+            let _ = writeln!(
+                s,
+                r#"<tr><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td colspan="4" class="l">not counted: {}</td></tr>"#,
+                esc(config),
+                esc(victim),
+                esc(load),
+                side,
+                esc(id),
+                esc(msg)
+            );
+        }
+    }
+    s.push_str("</table>\n");
+    s
+}

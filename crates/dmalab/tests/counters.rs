@@ -1,0 +1,600 @@
+//! `--counters`, `dmalab stat` and `dmalab info counters` through the real
+//! binary: the perf_event_open path with software events on this host,
+//! every absence reason, fake PMU and resctrl trees under the test's own
+//! root, the resctrl group's removal after `kill -9`, and `dmalab run`
+//! recording counters that `dmalab report` shows.
+
+mod common;
+
+use common::{dmalab, dmalab_bin, have_program, is_root, need, need_root};
+use serde_json::Value;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_slice(&fs::read(p).unwrap()).unwrap()
+}
+
+fn event<'a>(c: &'a Value, id: &str) -> Option<&'a Value> {
+    c["events"].as_array()?.iter().find(|e| e["id"] == id)
+}
+
+fn unavailable<'a>(c: &'a Value, id: &str) -> Option<&'a Value> {
+    c["unavailable"].as_array()?.iter().find(|e| e["id"] == id)
+}
+
+fn stat_page_faults(dir: &Path, bs: &str) -> f64 {
+    let out = dir.join(format!("stat-{bs}.json"));
+    dmalab()
+        .args(["stat", "--counters", "page-faults", "-q", "--output"])
+        .arg(&out)
+        .args([
+            "--",
+            "dd",
+            "if=/dev/zero",
+            "of=/dev/null",
+            "count=1",
+            "status=none",
+        ])
+        .arg(format!("bs={bs}"))
+        .assert()
+        .success();
+    let d = read_json(&out);
+    event(&d["result"]["counters"], "page-faults").unwrap()["value"]
+        .as_f64()
+        .unwrap()
+}
+
+/// dd's buffer of `bs` bytes is faulted in page by page as read() fills
+/// it: 8 MiB more buffer is 2048 more page faults of the command (THP is
+/// not used for it here: `madvise` mode, and dd does not ask).
+#[test]
+fn stat_counts_the_page_faults_of_the_pages_a_command_touches() {
+    // Faults taken in kernel mode (read() filling the buffer) are only
+    // counted for root; paranoid 2 limits others to user mode.
+    if !need_root() || !need("dd", have_program("dd")) {
+        return;
+    }
+    let thp = fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if !need(
+        "transparent huge pages not in [always] mode (the buffer would fault 2 MiB at a time)",
+        !thp.contains("[always]"),
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let small = stat_page_faults(dir.path(), "4M");
+    let large = stat_page_faults(dir.path(), "12M");
+    let extra = large - small;
+    assert!(
+        (2048.0 - 16.0..=2048.0 + 64.0).contains(&extra),
+        "8 MiB more buffer gave {extra} more page faults ({small} -> {large}); expected 2048 (-16/+64)"
+    );
+}
+
+#[test]
+fn stat_passes_the_exit_code_and_writes_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.json");
+    dmalab()
+        .args(["stat", "--counters", "software,cycles", "--output"])
+        .arg(&out)
+        .args(["--", "sh", "-c", "echo hello; exit 3"])
+        .assert()
+        .code(3)
+        .stdout("hello\n")
+        .stderr(predicates::str::contains("task-clock"));
+    let d = read_json(&out);
+    assert_eq!(d["command"], "stat");
+    assert_eq!(d["result"]["exit_code"], 3);
+    let c = &d["result"]["counters"];
+    assert_eq!(c["recipes"][0], "software");
+    assert!(event(c, "task-clock").unwrap()["value"].as_f64().unwrap() > 0.0);
+    // A hardware event is counted or said to be unavailable, never zero.
+    match (event(c, "cycles"), unavailable(c, "cycles")) {
+        (Some(e), None) => assert!(e["value"].as_f64().unwrap() > 0.0),
+        (None, Some(u)) => assert!(!u["message"].as_str().unwrap().is_empty()),
+        other => panic!("cycles neither counted nor explained: {other:?}"),
+    }
+}
+
+#[test]
+fn a_command_that_cannot_run_is_bad_input() {
+    dmalab()
+        .args(["stat", "--", "/nonexistent/dmalab-no-such-command"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("COMMAND: cannot run"));
+    dmalab()
+        .args(["stat", "--counters", "bogus", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "--counters: 'bogus' is neither a recipe nor an event",
+        ));
+    dmalab()
+        .args([
+            "load",
+            "--engine",
+            "null",
+            "--counters",
+            "uncore_cha/event=0x35/",
+        ])
+        .env("DMALAB_PMU_ROOT", "/nonexistent")
+        .args(["--runtime", "100ms", "-q"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains(
+            "not counted: uncore_cha/event=0x35/: no such PMU uncore_cha",
+        ));
+}
+
+/// Paranoid level too high for a system-wide count, and the privilege
+/// reason when the level would allow it, seen by an unprivileged user.
+#[test]
+fn unprivileged_absences_name_the_paranoid_level_and_privilege() {
+    if !need_root() || !need("setpriv", have_program("setpriv")) {
+        return;
+    }
+    let level: i32 = fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    if !need(
+        "perf_event_paranoid of 1 or more (below, everyone may count system-wide)",
+        level >= 1,
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("paranoid");
+    fs::write(&fake, "-1\n").unwrap();
+    let bin = dmalab_bin();
+    let run = |env: Option<&Path>| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin)
+            .args([
+                "stat",
+                "--counters",
+                "page-faults",
+                "--cpus",
+                "0",
+                "--",
+                "true",
+            ]);
+        if let Some(p) = env {
+            c.env("DMALAB_PERF_PARANOID", p);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = run(None);
+    assert!(
+        err.contains(&format!(
+            "perf_event_paranoid is {level}, this needs 0 or less"
+        )),
+        "{err}"
+    );
+    // The kernel still refuses (its level is the real one): with a level
+    // that would allow it, the reason is the missing privilege.
+    let err = run(Some(&fake));
+    assert!(
+        err.contains("not permitted") && err.contains("CAP_PERFMON"),
+        "{err}"
+    );
+}
+
+fn write_fake_pmus(root: &Path) {
+    let cpu = root.join("cpu");
+    fs::create_dir_all(cpu.join("format")).unwrap();
+    fs::create_dir_all(cpu.join("events")).unwrap();
+    // A type no kernel has: opening it fails as an unknown PMU type would.
+    fs::write(cpu.join("type"), "4000\n").unwrap();
+    fs::write(cpu.join("format/event"), "config:0-7\n").unwrap();
+    fs::write(cpu.join("format/umask"), "config:8-15\n").unwrap();
+    fs::write(cpu.join("events/cache-misses"), "event=0x2e,umask=0x41\n").unwrap();
+    let iio = root.join("uncore_iio_0");
+    fs::create_dir_all(iio.join("format")).unwrap();
+    fs::write(iio.join("type"), "4001\n").unwrap();
+    fs::write(iio.join("cpumask"), "0\n").unwrap();
+    fs::write(iio.join("format/event"), "config:0-7\n").unwrap();
+    fs::write(iio.join("die0"), "0000:00\n").unwrap();
+}
+
+#[test]
+fn info_counters_reads_a_fake_pmu_tree_and_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let pmu = dir.path().join("pmu");
+    write_fake_pmus(&pmu);
+    let cpuinfo = dir.path().join("cpuinfo");
+    fs::write(
+        &cpuinfo,
+        "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 85\nmodel name\t: Intel(R) Xeon(R) Gold 6130 CPU\n",
+    )
+    .unwrap();
+    let out = dir.path().join("info.json");
+    dmalab()
+        .args(["info", "counters", "--output"])
+        .arg(&out)
+        .env("DMALAB_PMU_ROOT", &pmu)
+        .env("DMALAB_CPUINFO", &cpuinfo)
+        .env("DMALAB_RESCTRL_ROOT", dir.path().join("no-resctrl"))
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("die0: root bus 0000:00"))
+        .stdout(predicates::str::contains(
+            "GenuineIntel family 0x6 model 0x55",
+        ));
+    let d = read_json(&out);
+    let r = &d["result"];
+    assert_eq!(r["pmus"].as_array().unwrap().len(), 2);
+    let recipe = |n: &str| {
+        r["recipes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == n)
+            .unwrap()
+            .clone()
+    };
+    let skx = recipe("skx-pcie");
+    assert_eq!(skx["for_this_cpu"], true);
+    // No uncore_cha in this tree: the recipe cannot count, and says why.
+    assert_eq!(skx["events_ready"], 0);
+    assert!(skx["reasons"][0]
+        .as_str()
+        .unwrap()
+        .contains("no such PMU uncore_cha"));
+    assert_eq!(recipe("icx-pcie")["for_this_cpu"], false);
+    assert!(recipe("software")["events_ready"].as_u64().unwrap() >= 1);
+    assert!(recipe("mbm")["reasons"][0]
+        .as_str()
+        .unwrap()
+        .contains("resctrl"));
+    // The fake core PMU's type is unknown to the kernel: refused by it.
+    let core = recipe("core");
+    assert_eq!(core["events_ready"], 0, "{core}");
+
+    // An event this CPU does not list in cpu/events.
+    let s = dir.path().join("s.json");
+    dmalab()
+        .args([
+            "stat",
+            "--counters",
+            "cpu/no-such-event/,cpu/cache-misses/",
+            "-q",
+            "--output",
+        ])
+        .arg(&s)
+        .args(["--", "true"])
+        .env("DMALAB_PMU_ROOT", &pmu)
+        .assert()
+        .success();
+    let c = &read_json(&s)["result"]["counters"];
+    let u = unavailable(c, "cpu/no-such-event/").unwrap();
+    assert_eq!(u["reason"]["reason"], "event_unknown");
+    assert!(u["message"]
+        .as_str()
+        .unwrap()
+        .contains("unknown on this CPU"));
+    let u = unavailable(c, "cpu/cache-misses/").unwrap();
+    assert_eq!(u["reason"]["reason"], "unsupported", "{u}");
+}
+
+#[test]
+fn this_vm_says_what_it_cannot_count() {
+    let has_cpu_pmu = Path::new("/sys/bus/event_source/devices/cpu").exists();
+    let out = dmalab().args(["info", "counters"]).assert().success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(text.contains("software      ready"), "{text}");
+    if !has_cpu_pmu {
+        assert!(
+            text.contains("hardware events: cannot be counted: no such PMU cpu"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn load_counters_follow_the_load_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("l.json");
+    dmalab()
+        .args([
+            "load",
+            "--engine",
+            "null",
+            "--pattern",
+            "noop",
+            "--counters",
+            "software",
+            "--runtime",
+            "2500ms",
+            "-q",
+            "--output",
+        ])
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("counters over"));
+    let d = read_json(&out);
+    let r = &d["result"];
+    let c = &r["counters"];
+    let series = c["series"].as_array().unwrap();
+    let samples = r["samples"].as_array().unwrap();
+    assert_eq!(
+        series.len(),
+        samples.len(),
+        "one counter interval per load sample"
+    );
+    for (a, b) in series.iter().zip(samples) {
+        assert_eq!(a["t_s"], b["t_s"]);
+    }
+    let total = event(c, "context-switches").unwrap()["value"]
+        .as_f64()
+        .unwrap();
+    let summed: f64 = series
+        .iter()
+        .map(|p| p["events"]["context-switches"].as_f64().unwrap_or(0.0))
+        .sum();
+    assert!((total - summed).abs() < 1e-6, "{total} vs {summed}");
+    // The null engine moves nothing: no expected-vs-counted check.
+    assert!(c.get("expected_vs_counted").is_none());
+}
+
+fn wait_for(p: &Path, secs: u64) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(secs) {
+        if p.exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn fake_resctrl(root: &Path) {
+    fs::create_dir_all(root.join("info/L3_MON")).unwrap();
+    fs::write(
+        root.join("info/L3_MON/mon_features"),
+        "llc_occupancy\nmbm_total_bytes\nmbm_local_bytes\n",
+    )
+    .unwrap();
+    fs::create_dir_all(root.join("mon_groups")).unwrap();
+}
+
+/// A fake resctrl whose counters a test thread advances (the kernel's part):
+/// the group is made for the command, read and removed afterwards.
+#[test]
+fn stat_mbm_reads_a_resctrl_group_and_removes_it() {
+    // The ledger lives in /run/dmalab.
+    if !need_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("resctrl");
+    fake_resctrl(&root);
+    let out = dir.path().join("m.json");
+    let mut child = Command::new(dmalab_bin())
+        .args(["stat", "--counters", "mbm", "-q", "--output"])
+        .arg(&out)
+        .args(["--", "sleep", "1.5"])
+        .env("DMALAB_RESCTRL_ROOT", &root)
+        .spawn()
+        .unwrap();
+    let group = root.join(format!("mon_groups/dmalab-{}", child.id()));
+    assert!(wait_for(&group, 10), "no group made");
+    // The kernel's side: two L3 domains whose byte counters grow.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let kernel = {
+        let (group, done) = (group.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut total = 1_000_000u64;
+            for (d, f) in [("mon_L3_00", 3), ("mon_L3_01", 1)] {
+                let p = group.join("mon_data").join(d);
+                fs::create_dir_all(&p).unwrap();
+                fs::write(p.join("mbm_total_bytes"), format!("{}\n", total * f)).unwrap();
+                fs::write(p.join("mbm_local_bytes"), format!("{total}\n")).unwrap();
+            }
+            // Only existing files are updated, so removing the group is
+            // not raced by files created again.
+            let update = |p: &Path, v: u64| {
+                let _ = fs::OpenOptions::new()
+                    .write(true)
+                    .truncate(true)
+                    .open(p)
+                    .and_then(|mut f| {
+                        std::io::Write::write_all(&mut f, format!("{v}\n").as_bytes())
+                    });
+            };
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                total += 4096;
+                for (d, f) in [("mon_L3_00", 3), ("mon_L3_01", 1)] {
+                    let p = group.join("mon_data").join(d);
+                    update(&p.join("mbm_total_bytes"), total * f);
+                    update(&p.join("mbm_local_bytes"), total);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let st = child.wait().unwrap();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    kernel.join().unwrap();
+    assert!(st.success());
+    assert!(!group.exists(), "group left behind");
+    let c = &read_json(&out)["result"]["counters"];
+    let m = c["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "mbm_total_bytes")
+        .unwrap();
+    let v = m["value"].as_f64().unwrap();
+    // It grew while the command ran.
+    assert!(v > 0.0, "{m}");
+}
+
+/// After `kill -9` the group stays; `dmalab cleanup` removes it.
+#[test]
+fn cleanup_removes_the_resctrl_group_of_a_killed_stat() {
+    if !need_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("resctrl");
+    fake_resctrl(&root);
+    let mut child = Command::new(dmalab_bin())
+        .args(["stat", "--counters", "mbm", "-q", "--", "sleep", "30"])
+        .env("DMALAB_RESCTRL_ROOT", &root)
+        .spawn()
+        .unwrap();
+    let group = root.join(format!("mon_groups/dmalab-{}", child.id()));
+    assert!(wait_for(&group.join("tasks"), 10), "no group made");
+    let sleeper: i32 = fs::read_to_string(group.join("tasks"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // SAFETY: kill(2) on the sleep this test started through dmalab.
+    unsafe { libc_kill(sleeper, 9) };
+    assert!(group.exists());
+    let ledger = Path::new("/run/dmalab").join(format!("counters-{}.json", child.id()));
+    assert!(ledger.exists());
+    dmalab()
+        .arg("cleanup")
+        .assert()
+        .success()
+        .stdout(predicates::str::contains(format!(
+            "removed resctrl group {}",
+            group.display()
+        )));
+    assert!(!group.exists());
+    assert!(!ledger.exists());
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+#[test]
+fn run_records_counters_per_victim_run_and_report_shows_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = dir.path().join("c.toml");
+    fs::write(
+        &exp,
+        r#"[experiment]
+name = "ctr"
+repetitions = 1
+warmup = "200ms"
+cooldown = "0s"
+timeout = "30s"
+
+[[aggressor]]
+name = "noop"
+command = "load"
+engine = "null"
+pattern = "noop"
+counters = "software"
+
+[[victim]]
+name = "latency"
+command = "probe latency"
+size = "4M"
+runtime = "300ms"
+counters = "software,cycles"
+
+[[victim]]
+name = "sh"
+command = "exec"
+run = ["sh", "-c", "echo figure 42"]
+regex = "figure ([0-9]+)"
+counters = "software"
+"#,
+    )
+    .unwrap();
+    let results = dir.path().join("c.results.jsonl");
+    dmalab()
+        .args(["run"])
+        .arg(&exp)
+        .arg("--results")
+        .arg(&results)
+        .assert()
+        .success();
+    let text = fs::read_to_string(&results).unwrap();
+    let runs: Vec<Value> = text
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(runs.len(), 4);
+    for r in &runs {
+        let c = &r["victim_result"]["counters"];
+        if r["victim"] == "sh" {
+            // Run under dmalab stat: its stdout still gives the figure.
+            assert_eq!(r["value"], 42.0, "{r}");
+            assert!(c["scope"].as_str().unwrap().starts_with("task "), "{r}");
+            assert!(event(c, "task-clock").is_some(), "{r}");
+            continue;
+        }
+        assert!(event(c, "task-clock").is_some(), "{r}");
+        assert!(event(c, "cycles").is_some() || unavailable(c, "cycles").is_some());
+        if r["load"] == "noop" {
+            let a = &r["aggressor"]["result"]["counters"];
+            assert!(event(a, "context-switches").is_some(), "{r}");
+        }
+    }
+    // A counters request stat refuses is refused before anything runs.
+    let bad = dir.path().join("bad.toml");
+    fs::write(
+        &bad,
+        fs::read_to_string(&exp).unwrap().replace(
+            "regex = \"figure ([0-9]+)\"\ncounters = \"software\"",
+            "regex = \"figure ([0-9]+)\"\ncounters = \"bogus\"",
+        ),
+    )
+    .unwrap();
+    dmalab()
+        .arg("run")
+        .arg(&bad)
+        .arg("--results")
+        .arg(dir.path().join("bad.jsonl"))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "victim 'sh': counters: --counters: 'bogus'",
+        ));
+    assert!(!dir.path().join("bad.jsonl").exists());
+
+    let html = dir.path().join("c.html");
+    dmalab()
+        .arg("report")
+        .arg(&results)
+        .arg("-o")
+        .arg(&html)
+        .assert()
+        .success();
+    let h = fs::read_to_string(&html).unwrap();
+    assert!(h.contains("<h2>Counters</h2>"));
+    assert!(h.contains("cpus_utilized"));
+    let _ = is_root();
+}
+
+/// The report (which builds on any OS and does not link the Linux-only
+/// counter crate) flags multiplexed runs at the same fraction the counter
+/// crate's text does.
+#[test]
+fn report_and_counters_agree_on_the_multiplexing_threshold() {
+    assert_eq!(
+        dmalab_run::report::counters::MULTIPLEXED_BELOW,
+        dmalab_counters::session::MULTIPLEXED_BELOW
+    );
+}
