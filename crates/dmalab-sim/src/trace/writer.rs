@@ -50,6 +50,18 @@ pub(crate) fn staging(path: &Path) -> Result<(PathBuf, PathBuf, bool), TraceErro
     }
 }
 
+/// Opens the file [`staging`] chose: a FIFO or device in place (without
+/// blocking for ever on a FIFO nobody reads:
+/// [`dmalab_core::output::open_in_place`]), else the new temporary file.
+pub(crate) fn create_staged(tmp: &Path, direct: bool) -> Result<File, TraceError> {
+    if direct {
+        dmalab_core::output::open_in_place(tmp)
+    } else {
+        File::create(tmp)
+    }
+    .map_err(|e| TraceError::io(tmp, e))
+}
+
 /// Largest transfer one record holds; longer ones are split.
 const MAX_LEN: u64 = u32::MAX as u64 & !4095;
 
@@ -58,7 +70,7 @@ impl TraceWriter {
     /// succeeds.
     pub fn create(path: &Path) -> Result<Self, TraceError> {
         let (path, tmp, direct) = staging(path)?;
-        let f = File::create(&tmp).map_err(|e| TraceError::io(&tmp, e))?;
+        let f = create_staged(&tmp, direct)?;
         let enc = BinaryEncoder::new(BufWriter::with_capacity(1 << 20, f))
             .map_err(|e| TraceError::io(&tmp, e))?;
         Ok(TraceWriter {

@@ -4,6 +4,7 @@
 use crate::cmd::common::OutputArgs;
 use anyhow::Context;
 use dmalab_core::host::HostInfo;
+use dmalab_core::output::{Accept, OutputGuard};
 use dmalab_core::schema::{CpuUsage, ResultDoc};
 use dmalab_core::units::parse_size;
 use dmalab_core::UsageError;
@@ -292,8 +293,19 @@ fn check_trace(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The guard of compare and sweep: the trace and a --params file are inputs.
+fn guard_inputs(trace: &Path, p: &ParamArgs) -> OutputGuard {
+    let mut g = OutputGuard::new();
+    g.protect("TRACE", trace);
+    if !matches!(p.params.as_str(), "paper" | "modern") {
+        g.protect("--params", Path::new(&p.params));
+    }
+    g
+}
+
 fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
     check_trace(&a.trace)?;
+    a.out.check(&mut guard_inputs(&a.trace, &a.p))?;
     let (cfg, schemes) = resolve(&a.p)?;
     let started = SystemTime::now();
     let t0 = Instant::now();
@@ -355,6 +367,7 @@ fn refs_per_cpu(results: &[SchemeResult], cpu_ns: u64) -> f64 {
 
 fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
     check_trace(&a.trace)?;
+    a.out.check(&mut guard_inputs(&a.trace, &a.p))?;
     let (cfg, schemes) = resolve(&a.p)?;
     // Check every value before the long part starts.
     for v in &a.values {
@@ -406,6 +419,11 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
         return Err(UsageError::new("--ring", "must be at least 1").into());
     }
     let span = parse_size("--span", &a.span)?;
+    let mut guard = OutputGuard::new();
+    if let Some(p) = &a.input {
+        guard.protect("--input", p);
+    }
+    guard.check("--output", &a.output, Accept::FileOrStream)?;
     let input = match (a.workload, &a.input) {
         (Workload::Msr, None) => {
             return Err(UsageError::new(
@@ -500,6 +518,9 @@ fn open(path: &Path, what: &str) -> anyhow::Result<TraceReader> {
 
 fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
     open(&a.input, "IN")?;
+    let mut guard = OutputGuard::new();
+    guard.protect("IN", &a.input);
+    guard.check("OUT", &a.output, Accept::FileOrStream)?;
     let to = match a.to {
         FormatArg::Binary => Format::Binary,
         FormatArg::Text => Format::Text,
