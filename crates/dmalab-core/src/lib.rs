@@ -10,6 +10,7 @@ pub mod error;
 pub mod hist;
 pub mod host;
 pub mod livestats;
+pub mod lock;
 pub mod output;
 pub mod safety;
 pub mod schema;

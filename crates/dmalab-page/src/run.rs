@@ -227,6 +227,14 @@ use std::os::unix::fs::OpenOptionsExt;
 pub fn run_page(cfg: &PageConfig, opts: &RunOptions) -> Result<Outcome, PageError> {
     cfg.validate()?;
     let hierarchy = precheck(cfg)?;
+    // One host-changing run at a time: two would each restore what they
+    // found (leaving the first run's settings for good) and move each
+    // other's pages to their own swap.
+    let _host_lock = if cfg.changes_host() {
+        dmalab_core::lock::host_lock(&opts.state_dir, "page")?
+    } else {
+        None
+    };
     let mut setup = SetupReport::default();
     let mut warnings = Vec::new();
     if is_root() {

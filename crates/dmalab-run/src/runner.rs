@@ -326,14 +326,16 @@ fn header(exp: &Experiment, planned: usize) -> Header {
 }
 
 /// Opens the results file: new (header written), resumed (torn tail cut,
-/// done indices returned) or refused.
+/// done indices returned) or refused; also says whether an old file was
+/// moved aside (--restart).
 fn open_results(
     exp: &Experiment,
     opts: &RunOptions,
     runs: &[PlannedRun],
-) -> Result<Vec<bool>, RunError> {
+) -> Result<(Vec<bool>, bool), RunError> {
     let path = &opts.results;
     let mut done = vec![false; runs.len()];
+    let mut renamed = false;
     let exists = std::fs::metadata(path)
         .map(|m| m.len() > 0)
         .unwrap_or(false);
@@ -370,7 +372,7 @@ fn open_results(
                     }
                     done[r.index] = true;
                 }
-                return Ok(done);
+                return Ok((done, false));
             }
             Ok(res) if !opts.restart => {
                 return Err(usage(
@@ -383,16 +385,22 @@ fn open_results(
                     ),
                 ))
             }
-            Ok(_) => keep_old("--restart")?,
+            Ok(_) => {
+                keep_old("--restart")?;
+                renamed = true;
+            }
             Err(e) if !opts.restart => {
                 return Err(usage("--results", format!("{e}; pass --restart to start over (the file is kept) or choose another file")))
             }
-            Err(_) => keep_old("--restart")?,
+            Err(_) => {
+                keep_old("--restart")?;
+                renamed = true;
+            }
         }
     }
     let h = header(exp, runs.len());
     dmalab_core::output::append_json_line(path, &h).map_err(|e| RunError::io(path, e))?;
-    Ok(done)
+    Ok((done, renamed))
 }
 
 /// The last `max` bytes of a file, lines intact where possible.
@@ -1280,7 +1288,13 @@ pub fn run(
     for w in &exp.warnings {
         eprintln!("dmalab run: warning: {w}");
     }
-    let done = open_results(exp, opts, &runs)?;
+    // One run per results file: a second would append the same records.
+    let mut _lock = dmalab_core::lock::lock_results(&opts.results, "--results")?;
+    let (done, renamed) = open_results(exp, opts, &runs)?;
+    if renamed {
+        // --restart moved the locked file aside; lock the new one.
+        _lock = dmalab_core::lock::lock_results(&opts.results, "--results")?;
+    }
     let mut out = Outcome {
         planned: runs.len(),
         resumed: done.iter().filter(|d| **d).count(),
