@@ -9,6 +9,8 @@ pub mod cpus;
 pub mod error;
 pub mod hist;
 pub mod host;
+pub mod hugetlb;
+pub mod ledger;
 pub mod livestats;
 pub mod lock;
 pub mod output;

@@ -18,6 +18,13 @@ pub struct FileLock {
     _file: File,
 }
 
+impl FileLock {
+    /// Wraps a file whose lock the caller already holds.
+    pub(crate) fn from_locked(file: File) -> Self {
+        Self { _file: file }
+    }
+}
+
 /// Why a lock could not be taken.
 #[derive(Debug)]
 pub enum LockError {

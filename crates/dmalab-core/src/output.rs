@@ -162,6 +162,8 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
         _ => Path::new("."),
     };
     let tmp = tmp_beside(path);
+    // In the ledger while it exists: `dmalab cleanup` removes it after a kill.
+    crate::ledger::add_file(&tmp);
     let result = (|| {
         let mut f = fs::File::create(&tmp)?;
         f.write_all(contents)?;
@@ -175,6 +177,7 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
+    crate::ledger::forget_file(&tmp);
     result
 }
 

@@ -81,24 +81,9 @@ pub enum BufferError {
     },
 }
 
-/// Reservation of hugetlb pages, undone on drop.
-#[derive(Debug)]
-struct HugeTlbReservation {
-    nr_path: PathBuf,
-    original: u64,
-}
-
-impl Drop for HugeTlbReservation {
-    fn drop(&mut self) {
-        if let Err(e) = fs::write(&self.nr_path, self.original.to_string()) {
-            eprintln!(
-                "dmalab: warning: could not give back huge pages ({} to {}): {e}",
-                self.nr_path.display(),
-                self.original
-            );
-        }
-    }
-}
+/// Pages added to a hugetlb pool for this run, taken off again on drop
+/// (and in the process ledger meanwhile: [`dmalab_core::hugetlb`]).
+type HugeTlbReservation = dmalab_core::hugetlb::PoolGrowth;
 
 fn read_u64(p: &std::path::Path) -> Option<u64> {
     fs::read_to_string(p).ok()?.trim().parse().ok()
@@ -332,17 +317,13 @@ fn reserve_hugetlb(
         return Ok((None, 0));
     }
     let want = nr + (pages - free);
-    fs::write(&nr_path, want.to_string()).map_err(|e| {
+    let reservation = dmalab_core::hugetlb::grow(&nr_path, pages - free).map_err(|e| {
         BufferError::HugeTlb(format!(
             "cannot reserve {pages} huge pages of {} KiB by writing {want} to {}: {e}; run as root or reserve them yourself",
             page / 1024,
             nr_path.display()
         ))
     })?;
-    let reservation = HugeTlbReservation {
-        nr_path: nr_path.clone(),
-        original: nr,
-    };
     let now_free = read_u64(&dir.join("free_hugepages")).unwrap_or(0);
     if now_free < pages {
         // Dropping the reservation gives back what we got.

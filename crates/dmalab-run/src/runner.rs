@@ -1173,6 +1173,32 @@ fn nap(d: Duration) {
     }
 }
 
+/// The per-run directory (the children's output files, the aggressor's
+/// live stats): in the process ledger while it exists, so that `dmalab
+/// cleanup` (or the next run's start) removes it after a `kill -9`.
+struct RunDir(tempfile::TempDir);
+
+impl RunDir {
+    fn new() -> Result<Self, RunError> {
+        let d = tempfile::Builder::new()
+            .prefix("dmalab-run-")
+            .tempdir()
+            .map_err(|e| RunError::Other(format!("cannot create a temporary directory: {e}")))?;
+        dmalab_core::ledger::add_dir(d.path());
+        Ok(Self(d))
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        dmalab_core::ledger::forget_dir(self.0.path());
+    }
+}
+
 /// One run, start to record.
 fn one_run(
     exp: &Experiment,
@@ -1180,10 +1206,7 @@ fn one_run(
     val: &Validated,
     p: &PlannedRun,
 ) -> Result<RunRecord, RunError> {
-    let dir = tempfile::Builder::new()
-        .prefix("dmalab-run-")
-        .tempdir()
-        .map_err(|e| RunError::Other(format!("cannot create a temporary directory: {e}")))?;
+    let dir = RunDir::new()?;
     let v = &exp.victims[p.victim];
     let started = SystemTime::now();
     let mut rec = RunRecord {
@@ -1288,6 +1311,8 @@ pub fn run(
     for w in &exp.warnings {
         eprintln!("dmalab run: warning: {w}");
     }
+    // What a killed run left (its per-run directory) goes first.
+    dmalab_core::ledger::cleanup_at_start();
     // One run per results file: a second would append the same records.
     let mut _lock = dmalab_core::lock::lock_results(&opts.results, "--results")?;
     let (done, renamed) = open_results(exp, opts, &runs)?;

@@ -534,3 +534,124 @@ run = ["sleep", "0.2"]
     let _ = first.wait();
     assert_usage(r, "--results", &format!("pid {}", first.id()));
 }
+
+/// Waits until the process ledger of `pid` names something.
+fn wait_for_ledger(pid: u32) -> String {
+    let p = PathBuf::from(format!("/run/dmalab/proc-{pid}.json"));
+    let t0 = Instant::now();
+    loop {
+        if let Ok(t) = std::fs::read_to_string(&p) {
+            if t.contains("files") {
+                return t;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no ledger at {}",
+            p.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn cleanup() -> String {
+    let o = common::dmalab().arg("cleanup").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn killed_load_pool_scratch_and_trace_temp_are_undone_by_cleanup() {
+    if !common::need_root() {
+        return;
+    }
+    let nr = Path::new("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+    let huge = nr.exists();
+    let pool = || std::fs::read_to_string(nr).unwrap_or_default();
+    let before = pool();
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let trace = dir.path().join("t.trace");
+    let mut args = vec![
+        "load",
+        "--buffer",
+        "4M",
+        "--runtime",
+        "60s",
+        "-q",
+        "--trace",
+    ];
+    args.push(s(&trace));
+    if huge {
+        args.extend(["--hugepages", "2m"]);
+    }
+    let mut child = Command::new(common::dmalab_bin())
+        .args(&args)
+        .env("TMPDIR", &tmp)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ledger = wait_for_ledger(child.id());
+    // Let the scratch file be created and the run start.
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(format!("/run/dmalab/proc-{}.json", child.id()))
+        .unwrap_or_default()
+        .contains("scratch.dat")
+    {
+        assert!(t0.elapsed() < Duration::from_secs(60), "{ledger}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = std::fs::read_dir(&tmp).unwrap().count();
+    assert!(left > 0, "the kill left no scratch directory to test with");
+    let said = cleanup();
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "{said}");
+    assert!(!trace.exists());
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "the trace's temporary file is left: {said}"
+    );
+    if huge {
+        assert_eq!(pool(), before, "{said}");
+    }
+}
+
+#[test]
+fn killed_run_leaves_no_run_directory() {
+    if !common::need_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let exp = dir.path().join("slow.toml");
+    std::fs::write(
+        &exp,
+        "[experiment]\nrepetitions = 50\ncooldown = \"0s\"\n\n[[victim]]\nname = \"nap\"\ncommand = \"exec\"\nrun = [\"sleep\", \"0.3\"]\n",
+    )
+    .unwrap();
+    let res = dir.path().join("r.jsonl");
+    let mut child = Command::new(common::dmalab_bin())
+        .args(["run", "--quiet", "-o"])
+        .arg(&res)
+        .arg(&exp)
+        .env("TMPDIR", &tmp)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while std::fs::read_dir(&tmp).unwrap().count() == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no run directory");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let said = cleanup();
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "{said}");
+}

@@ -341,6 +341,9 @@ pub fn convert(input: &Path, output: &Path, to: Format) -> Result<ConvertStats, 
             if result.is_err() && !direct {
                 let _ = std::fs::remove_file(&tmp);
             }
+            if !direct {
+                dmalab_core::ledger::forget_file(&tmp);
+            }
             result?;
         }
     }

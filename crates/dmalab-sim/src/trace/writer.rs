@@ -55,11 +55,15 @@ pub(crate) fn staging(path: &Path) -> Result<(PathBuf, PathBuf, bool), TraceErro
 /// [`dmalab_core::output::open_in_place`]), else the new temporary file.
 pub(crate) fn create_staged(tmp: &Path, direct: bool) -> Result<File, TraceError> {
     if direct {
-        dmalab_core::output::open_in_place(tmp)
-    } else {
-        File::create(tmp)
+        return dmalab_core::output::open_in_place(tmp).map_err(|e| TraceError::io(tmp, e));
     }
-    .map_err(|e| TraceError::io(tmp, e))
+    // In the ledger while it exists: `dmalab cleanup` removes it after a
+    // kill (forgotten by the caller once renamed or removed).
+    dmalab_core::ledger::add_file(tmp);
+    File::create(tmp).map_err(|e| {
+        dmalab_core::ledger::forget_file(tmp);
+        TraceError::io(tmp, e)
+    })
 }
 
 /// Largest transfer one record holds; longer ones are split.
@@ -171,6 +175,7 @@ impl TraceWriter {
                 .sync_all()
                 .map_err(|e| TraceError::io(&self.tmp, e))?;
             std::fs::rename(&self.tmp, &self.path).map_err(|e| TraceError::io(&self.path, e))?;
+            dmalab_core::ledger::forget_file(&self.tmp);
         }
         self.done = true;
         Ok(summary)
@@ -181,6 +186,7 @@ impl Drop for TraceWriter {
     fn drop(&mut self) {
         if !self.done && !self.direct {
             let _ = std::fs::remove_file(&self.tmp);
+            dmalab_core::ledger::forget_file(&self.tmp);
         }
     }
 }

@@ -1,12 +1,14 @@
-//! `dmalab cleanup`: undo what killed `dmalab page` runs left behind.
+//! `dmalab cleanup`: undo what killed dmalab runs left behind.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Remove leftovers of killed `dmalab page` runs: memory cgroups
-/// `dmalab-page-<pid>`, zram devices and swap areas it added, swap files it
-/// created, and settings it changed (restored from the ledger in
-/// /run/dmalab). Runs that are still alive are left alone.
+/// Remove leftovers of killed runs: memory cgroups `dmalab-page-<pid>`,
+/// zram devices and swap areas `page` added, swap files it created and
+/// settings it changed, huge pages `load` and `probe` added to hugetlb
+/// pools, and the scratch and temporary output files of killed runs (all
+/// from the ledgers in /run/dmalab). Runs that are still alive are left
+/// alone.
 #[derive(clap::Args, Debug)]
 pub struct Args {}
 

@@ -610,6 +610,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
 
+    // Pools and files a killed run left (its ledger) go first.
+    dmalab_core::ledger::cleanup_at_start();
     // Prepare the target (this may create and fill a file).
     let mut prepared: Option<PreparedTarget> = match (plan.engine, &info.path, info.exists) {
         (EngineKind::Null, _, _) => None,
