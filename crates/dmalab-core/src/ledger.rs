@@ -73,9 +73,8 @@ fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
     let st = g.get_or_insert_with(|| {
         let pid = std::process::id();
         let dir = Path::new(STATE_DIR);
-        let path = fs::create_dir_all(dir)
-            .ok()
-            .map(|_| dir.join(format!("proc-{pid}.json")));
+        let path = (fs::create_dir_all(dir).is_ok() && writable(dir))
+            .then(|| dir.join(format!("proc-{pid}.json")));
         State {
             path,
             entries: Entries {
@@ -231,15 +230,21 @@ pub struct Cleanup {
     pub live: Vec<u32>,
 }
 
+/// True when this process may create files in `dir`.
+fn writable(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: access() reads a NUL-terminated path we own.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
 /// At the start of a command that records here: undoes what killed runs
 /// left (when this process may write [`STATE_DIR`]) and says so on stderr.
 pub fn cleanup_at_start() {
     let dir = Path::new(STATE_DIR);
-    let Ok(c) = std::ffi::CString::new(STATE_DIR) else {
-        return;
-    };
-    // SAFETY: access() reads a NUL-terminated path we own.
-    if !dir.is_dir() || unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+    if !dir.is_dir() || !writable(dir) {
         return;
     }
     let r = cleanup_dead(dir);

@@ -655,3 +655,74 @@ fn killed_run_leaves_no_run_directory() {
     let said = cleanup();
     assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "{said}");
 }
+
+#[test]
+fn synth_and_convert_errors_name_the_output_not_the_temporary_file() {
+    if !common::need_root() {
+        return;
+    }
+    // A full filesystem: a 64 KiB tmpfs.
+    let dir = tempfile::tempdir().unwrap();
+    let tiny = dir.path().join("tiny");
+    std::fs::create_dir(&tiny).unwrap();
+    assert!(Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(&tiny)
+        .status()
+        .unwrap()
+        .success());
+    struct Umount(PathBuf);
+    impl Drop for Umount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _u = Umount(tiny.clone());
+    let big = trace(dir.path());
+    for (args, option, out) in [
+        (
+            vec!["sim", "synth", "file-copy", "--size", "8M", "--output"],
+            "--output",
+            tiny.join("t.trace"),
+        ),
+        (
+            vec![
+                "sim",
+                "synth",
+                "file-copy",
+                "--size",
+                "8M",
+                "--text",
+                "--output",
+            ],
+            "--output",
+            tiny.join("t.txt"),
+        ),
+    ] {
+        let mut a = args.clone();
+        a.push(s(&out));
+        let (code, err) = dmalab(&a);
+        assert_eq!(code, 1, "{err}");
+        assert!(
+            err.contains(&format!(
+                "{option}: cannot write {}: No space left",
+                s(&out)
+            )),
+            "{err}"
+        );
+        assert!(!err.contains(".tmp-"), "names the temporary file: {err}");
+    }
+    let out = tiny.join("x.txt");
+    let (code, err) = dmalab(&["sim", "convert", s(&big), s(&out), "--to", "text"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!("OUT: cannot write {}", s(&out))),
+        "{err}"
+    );
+    assert!(!err.contains(".tmp-"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&tiny).unwrap().count(),
+        0,
+        "a temporary file was left"
+    );
+}

@@ -437,14 +437,23 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
         })?),
         _ => None,
     };
-    // Binary straight to the writer; text via a temporary binary trace.
+    // Binary straight to the writer; text via a temporary binary trace: a
+    // hidden file named after this process beside the output (never a
+    // name the user may own), in the ledger while it exists.
     let bin_path = if a.text {
-        a.output.with_extension("tmp-bin")
+        let name = a
+            .output
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "trace".into());
+        let p = dmalab_core::output::tmp_beside(&a.output.with_file_name(format!("{name}.bin")));
+        dmalab_core::ledger::add_file(&p);
+        p
     } else {
         a.output.clone()
     };
-    let w =
-        TraceWriter::create(&bin_path).map_err(|e| UsageError::new("--output", e.to_string()))?;
+    let out_err = out_err("--output", &a.output);
+    let w = TraceWriter::create(&bin_path).map_err(&out_err)?;
     let mut n = 0u64;
     let mut sink = |r: &Record| {
         n += 1;
@@ -457,7 +466,8 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
             seed: a.seed,
             ..Default::default()
         }
-        .generate(&mut sink)?,
+        .generate(&mut sink)
+        .map_err(&out_err)?,
         Workload::Tpch => TpchScan {
             total_bytes: size,
             hash_bytes: hash,
@@ -465,7 +475,8 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
             seed: a.seed,
             ..Default::default()
         }
-        .generate(&mut sink)?,
+        .generate(&mut sink)
+        .map_err(&out_err)?,
         Workload::Web => WebServer {
             requests: a.requests,
             ring_entries: a.ring,
@@ -473,7 +484,8 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
             seed: a.seed,
             ..Default::default()
         }
-        .generate(&mut sink)?,
+        .generate(&mut sink)
+        .map_err(&out_err)?,
         Workload::Msr => {
             let p = a.input.clone().unwrap_or_default();
             let f = input.context("msr input")?;
@@ -491,18 +503,32 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
                 TraceError::Format { path, message } => {
                     anyhow::Error::new(UsageError::new("--input", format!("{path}: {message}")))
                 }
-                o => anyhow::Error::new(o),
+                o => out_err(o),
             })?;
         }
     }
-    w.finish()?;
+    let finished = w.finish().map_err(&out_err);
     if a.text {
-        let r = trace::convert(&bin_path, &a.output, Format::Text);
+        let r = finished
+            .and_then(|_| trace::convert(&bin_path, &a.output, Format::Text).map_err(&out_err));
         let _ = std::fs::remove_file(&bin_path);
+        dmalab_core::ledger::forget_file(&bin_path);
         r?;
+    } else {
+        finished?;
     }
     println!("{n} records written to {}", a.output.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// An error writing the trace of `option`, naming the option's `path`
+/// rather than the temporary file the trace is staged in.
+fn out_err(option: &str, path: &Path) -> impl Fn(TraceError) -> anyhow::Error {
+    let (option, path) = (option.to_string(), path.display().to_string());
+    move |e| match e {
+        TraceError::Io { source, .. } => anyhow::anyhow!("{option}: cannot write {path}: {source}"),
+        other => anyhow::anyhow!("{option}: {path}: {other}"),
+    }
 }
 
 fn open(path: &Path, what: &str) -> anyhow::Result<TraceReader> {
@@ -525,8 +551,13 @@ fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
         FormatArg::Binary => Format::Binary,
         FormatArg::Text => Format::Text,
     };
-    let s =
-        trace::convert(&a.input, &a.output, to).map_err(|e| trace_err("IN", SimError::Trace(e)))?;
+    let input = a.input.display().to_string();
+    let write_err = out_err("OUT", &a.output);
+    let s = trace::convert(&a.input, &a.output, to).map_err(|e| match e {
+        // Trouble writing: name OUT's path, not its hidden temporary file.
+        TraceError::Io { ref path, .. } if *path != input => write_err(e),
+        e => trace_err("IN", SimError::Trace(e)),
+    })?;
     println!("{} records written to {}", s.records, a.output.display());
     Ok(ExitCode::SUCCESS)
 }
