@@ -85,3 +85,26 @@ impl Drop for PoolGrowth {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_growths_of_one_pool_compose() {
+        // A stand-in for nr_hugepages (a plain file keeps what is written).
+        let dir = tempfile::tempdir().unwrap();
+        let nr = dir.path().join("nr_hugepages");
+        fs::write(&nr, "5\n").unwrap();
+        let a = grow(&nr, 3).unwrap();
+        let b = grow(&nr, 2).unwrap();
+        assert_eq!(read_u64(&nr).unwrap(), 10);
+        // The first run ends while the second still uses its pages: only
+        // its own 3 go, where restoring "the size it found" would take the
+        // second run's pages away.
+        drop(a);
+        assert_eq!(read_u64(&nr).unwrap(), 7);
+        drop(b);
+        assert_eq!(read_u64(&nr).unwrap(), 5);
+    }
+}

@@ -256,9 +256,23 @@ pub fn cleanup_at_start() {
     }
 }
 
-/// Undoes the ledgers of dead processes under `dir`.
+/// Undoes the ledgers of dead processes under `dir`. Cleanups (`dmalab
+/// cleanup`, the start of other runs) take turns on `dir/cleanup.lock`, so
+/// no two give back the same pages.
 pub fn cleanup_dead(dir: &Path) -> Cleanup {
     let mut r = Cleanup::default();
+    let _turn = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.join("cleanup.lock"))
+        .ok()
+        .and_then(|f| {
+            use std::os::unix::io::AsRawFd;
+            // SAFETY: flock on a descriptor we own.
+            (unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0).then_some(f)
+        });
     let Ok(rd) = fs::read_dir(dir) else {
         return r;
     };

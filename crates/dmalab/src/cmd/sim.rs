@@ -446,12 +446,11 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "trace".into());
-        let p = dmalab_core::output::tmp_beside(&a.output.with_file_name(format!("{name}.bin")));
-        dmalab_core::ledger::add_file(&p);
-        p
+        dmalab_core::output::tmp_beside(&a.output.with_file_name(format!("{name}.bin")))
     } else {
         a.output.clone()
     };
+    let _staged = a.text.then(|| Staged::new(&bin_path));
     let out_err = out_err("--output", &a.output);
     let w = TraceWriter::create(&bin_path).map_err(&out_err)?;
     let mut n = 0u64;
@@ -511,14 +510,30 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
     if a.text {
         let r = finished
             .and_then(|_| trace::convert(&bin_path, &a.output, Format::Text).map_err(&out_err));
-        let _ = std::fs::remove_file(&bin_path);
-        dmalab_core::ledger::forget_file(&bin_path);
         r?;
     } else {
         finished?;
     }
     println!("{n} records written to {}", a.output.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// A staging file of this process: in the ledger while it may exist,
+/// removed (and forgotten) on every way out.
+struct Staged(PathBuf);
+
+impl Staged {
+    fn new(path: &Path) -> Self {
+        dmalab_core::ledger::add_file(path);
+        Self(path.to_path_buf())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+        dmalab_core::ledger::forget_file(&self.0);
+    }
 }
 
 /// An error writing the trace of `option`, naming the option's `path`
