@@ -241,6 +241,10 @@ const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
 /// cannot be opened.
 pub fn loop_backing_id(dev: &Path) -> Option<FileId> {
     use std::os::unix::io::AsRawFd;
+    // Only a block device is opened (opening a FIFO could block).
+    if !fs::metadata(dev).ok()?.file_type().is_block_device() {
+        return None;
+    }
     let f = fs::File::open(dev).ok()?;
     // SAFETY: loop_info64 is plain old data; all zero is a valid value.
     let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
