@@ -383,11 +383,15 @@ fn run_results_naming_the_experiment_is_refused_by_inode() {
     let before = hash_file(&exp);
     // With --restart the old results file is moved aside: that was the
     // experiment file itself when only the spelling was compared.
-    for extra in [None, Some("--restart")] {
-        let mut args = vec!["run", "--quiet", "-o", s(&hard), s(&exp)];
-        args.extend(extra);
-        assert_usage(dmalab(&args), "--results", "experiment file");
-        assert!(hash_file(&exp) == before);
+    // (It was not refused at all: `-o e.toml e.toml --restart` replaced the
+    // experiment with its results.)
+    for out in [&hard, &exp] {
+        for extra in [None, Some("--restart")] {
+            let mut args = vec!["run", "--quiet", "-o", s(out), s(&exp)];
+            args.extend(extra);
+            assert_usage(dmalab(&args), "--results", "experiment file");
+            assert!(hash_file(&exp) == before);
+        }
     }
     drop(res);
 }
@@ -458,15 +462,24 @@ fn output_to_a_fifo_without_reader_ends_on_sigint() {
         .status()
         .unwrap()
         .success());
-    let mut child = Command::new(common::dmalab_bin())
-        .args(["sim", "synth", "web", "--requests", "20", "--output"])
-        .arg(&fifo)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Reap(
+        Command::new(common::dmalab_bin())
+            .args(["sim", "synth", "web", "--requests", "20", "--output"])
+            .arg(&fifo)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // A reader of our own unblocks a binary that opens the FIFO blocking
+    // (before the fix), so the test fails rather than hangs.
+    let unblock = fifo.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(20));
+        let _ = std::fs::read(&unblock);
+    });
     // Wait until it says what it waits for, then interrupt it.
-    let mut stderr = child.stderr.take().unwrap();
+    let mut stderr = child.0.stderr.take().unwrap();
     let mut line = String::new();
     {
         use std::io::BufRead;
@@ -474,15 +487,14 @@ fn output_to_a_fifo_without_reader_ends_on_sigint() {
         r.read_line(&mut line).unwrap();
     }
     assert!(line.contains("waiting for a process to read"), "{line}");
-    sigint(child.id());
+    sigint(child.0.id());
     // A hang detector, not a timing assertion.
     let t0 = Instant::now();
     let st = loop {
-        if let Some(st) = child.try_wait().unwrap() {
+        if let Some(st) = child.0.try_wait().unwrap() {
             break st;
         }
         if t0.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
             panic!("dmalab still blocked on the FIFO after SIGINT");
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -537,6 +549,16 @@ run = ["sleep", "0.2"]
     assert_usage(r, "--results", &format!("pid {}", first.id()));
 }
 
+/// A child killed (and reaped) when the test ends, even by a panic.
+struct Reap(std::process::Child);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Waits until the process ledger of `pid` names something.
 fn wait_for_ledger(pid: u32) -> String {
     let p = PathBuf::from(format!("/run/dmalab/proc-{pid}.json"));
@@ -588,17 +610,19 @@ fn killed_load_pool_scratch_and_trace_temp_are_undone_by_cleanup() {
     if huge {
         args.extend(["--hugepages", "2m"]);
     }
-    let mut child = Command::new(common::dmalab_bin())
-        .args(&args)
-        .env("TMPDIR", &tmp)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let ledger = wait_for_ledger(child.id());
+    let mut child = Reap(
+        Command::new(common::dmalab_bin())
+            .args(&args)
+            .env("TMPDIR", &tmp)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let ledger = wait_for_ledger(child.0.id());
     // Let the scratch file be created and the run start.
     let t0 = Instant::now();
-    while !std::fs::read_to_string(format!("/run/dmalab/proc-{}.json", child.id()))
+    while !std::fs::read_to_string(format!("/run/dmalab/proc-{}.json", child.0.id()))
         .unwrap_or_default()
         .contains("scratch.dat")
     {
@@ -606,8 +630,8 @@ fn killed_load_pool_scratch_and_trace_temp_are_undone_by_cleanup() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(300));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
     let left = std::fs::read_dir(&tmp).unwrap().count();
     assert!(left > 0, "the kill left no scratch directory to test with");
     let said = cleanup();
@@ -726,5 +750,59 @@ fn synth_and_convert_errors_name_the_output_not_the_temporary_file() {
         std::fs::read_dir(&tiny).unwrap().count(),
         0,
         "a temporary file was left"
+    );
+}
+
+#[test]
+fn two_host_changing_page_runs_the_second_is_refused_with_the_pid() {
+    if !common::need_root() {
+        return;
+    }
+    let before = std::fs::read_to_string("/proc/sys/vm/page-cluster").unwrap();
+    let page = |runtime: &str| {
+        let mut c = Command::new(common::dmalab_bin());
+        c.args([
+            "page",
+            "--map",
+            "8M",
+            "--runtime",
+            runtime,
+            "--classify",
+            "rusage",
+            "--page-cluster",
+            "0",
+        ]);
+        c
+    };
+    let mut first = page("60")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ledger = PathBuf::from(format!("/run/dmalab/page-{}.json", first.id()));
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(&ledger)
+        .unwrap_or_default()
+        .contains("page-cluster")
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the first run never changed vm.page-cluster"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = page("0.1").output().unwrap();
+    sigint(first.id());
+    let _ = first.wait();
+    let err = String::from_utf8_lossy(&second.stderr).into_owned();
+    assert_usage(
+        (second.status.code().unwrap_or(-1), err),
+        "page",
+        &format!("pid {}", first.id()),
+    );
+    // The first run restored what it changed; the second changed nothing.
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/vm/page-cluster").unwrap(),
+        before
     );
 }
