@@ -201,10 +201,20 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// True when `pid` runs and (when `start` is known) started at `start`.
+/// True when `pid` runs (a zombie, killed and not yet reaped, does not)
+/// and, when `start` is known, started at `start`.
 pub fn owner_alive(pid: u32, start: Option<u64>) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-        && (start.is_none() || process_start_time(pid) == start)
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state is the first field after the command name's ')'.
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next());
+    if matches!(state, Some("Z" | "X")) {
+        return false;
+    }
+    start.is_none() || process_start_time(pid) == start
 }
 
 /// Takes `pages` off the pool `nr_path` (what a run added).
@@ -369,6 +379,24 @@ pub fn cleanup_dead(dir: &Path) -> Cleanup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zombie_owner_is_dead() {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        // Not reaped yet: a zombie once it exits.
+        let t0 = std::time::Instant::now();
+        while owner_alive(pid, None) {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(30));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(
+            Path::new(&format!("/proc/{pid}")).exists(),
+            "reaped too early"
+        );
+        c.wait().unwrap();
+        assert!(owner_alive(std::process::id(), None));
+    }
 
     #[test]
     fn dead_owner_files_are_removed_and_others_kept() {

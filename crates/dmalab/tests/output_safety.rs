@@ -648,7 +648,7 @@ fn killed_load_pool_scratch_and_trace_temp_are_undone_by_cleanup() {
 }
 
 #[test]
-fn killed_run_leaves_no_run_directory() {
+fn killed_run_leaves_no_run_directory_nor_aggressor_scratch_file() {
     if !common::need_root() {
         return;
     }
@@ -658,7 +658,9 @@ fn killed_run_leaves_no_run_directory() {
     let exp = dir.path().join("slow.toml");
     std::fs::write(
         &exp,
-        "[experiment]\nrepetitions = 50\ncooldown = \"0s\"\n\n[[victim]]\nname = \"nap\"\ncommand = \"exec\"\nrun = [\"sleep\", \"0.3\"]\n",
+        "[experiment]\nrepetitions = 50\nwarmup = \"0s\"\ncooldown = \"0s\"\n\n\
+         [[aggressor]]\nname = \"rnd\"\ncommand = \"load\"\nsize = \"16M\"\nbuffer = \"1M\"\n\n\
+         [[victim]]\nname = \"nap\"\ncommand = \"exec\"\nrun = [\"sleep\", \"0.5\"]\n",
     )
     .unwrap();
     let res = dir.path().join("r.jsonl");
@@ -671,15 +673,34 @@ fn killed_run_leaves_no_run_directory() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // Wait for the aggressor's scratch file beside the run's directory.
     let t0 = Instant::now();
-    while std::fs::read_dir(&tmp).unwrap().count() == 0 {
-        assert!(t0.elapsed() < Duration::from_secs(60), "no run directory");
+    let scratch = || {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| e.path().join("scratch.dat").exists())
+    };
+    while !scratch() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no aggressor scratch file"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let said = cleanup();
-    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "{said}");
+    // The aggressor dies with the run (PDEATHSIG); until then cleanup
+    // leaves its ledger alone.
+    let t0 = Instant::now();
+    loop {
+        let said = cleanup();
+        if std::fs::read_dir(&tmp).unwrap().count() == 0 {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "left: {said}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]
