@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Directory of the ledgers (tmpfs: gone after a reboot, as are the changes).
-pub const STATE_DIR: &str = "/run/dmalab";
+pub const STATE_DIR: &str = dmalab_core::ledger::STATE_DIR;
 
 /// A sysctl (or other single-value file) changed for the run.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
