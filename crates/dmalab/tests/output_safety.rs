@@ -85,8 +85,25 @@ fn loop_backing_file_is_refused_even_with_allow_destroy() {
     std::fs::hard_link(&l.backing, &hard).unwrap();
     let sym = dir.join("sym.img");
     std::os::unix::fs::symlink(&l.backing, &sym).unwrap();
+    // A bind mount of the image onto another file.
+    let bind = dir.join("bind.img");
+    std::fs::write(&bind, b"").unwrap();
+    assert!(Command::new("mount")
+        .arg("--bind")
+        .arg(&l.backing)
+        .arg(&bind)
+        .status()
+        .unwrap()
+        .success());
+    struct Umount(PathBuf);
+    impl Drop for Umount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _bind = Umount(bind.clone());
     let before_mounted = hash_file(&l.backing);
-    for p in [&l.backing, &hard, &sym] {
+    for p in [&l.backing, &hard, &sym, &bind] {
         let (code, err) = destroy(p, p);
         assert_eq!(code, 2, "{err}");
         assert!(
