@@ -72,9 +72,7 @@ fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
     let mut g = STATE.lock().unwrap_or_else(|p| p.into_inner());
     let st = g.get_or_insert_with(|| {
         let pid = std::process::id();
-        let dir = Path::new(STATE_DIR);
-        let path = (fs::create_dir_all(dir).is_ok() && writable(dir))
-            .then(|| dir.join(format!("proc-{pid}.json")));
+        let path = ledger_dir().map(|d| d.join(format!("proc-{pid}.json")));
         State {
             path,
             entries: Entries {
@@ -184,7 +182,7 @@ fn warn_once(r: io::Result<()>) {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if let Err(e) = r {
         if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            eprintln!("dmalab: warning: cannot write the ledger under {STATE_DIR}: {e}; after a kill, `dmalab cleanup` will not know this run's files and pools");
+            eprintln!("dmalab: warning: cannot write this run's ledger: {e}; after a kill, `dmalab cleanup` will not know its files and pools");
         }
     }
 }
@@ -240,6 +238,23 @@ pub struct Cleanup {
     pub live: Vec<u32>,
 }
 
+/// Where this process keeps its ledger: [`STATE_DIR`] when it may write
+/// there (root), else `$XDG_RUNTIME_DIR/dmalab` (the user's own runtime
+/// directory, so an unprivileged `load` killed with `kill -9` leaves
+/// nothing `dmalab cleanup` run by the same user cannot find), else none.
+pub fn ledger_dir() -> Option<PathBuf> {
+    let sys = Path::new(STATE_DIR);
+    if (fs::create_dir_all(sys).is_ok() || sys.is_dir()) && writable(sys) {
+        return Some(sys.to_path_buf());
+    }
+    let xdg = PathBuf::from(std::env::var_os("XDG_RUNTIME_DIR")?);
+    if !xdg.is_absolute() || !xdg.is_dir() {
+        return None;
+    }
+    let d = xdg.join("dmalab");
+    (fs::create_dir_all(&d).is_ok() && writable(&d)).then_some(d)
+}
+
 /// True when this process may create files in `dir`.
 fn writable(dir: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
@@ -251,13 +266,12 @@ fn writable(dir: &Path) -> bool {
 }
 
 /// At the start of a command that records here: undoes what killed runs
-/// left (when this process may write [`STATE_DIR`]) and says so on stderr.
+/// left in this process's [`ledger_dir`] and says so on stderr.
 pub fn cleanup_at_start() {
-    let dir = Path::new(STATE_DIR);
-    if !dir.is_dir() || !writable(dir) {
+    let Some(dir) = ledger_dir() else {
         return;
-    }
-    let r = cleanup_dead(dir);
+    };
+    let r = cleanup_dead(&dir);
     for d in &r.done {
         eprintln!("dmalab: cleaned up after a killed run: {d}");
     }

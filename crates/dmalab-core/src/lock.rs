@@ -18,6 +18,16 @@ pub struct FileLock {
     _file: File,
 }
 
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        // Unlocked explicitly: a child being spawned at this moment shares
+        // the open file (until its exec closes it) and would otherwise keep
+        // the lock a little longer.
+        // SAFETY: flock on a descriptor we own.
+        unsafe { libc::flock(self._file.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
 impl FileLock {
     /// Wraps a file whose lock the caller already holds.
     pub(crate) fn from_locked(file: File) -> Self {
