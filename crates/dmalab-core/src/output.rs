@@ -2,12 +2,21 @@
 //!
 //! Files are written whole or not at all: into a temporary file beside the
 //! destination, fsynced, then renamed over it, so an interrupted or failed
-//! write never leaves half a result behind.
+//! write never leaves half a result behind. An existing character device or
+//! FIFO is written in place and never renamed over or removed.
+//!
+//! Before a command measures or renders anything, an [`OutputGuard`] checks
+//! every path it will write: no output may be the command's target, one of
+//! its input files or the backing file of a loop device (compared by device
+//! and inode, so links and other spellings are caught), nor a block device
+//! or a directory.
 
 use serde::Serialize;
 use std::fs;
 use std::io::Write;
 use std::path::Path;
+
+use crate::UsageError;
 
 /// Output format of a result file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
@@ -83,17 +92,68 @@ pub fn tmp_beside(path: &Path) -> std::path::PathBuf {
     dir.join(format!(".{name}.tmp-{}", std::process::id()))
 }
 
+/// Opens an existing character device or FIFO for writing in place.
+///
+/// A FIFO nobody reads yet would block `open` for ever (and no signal
+/// handler could end it), so it is opened non-blocking: while the kernel
+/// answers ENXIO (no reader) this says once on stderr what it waits for and
+/// retries every 50 ms until a reader appears or SIGINT/SIGTERM arrive
+/// ([`crate::signal`]), which end the wait with `Interrupted`.
+pub fn open_in_place(path: &Path) -> std::io::Result<fs::File> {
+    open_in_place_until(path, &crate::signal::stop_requested)
+}
+
+fn open_in_place_until(path: &Path, stop: &dyn Fn() -> bool) -> std::io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let mut said = false;
+    loop {
+        match fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+        {
+            Ok(f) => {
+                // Writes block again, as a shell redirection's would.
+                // SAFETY: F_GETFL/F_SETFL on a descriptor we own.
+                unsafe {
+                    let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+                    if fl >= 0 {
+                        libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+                    }
+                }
+                return Ok(f);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                if stop() {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::Interrupted,
+                        format!(
+                            "stopped by a signal while waiting for a reader of the FIFO {}",
+                            path.display()
+                        ),
+                    ));
+                }
+                if !said {
+                    eprintln!(
+                        "dmalab: waiting for a process to read the FIFO {} (nobody has it open for reading yet; Ctrl-C gives up)",
+                        path.display()
+                    );
+                    said = true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Writes `contents` to `path` atomically (temp file, fsync, rename); an
 /// existing character device or FIFO is written in place instead
-/// ([`output_target`]).
+/// ([`output_target`], [`open_in_place`]).
 pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     let path = match output_target(path)? {
-        OutputTarget::Direct => {
-            return fs::OpenOptions::new()
-                .write(true)
-                .open(path)?
-                .write_all(contents)
-        }
+        OutputTarget::Direct => return open_in_place(path)?.write_all(contents),
         OutputTarget::Atomic(p) => p,
     };
     let path = path.as_path();
@@ -102,6 +162,8 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
         _ => Path::new("."),
     };
     let tmp = tmp_beside(path);
+    // In the ledger while it exists: `dmalab cleanup` removes it after a kill.
+    crate::ledger::add_file(&tmp);
     let result = (|| {
         let mut f = fs::File::create(&tmp)?;
         f.write_all(contents)?;
@@ -115,7 +177,144 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
+    crate::ledger::forget_file(&tmp);
     result
+}
+
+/// What an output may be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accept {
+    /// A regular file or a new path (written whole through a temporary
+    /// file), or an existing character device or FIFO (written in place).
+    FileOrStream,
+    /// Only a regular file or a new path (`--live-stats`, which is mapped
+    /// and sized, or a results file that is appended to and locked).
+    RegularFile,
+}
+
+/// How a path is told apart from others: by device and inode when it
+/// exists, else by its directory (symlinks resolved) and name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Key {
+    Id(crate::safety::FileId),
+    New(std::path::PathBuf),
+}
+
+fn key_of(path: &Path) -> Option<Key> {
+    if let Some(id) = crate::safety::FileId::of_path(path) {
+        return Some(Key::Id(id));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    Some(Key::New(
+        fs::canonicalize(dir).ok()?.join(path.file_name()?),
+    ))
+}
+
+/// Checks every path a command writes before anything is measured or
+/// rendered: each output's kind and directory, and that it is none of the
+/// command's inputs, its target, a loop device's backing file or another
+/// output. Paths are compared by device and inode, not by spelling.
+#[derive(Debug, Default)]
+pub struct OutputGuard {
+    /// (what it is, as said in messages; its key)
+    protected: Vec<(String, Key)>,
+    outputs: Vec<(String, Key)>,
+}
+
+impl OutputGuard {
+    /// An empty guard.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Names a path the command reads or writes in place (`--target`, an
+    /// input file). `what` is the option or argument that names it. A loop
+    /// block device protects its backing file too.
+    pub fn protect(&mut self, what: &str, path: &Path) -> &mut Self {
+        if let Some(k) = key_of(path) {
+            self.protected
+                .push((format!("{what} ({})", path.display()), k));
+        }
+        if let Some(id) = crate::safety::loop_backing_id(path) {
+            self.protected.push((
+                format!("the backing file of {what} ({})", path.display()),
+                Key::Id(id),
+            ));
+        }
+        self
+    }
+
+    /// Checks the output `path` given with `option`; on success it is
+    /// remembered, so a later output may not name it again.
+    pub fn check(&mut self, option: &str, path: &Path, accept: Accept) -> Result<(), UsageError> {
+        use std::os::unix::fs::FileTypeExt;
+        let bad = |m: String| UsageError::new(option, m);
+        let shown = path.display();
+        match fs::metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let dir = match path.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d,
+                    _ => Path::new("."),
+                };
+                if !dir.is_dir() {
+                    return Err(bad(format!(
+                        "the directory of {shown} does not exist; create it or name another file"
+                    )));
+                }
+            }
+            Err(e) => return Err(bad(format!("cannot use {shown}: {e}"))),
+            Ok(m) => {
+                let t = m.file_type();
+                let stream = t.is_char_device() || t.is_fifo();
+                if !(t.is_file() || stream) || (stream && accept == Accept::RegularFile) {
+                    let what = if t.is_block_device() {
+                        "a block device"
+                    } else if t.is_dir() {
+                        "a directory"
+                    } else if t.is_char_device() {
+                        "a character device"
+                    } else if t.is_fifo() {
+                        "a FIFO"
+                    } else {
+                        "not a regular file"
+                    };
+                    let want = match accept {
+                        Accept::RegularFile => "a regular file or a path that does not exist yet",
+                        Accept::FileOrStream => {
+                            "a file (or a character device or FIFO to stream to)"
+                        }
+                    };
+                    return Err(bad(format!("{shown} is {what}; name {want}")));
+                }
+                if t.is_file() {
+                    if let Some(u) = crate::safety::kernel_users_of_file(&m) {
+                        return Err(bad(format!(
+                            "{shown} must not be overwritten: {}",
+                            u.detail
+                        )));
+                    }
+                }
+            }
+        }
+        let Some(k) = key_of(path) else {
+            return Ok(());
+        };
+        if let Some((what, _)) = self.protected.iter().find(|(_, p)| *p == k) {
+            return Err(bad(format!(
+                "{shown} is {what}, which this command reads or uses; writing the output there would destroy it: name another file"
+            )));
+        }
+        if let Some((other, _)) = self.outputs.iter().find(|(_, p)| *p == k) {
+            return Err(bad(format!(
+                "{shown} is also the file of {other}; give each output its own file"
+            )));
+        }
+        self.outputs.push((option.to_string(), k));
+        Ok(())
+    }
 }
 
 /// Serialises a result document as pretty JSON with a trailing newline.
@@ -223,6 +422,71 @@ mod tests {
         let e = write_atomic(dir.path(), b"x").unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
         assert!(e.to_string().contains("a directory"), "{e}");
+    }
+
+    #[test]
+    fn a_fifo_without_reader_waits_until_stopped() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("pipe");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&p)
+            .status()
+            .unwrap()
+            .success());
+        let n = std::cell::Cell::new(0);
+        let e = open_in_place_until(&p, &|| {
+            n.set(n.get() + 1);
+            n.get() > 2
+        })
+        .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted);
+        assert!(fs::symlink_metadata(&p).unwrap().file_type().is_fifo());
+    }
+
+    #[test]
+    fn guard_compares_by_inode_not_spelling() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.jsonl");
+        fs::write(&input, b"data").unwrap();
+        let link = dir.path().join("hard");
+        fs::hard_link(&input, &link).unwrap();
+        let sym = dir.path().join("sym");
+        std::os::unix::fs::symlink(&input, &sym).unwrap();
+        let mut g = OutputGuard::new();
+        g.protect("RESULTS", &input);
+        for p in [&input, &link, &sym, &dir.path().join(".").join("in.jsonl")] {
+            let e = g.check("-o", p, Accept::FileOrStream).unwrap_err();
+            assert_eq!(e.option, "-o");
+            assert!(e.message.contains("RESULTS"), "{e}");
+        }
+        // A new path is fine once, not twice.
+        let out = dir.path().join("r.html");
+        g.check("-o", &out, Accept::FileOrStream).unwrap();
+        let e = g
+            .check("--csv", &dir.path().join("./r.html"), Accept::FileOrStream)
+            .unwrap_err();
+        assert!(e.message.contains("-o"), "{e}");
+        // Missing directory, directory, FIFO for a regular-file output.
+        let e = g
+            .check("--csv", &dir.path().join("no/x.csv"), Accept::FileOrStream)
+            .unwrap_err();
+        assert!(e.message.contains("does not exist"), "{e}");
+        let e = g
+            .check("--csv", dir.path(), Accept::FileOrStream)
+            .unwrap_err();
+        assert!(e.message.contains("a directory"), "{e}");
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let e = g
+            .check("--live-stats", &fifo, Accept::RegularFile)
+            .unwrap_err();
+        assert!(e.message.contains("a FIFO"), "{e}");
+        g.check("--output", &fifo, Accept::FileOrStream).unwrap();
     }
 
     #[test]

@@ -5,7 +5,11 @@
 //! --direction read`, the NVMe engine, `dmalab page --swap dev:PATH`):
 //!
 //! * A file dmalab created in this run: always allowed.
-//! * An existing regular file: only with `--allow-destroy=<that file>`.
+//! * An existing regular file: only with `--allow-destroy=<that file>`, and
+//!   never when it is the backing file of a loop device (mounted, read-only
+//!   or only attached) or an active swap file, whatever path reaches it: the
+//!   file's device and inode are compared ([`kernel_users_of_file`]), so
+//!   hard links, symlinks and bind mounts are caught.
 //! * A block device: only with `--allow-destroy=<that device>` (the same path
 //!   after resolving symlinks), and only when it
 //!   1. is not mounted, nor any of its partitions (`/proc/self/mountinfo`),
@@ -40,8 +44,8 @@ pub const SCAN_BYTES: u64 = 4 << 20;
 pub struct Refusal {
     /// The target the user named.
     pub path: String,
-    /// The check that failed: `allow-destroy`, `mounted`, `swap`, `holders`,
-    /// `partitions`, `signature`, `kind`, `readable`.
+    /// The check that failed: `allow-destroy`, `loop`, `mounted`, `swap`,
+    /// `holders`, `partitions`, `signature`, `kind`, `readable`.
     pub check: &'static str,
     /// What was found and what to do.
     pub detail: String,
@@ -91,6 +95,11 @@ pub fn check_write_target(
         )
     };
     if ft.is_file() {
+        // Before the flag: naming a loop device's image or a swap file in
+        // --allow-destroy does not make overwriting it safe.
+        if let Some(user) = kernel_users_of_file(&meta) {
+            return Err(refuse(target, user.check, user.detail));
+        }
         if !named(target) {
             return Err(need_flag("regular file"));
         }
@@ -125,6 +134,170 @@ pub fn check_write_target(
         "kind",
         "it is neither a regular file nor a block device",
     ))
+}
+
+/// A file's identity: the device holding it and its inode number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileId {
+    /// `st_dev` of the file.
+    pub dev: u64,
+    /// `st_ino` of the file.
+    pub ino: u64,
+}
+
+impl FileId {
+    /// The identity of what `meta` describes.
+    pub fn of(meta: &fs::Metadata) -> Self {
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }
+    }
+
+    /// The identity of the file `path` reaches (symlinks followed).
+    pub fn of_path(path: &Path) -> Option<Self> {
+        fs::metadata(path).ok().map(|m| Self::of(&m))
+    }
+}
+
+/// The kernel uses a regular file as storage: what uses it and what to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileUser {
+    /// The guard check that names it: `loop` or `swap`.
+    pub check: &'static str,
+    /// Which loop device (and its mount point) or swap area.
+    pub detail: String,
+}
+
+/// An attached loop device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoopDevice {
+    /// `/dev/loopN`.
+    pub dev: PathBuf,
+    /// Its `major:minor`.
+    pub devno: (u32, u32),
+    /// The backing file as the kernel names it (may say `(deleted)`).
+    pub backing_file: String,
+    /// Identity of the backing file (from `LOOP_GET_STATUS64`, or by
+    /// `stat` of the name when the device cannot be opened).
+    pub backing: Option<FileId>,
+}
+
+/// Every attached loop device (`/sys/block/loop*/loop/backing_file`).
+pub fn loop_devices() -> Vec<LoopDevice> {
+    let mut v = Vec::new();
+    for name in list_dir(Path::new("/sys/block")) {
+        if !name.starts_with("loop") {
+            continue;
+        }
+        let sys = Path::new("/sys/block").join(&name);
+        let Ok(backing_file) = fs::read_to_string(sys.join("loop/backing_file")) else {
+            continue;
+        };
+        let backing_file = backing_file.trim_end_matches('\n').to_string();
+        let Some(devno) = devno_of_sysfs(&sys) else {
+            continue;
+        };
+        let dev = PathBuf::from("/dev").join(&name);
+        let backing = loop_backing_id(&dev).or_else(|| {
+            FileId::of_path(Path::new(
+                backing_file
+                    .strip_suffix(" (deleted)")
+                    .unwrap_or(&backing_file),
+            ))
+        });
+        v.push(LoopDevice {
+            dev,
+            devno,
+            backing_file,
+            backing,
+        });
+    }
+    v
+}
+
+/// `struct loop_info64` of `<linux/loop.h>`.
+#[repr(C)]
+struct LoopInfo64 {
+    lo_device: u64,
+    lo_inode: u64,
+    lo_rdevice: u64,
+    lo_offset: u64,
+    lo_sizelimit: u64,
+    lo_number: u32,
+    lo_encrypt_type: u32,
+    lo_encrypt_key_size: u32,
+    lo_flags: u32,
+    lo_file_name: [u8; 64],
+    lo_crypt_name: [u8; 64],
+    lo_encrypt_key: [u8; 32],
+    lo_init: [u64; 2],
+}
+
+const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
+
+/// Device and inode of the file behind the loop device `dev`
+/// (`LOOP_GET_STATUS64`); `None` when `dev` is no attached loop device or
+/// cannot be opened.
+pub fn loop_backing_id(dev: &Path) -> Option<FileId> {
+    use std::os::unix::io::AsRawFd;
+    // Only a block device is opened (opening a FIFO could block).
+    if !fs::metadata(dev).ok()?.file_type().is_block_device() {
+        return None;
+    }
+    let f = fs::File::open(dev).ok()?;
+    // SAFETY: loop_info64 is plain old data; all zero is a valid value.
+    let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
+    // SAFETY: LOOP_GET_STATUS64 fills a struct loop_info64 we own; the fd
+    // is open for the duration of the call.
+    let r = unsafe { libc::ioctl(f.as_raw_fd(), LOOP_GET_STATUS64 as _, &mut info) };
+    if r != 0 {
+        return None;
+    }
+    Some(FileId {
+        dev: info.lo_device,
+        ino: info.lo_inode,
+    })
+}
+
+/// Whether the kernel uses the regular file `meta` describes as storage:
+/// the backing file of a loop device (mounted or not) or an active swap
+/// file. Compared by device and inode, so any path to it counts.
+pub fn kernel_users_of_file(meta: &fs::Metadata) -> Option<FileUser> {
+    let id = FileId::of(meta);
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    for l in loop_devices() {
+        if l.backing != Some(id) {
+            continue;
+        }
+        let dev = l.dev.display();
+        let detail = match mounted_at(&mountinfo, &[l.devno]) {
+            Some(mp) => format!(
+                "it is the backing file of {dev}, whose filesystem is mounted at {mp}; unmount it and detach {dev} (losetup -d {dev}) first"
+            ),
+            None => format!(
+                "it is the backing file of the loop device {dev}; detach it first (losetup -d {dev})"
+            ),
+        };
+        return Some(FileUser {
+            check: "loop",
+            detail,
+        });
+    }
+    let swaps = fs::read_to_string("/proc/swaps").unwrap_or_default();
+    for line in swaps.lines().skip(1) {
+        let Some(sw) = line.split_whitespace().next() else {
+            continue;
+        };
+        let sw = crate::host::unescape_mount(sw);
+        if FileId::of_path(Path::new(&sw)) == Some(id) {
+            return Some(FileUser {
+                check: "swap",
+                detail: format!("it is the active swap file {sw}; swapoff it first"),
+            });
+        }
+    }
+    None
 }
 
 /// True when two paths name the same file after resolving symlinks (or are

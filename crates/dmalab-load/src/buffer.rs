@@ -71,34 +71,21 @@ pub enum BufferError {
     #[error("{0}")]
     HugeTlb(String),
     /// mlock failed.
-    #[error("cannot lock the {bytes}-byte buffer in memory ({source}); raise the locked-memory limit (ulimit -l) or run as root")]
+    #[error("cannot lock the {bytes}-byte DMA buffer in memory ({source}); {advice}")]
     Lock {
         /// Size.
         bytes: u64,
-        /// OS error.
+        /// What to raise or change, with the limit in force.
+        advice: String,
+        /// OS error of mlock.
         #[source]
         source: std::io::Error,
     },
 }
 
-/// Reservation of hugetlb pages, undone on drop.
-#[derive(Debug)]
-struct HugeTlbReservation {
-    nr_path: PathBuf,
-    original: u64,
-}
-
-impl Drop for HugeTlbReservation {
-    fn drop(&mut self) {
-        if let Err(e) = fs::write(&self.nr_path, self.original.to_string()) {
-            eprintln!(
-                "dmalab: warning: could not give back huge pages ({} to {}): {e}",
-                self.nr_path.display(),
-                self.original
-            );
-        }
-    }
-}
+/// Pages added to a hugetlb pool for this run, taken off again on drop
+/// (and in the process ledger meanwhile: [`dmalab_core::hugetlb`]).
+type HugeTlbReservation = dmalab_core::hugetlb::PoolGrowth;
 
 fn read_u64(p: &std::path::Path) -> Option<u64> {
     fs::read_to_string(p).ok()?.trim().parse().ok()
@@ -221,6 +208,7 @@ impl DmaBuffer {
     fn lock(&self) -> Result<(), BufferError> {
         // SAFETY: the range is inside our mapping.
         let mut r = unsafe { libc::mlock(self.ptr.cast(), self.len) };
+        let mut err = std::io::Error::last_os_error();
         if r != 0 {
             // Root may raise its own limit; others get the error below.
             let lim = libc::rlimit {
@@ -231,12 +219,14 @@ impl DmaBuffer {
             if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) } == 0 {
                 // SAFETY: as above.
                 r = unsafe { libc::mlock(self.ptr.cast(), self.len) };
+                err = std::io::Error::last_os_error();
             }
         }
         if r != 0 {
             return Err(BufferError::Lock {
                 bytes: self.len as u64,
-                source: std::io::Error::last_os_error(),
+                advice: lock_advice(self.len as u64, memlock_limit()),
+                source: err,
             });
         }
         Ok(())
@@ -309,6 +299,41 @@ impl Drop for DmaBuffer {
     }
 }
 
+/// The soft RLIMIT_MEMLOCK in bytes (None: unlimited or unknown).
+fn memlock_limit() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills a struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } != 0
+        || lim.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    Some(lim.rlim_cur)
+}
+
+/// What to do when a `bytes`-byte buffer cannot be locked under `limit`.
+///
+/// The buffer is not silently left unlocked or shrunk: its size is the
+/// experiment's variable (does it fit the LLC?), and io_uring pins and
+/// charges registered buffers against the same limit anyway, as fio's
+/// fixedbufs do; so the message says exactly what to raise.
+fn lock_advice(bytes: u64, limit: Option<u64>) -> String {
+    // The io_uring rings take a little locked memory of their own: 1 MiB of
+    // headroom (a 8000K buffer registers under an 8 MiB limit, 8M does not).
+    let need_kib = bytes.div_ceil(1024) + 1024;
+    match limit {
+        Some(l) => format!(
+            "the locked-memory limit (ulimit -l) is {} KiB and the buffer needs about {need_kib} KiB: raise it (ulimit -l {need_kib}, or memlock in /etc/security/limits.conf), use a --buffer of at most {}K, or run as root",
+            l / 1024,
+            (l / 1024).saturating_sub(1024).max(4) / 4 * 4
+        ),
+        None => "raise the locked-memory limit (ulimit -l) or run as root".into(),
+    }
+}
+
 /// Makes sure `pages` hugetlb pages of `page` bytes are free; returns the
 /// reservation to undo (None when enough were free already) and how many
 /// pages were added.
@@ -332,17 +357,13 @@ fn reserve_hugetlb(
         return Ok((None, 0));
     }
     let want = nr + (pages - free);
-    fs::write(&nr_path, want.to_string()).map_err(|e| {
+    let reservation = dmalab_core::hugetlb::grow(&nr_path, pages - free).map_err(|e| {
         BufferError::HugeTlb(format!(
             "cannot reserve {pages} huge pages of {} KiB by writing {want} to {}: {e}; run as root or reserve them yourself",
             page / 1024,
             nr_path.display()
         ))
     })?;
-    let reservation = HugeTlbReservation {
-        nr_path: nr_path.clone(),
-        original: nr,
-    };
     let now_free = read_u64(&dir.join("free_hugepages")).unwrap_or(0);
     if now_free < pages {
         // Dropping the reservation gives back what we got.
@@ -392,6 +413,16 @@ mod tests {
         assert_eq!(x, y);
         assert!(x.iter().any(|&v| v != 0));
         let _ = b.touch(0, 40960);
+    }
+
+    #[test]
+    fn lock_advice_says_what_to_raise() {
+        let a = lock_advice(64 << 20, Some(8 << 20));
+        assert!(
+            a.contains("ulimit -l 66560") && a.contains("is 8192 KiB"),
+            "{a}"
+        );
+        assert!(a.contains("--buffer of at most 7168K"), "{a}");
     }
 
     #[test]

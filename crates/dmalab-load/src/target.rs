@@ -78,7 +78,11 @@ impl PreparedTarget {
     /// Keeps a created file (and its directory) after the run.
     pub fn keep(&mut self) {
         self.keep = true;
+        if self.created {
+            dmalab_core::ledger::forget_file(&self.path);
+        }
         if let Some(d) = self.dir.take() {
+            dmalab_core::ledger::forget_dir(d.path());
             let _ = d.keep();
         }
     }
@@ -88,8 +92,14 @@ impl Drop for PreparedTarget {
     fn drop(&mut self) {
         if self.created && !self.keep {
             let _ = fs::remove_file(&self.path);
+            dmalab_core::ledger::forget_file(&self.path);
         }
         // A TempDir removes itself (unless kept).
+        if let Some(d) = self.dir.take() {
+            let p = d.path().to_path_buf();
+            drop(d);
+            dmalab_core::ledger::forget_dir(&p);
+        }
     }
 }
 
@@ -99,8 +109,18 @@ pub fn scratch(size: u64) -> Result<PreparedTarget, TargetError> {
         .prefix("dmalab-load-")
         .tempdir()
         .map_err(io("create a temporary directory for the scratch file"))?;
+    // In the ledger, so `dmalab cleanup` removes them after a kill -9.
+    dmalab_core::ledger::add_dir(dir.path());
     let path = dir.path().join("scratch.dat");
-    let mut t = create(&path, size, "--target")?;
+    let mut t = match create(&path, size, "--target") {
+        Ok(t) => t,
+        Err(e) => {
+            let p = dir.path().to_path_buf();
+            drop(dir);
+            dmalab_core::ledger::forget_dir(&p);
+            return Err(e);
+        }
+    };
     t.dir = Some(dir);
     Ok(t)
 }
@@ -108,11 +128,16 @@ pub fn scratch(size: u64) -> Result<PreparedTarget, TargetError> {
 /// Creates `path` with `size` bytes of written data. `option` names the
 /// flag for errors.
 pub fn create(path: &Path, size: u64, option: &str) -> Result<PreparedTarget, TargetError> {
+    // Recorded before it exists; create_new makes sure it is ours.
+    dmalab_core::ledger::add_file(path);
     let f = OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(path)
-        .map_err(|e| UsageError::new(option, format!("cannot create {}: {e}", path.display())))?;
+        .map_err(|e| {
+            dmalab_core::ledger::forget_file(path);
+            UsageError::new(option, format!("cannot create {}: {e}", path.display()))
+        })?;
     let mut t = PreparedTarget {
         path: path.to_path_buf(),
         kind: TargetKind::File,

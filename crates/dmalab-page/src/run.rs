@@ -227,6 +227,14 @@ use std::os::unix::fs::OpenOptionsExt;
 pub fn run_page(cfg: &PageConfig, opts: &RunOptions) -> Result<Outcome, PageError> {
     cfg.validate()?;
     let hierarchy = precheck(cfg)?;
+    // One host-changing run at a time: two would each restore what they
+    // found (leaving the first run's settings for good) and move each
+    // other's pages to their own swap.
+    let _host_lock = if cfg.changes_host() {
+        dmalab_core::lock::host_lock(&opts.state_dir, "page")?
+    } else {
+        None
+    };
     let mut setup = SetupReport::default();
     let mut warnings = Vec::new();
     if is_root() {
@@ -449,9 +457,7 @@ fn spawn_worker(
     if !status.success() {
         let oom = cg.map_or(0, MemCgroup::oom_kills);
         if oom > 0 {
-            return Err(PageError::Worker(format!(
-                "the worker was OOM-killed in its cgroup ({oom} kill(s)): --memory-limit is too small for what it must keep resident and there is not enough swap; add --swap zram or raise the limit"
-            )));
+            return Err(PageError::Worker(oom_message(&cfg.swap, oom)));
         }
         let how = match status.signal() {
             Some(s) => format!("killed by signal {s}"),
@@ -463,6 +469,20 @@ fn spawn_worker(
         .map_err(|e| PageError::Worker(format!("unreadable worker output: {e}")))?;
     let interrupted = interrupted || out.interrupted;
     Ok((out, interrupted))
+}
+
+/// What to say when the worker was OOM-killed in its cgroup: the advice
+/// depends on whether the run already added swap.
+fn oom_message(swap: &SwapSpec, kills: u64) -> String {
+    let head = format!("the worker was OOM-killed in its cgroup ({kills} kill(s))");
+    match swap {
+        SwapSpec::Existing => format!(
+            "{head}: --memory-limit is too small for what it must keep resident and the host's swap could not take the rest; add --swap zram or raise the limit"
+        ),
+        _ => format!(
+            "{head} although the run had its own swap (--swap): the swap area filled up or could not take pages out fast enough; give it more room (a larger --swap size, e.g. zram:2G), a smaller --set or --map, or raise --memory-limit"
+        ),
+    }
 }
 
 fn build_result(
@@ -623,5 +643,21 @@ pub fn worker_main() -> i32 {
             eprintln!("dmalab page worker: {e}");
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oom_message_does_not_advise_the_swap_already_given() {
+        let zram = SwapSpec::Zram {
+            size_bytes: None,
+            algorithm: None,
+        };
+        assert!(!oom_message(&zram, 1).contains("add --swap zram"));
+        assert!(oom_message(&zram, 1).contains("OOM-killed"));
+        assert!(oom_message(&SwapSpec::Existing, 2).contains("add --swap zram"));
     }
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Directory of the ledgers (tmpfs: gone after a reboot, as are the changes).
-pub const STATE_DIR: &str = "/run/dmalab";
+pub const STATE_DIR: &str = dmalab_core::ledger::STATE_DIR;
 
 /// A sysctl (or other single-value file) changed for the run.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -220,10 +220,7 @@ pub fn pid_alive(pid: u32) -> bool {
 
 /// Start time of `pid` in clock ticks since boot (/proc/PID/stat field 22).
 pub fn start_time(pid: u32) -> Option<u64> {
-    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces: count from its ')'.
-    let rest = &s[s.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    dmalab_core::ledger::process_start_time(pid)
 }
 
 fn owner_alive(c: &HostChanges) -> bool {
@@ -282,6 +279,12 @@ pub fn cleanup_leftovers(dir: &Path) -> CleanupReport {
             r.ledgers.push(f);
         }
     }
+    // The process ledgers of load and probe (hugetlb pools, scratch and
+    // temporary files) live in the same directory.
+    let core = dmalab_core::ledger::cleanup_dead(dir);
+    r.done.extend(core.done);
+    r.errors.extend(core.errors);
+    r.live.extend(core.live);
     if let Some(h) = cgroup::detect() {
         for cg in cgroup::leftovers(&h) {
             match cgroup::remove_dir(&cg, Duration::from_secs(5)) {

@@ -160,23 +160,15 @@ fn mbind(addr: *mut u8, len: usize, node: usize) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Who raised which hugetlb pool, so that several buffers (threads) share
-/// one record of the original size and the last one out restores it.
-struct PoolState {
-    path: PathBuf,
-    original: u64,
-    users: usize,
-}
-
-static POOLS: Mutex<Vec<PoolState>> = Mutex::new(Vec::new());
 /// Serialises "check free pages, raise the pool, map" across threads.
 static HUGE_MAP: Mutex<()> = Mutex::new(());
 
-/// A use of a raised hugetlb pool; the pool gets its original size back
-/// when the last use is dropped.
+/// Pages added to a hugetlb pool for one buffer; dropping it takes them
+/// off again (in the process ledger meanwhile: [`dmalab_core::hugetlb`],
+/// so buffers and processes growing one pool compose).
 #[derive(Debug)]
 pub struct HugeReservation {
-    path: PathBuf,
+    _growth: dmalab_core::hugetlb::PoolGrowth,
     /// Pages added to the pool for this buffer.
     pub added: u64,
 }
@@ -214,26 +206,19 @@ impl HugeReservation {
             return Ok(None);
         }
         let want = nr + (pages - free);
-        if let Err(e) = fs::write(&nr_path, want.to_string()) {
-            return Err(ProbeError::Pages(format!(
-                "need {pages} free {} pages, {free} are free, and raising {} to {want} failed: {e} (run as root, or reserve them yourself)",
-                kind.name(),
-                nr_path.display()
-            )));
-        }
-        let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
-        match pools.iter_mut().find(|p| p.path == nr_path) {
-            Some(p) => p.users += 1,
-            None => pools.push(PoolState {
-                path: nr_path.clone(),
-                original: nr,
-                users: 1,
-            }),
-        }
-        drop(pools);
+        let growth = match dmalab_core::hugetlb::grow(&nr_path, pages - free) {
+            Ok(g) => g,
+            Err(e) => {
+                return Err(ProbeError::Pages(format!(
+                    "need {pages} free {} pages, {free} are free, and raising {} to {want} failed: {e} (run as root, or reserve them yourself)",
+                    kind.name(),
+                    nr_path.display()
+                )))
+            }
+        };
         let res = HugeReservation {
-            path: nr_path,
-            added: pages - free,
+            added: growth.added,
+            _growth: growth,
         };
         let now_free = read_u64(&base.join("free_hugepages"))
             .unwrap_or(0)
@@ -246,27 +231,6 @@ impl HugeReservation {
             )));
         }
         Ok(Some(res))
-    }
-}
-
-impl Drop for HugeReservation {
-    fn drop(&mut self) {
-        let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(i) = pools.iter().position(|p| p.path == self.path) else {
-            return;
-        };
-        pools[i].users -= 1;
-        if pools[i].users > 0 {
-            return;
-        }
-        let p = pools.remove(i);
-        if let Err(e) = fs::write(&p.path, p.original.to_string()) {
-            eprintln!(
-                "dmalab: warning: could not restore {} to {}: {e}",
-                p.path.display(),
-                p.original
-            );
-        }
     }
 }
 

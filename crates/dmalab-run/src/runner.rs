@@ -352,15 +352,17 @@ fn header(exp: &Experiment, planned: usize) -> Header {
 }
 
 /// Opens the results file: new (header written), resumed (torn tail cut,
-/// done indices returned) or refused.
+/// done indices returned) or refused; also says whether an old file was
+/// moved aside (--restart).
 fn open_results(
     exp: &Experiment,
     opts: &RunOptions,
     runs: &[PlannedRun],
     planned: usize,
-) -> Result<Vec<bool>, RunError> {
+) -> Result<(Vec<bool>, bool), RunError> {
     let path = &opts.results;
     let mut done = vec![false; runs.len()];
+    let mut renamed = false;
     let exists = std::fs::metadata(path)
         .map(|m| m.len() > 0)
         .unwrap_or(false);
@@ -397,7 +399,7 @@ fn open_results(
                     }
                     done[r.index] = true;
                 }
-                return Ok(done);
+                return Ok((done, false));
             }
             Ok(res) if !opts.restart => {
                 return Err(usage(
@@ -410,16 +412,22 @@ fn open_results(
                     ),
                 ))
             }
-            Ok(_) => keep_old("--restart")?,
+            Ok(_) => {
+                keep_old("--restart")?;
+                renamed = true;
+            }
             Err(e) if !opts.restart => {
                 return Err(usage("--results", format!("{e}; pass --restart to start over (the file is kept) or choose another file")))
             }
-            Err(_) => keep_old("--restart")?,
+            Err(_) => {
+                keep_old("--restart")?;
+                renamed = true;
+            }
         }
     }
     let h = header(exp, planned);
     dmalab_core::output::append_json_line(path, &h).map_err(|e| RunError::io(path, e))?;
-    Ok(done)
+    Ok((done, renamed))
 }
 
 /// The last `max` bytes of a file, lines intact where possible.
@@ -1235,6 +1243,32 @@ fn nap(d: Duration) {
     }
 }
 
+/// The per-run directory (the children's output files, the aggressor's
+/// live stats): in the process ledger while it exists, so that `dmalab
+/// cleanup` (or the next run's start) removes it after a `kill -9`.
+struct RunDir(tempfile::TempDir);
+
+impl RunDir {
+    fn new() -> Result<Self, RunError> {
+        let d = tempfile::Builder::new()
+            .prefix("dmalab-run-")
+            .tempdir()
+            .map_err(|e| RunError::Other(format!("cannot create a temporary directory: {e}")))?;
+        dmalab_core::ledger::add_dir(d.path());
+        Ok(Self(d))
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        dmalab_core::ledger::forget_dir(self.0.path());
+    }
+}
+
 /// One run, start to record.
 fn one_run(
     exp: &Experiment,
@@ -1242,10 +1276,7 @@ fn one_run(
     val: &Validated,
     p: &PlannedRun,
 ) -> Result<RunRecord, RunError> {
-    let dir = tempfile::Builder::new()
-        .prefix("dmalab-run-")
-        .tempdir()
-        .map_err(|e| RunError::Other(format!("cannot create a temporary directory: {e}")))?;
+    let dir = RunDir::new()?;
     let v = &exp.victims[p.victim];
     let started = SystemTime::now();
     let mut rec = RunRecord {
@@ -1379,7 +1410,15 @@ pub fn run(
     for w in &exp.warnings {
         eprintln!("dmalab run: warning: {w}");
     }
-    let done = open_results(exp, opts, &runs, planned)?;
+    // What a killed run left (its per-run directory) goes first.
+    dmalab_core::ledger::cleanup_at_start();
+    // One run per results file: a second would append the same records.
+    let mut _lock = dmalab_core::lock::lock_results(&opts.results, "--results")?;
+    let (done, renamed) = open_results(exp, opts, &runs, planned)?;
+    if renamed {
+        // --restart moved the locked file aside; lock the new one.
+        _lock = dmalab_core::lock::lock_results(&opts.results, "--results")?;
+    }
     let mut out = Outcome {
         planned,
         resumed: runs

@@ -325,7 +325,7 @@ pub fn convert(input: &Path, output: &Path, to: Format) -> Result<ConvertStats, 
             let (output, tmp, direct) = writer::staging(output)?;
             let output = output.as_path();
             let result = (|| {
-                let f = File::create(&tmp).map_err(|e| TraceError::io(&tmp, e))?;
+                let f = writer::create_staged(&tmp, direct)?;
                 let mut enc = TextEncoder::new(std::io::BufWriter::new(f));
                 while src.next_record(&mut rec)? {
                     enc.write(&rec).map_err(|e| TraceError::io(&tmp, e))?;
@@ -340,6 +340,9 @@ pub fn convert(input: &Path, output: &Path, to: Format) -> Result<ConvertStats, 
             })();
             if result.is_err() && !direct {
                 let _ = std::fs::remove_file(&tmp);
+            }
+            if !direct {
+                dmalab_core::ledger::forget_file(&tmp);
             }
             result?;
         }

@@ -50,6 +50,22 @@ pub(crate) fn staging(path: &Path) -> Result<(PathBuf, PathBuf, bool), TraceErro
     }
 }
 
+/// Opens the file [`staging`] chose: a FIFO or device in place (without
+/// blocking for ever on a FIFO nobody reads:
+/// [`dmalab_core::output::open_in_place`]), else the new temporary file.
+pub(crate) fn create_staged(tmp: &Path, direct: bool) -> Result<File, TraceError> {
+    if direct {
+        return dmalab_core::output::open_in_place(tmp).map_err(|e| TraceError::io(tmp, e));
+    }
+    // In the ledger while it exists: `dmalab cleanup` removes it after a
+    // kill (forgotten by the caller once renamed or removed).
+    dmalab_core::ledger::add_file(tmp);
+    File::create(tmp).map_err(|e| {
+        dmalab_core::ledger::forget_file(tmp);
+        TraceError::io(tmp, e)
+    })
+}
+
 /// Largest transfer one record holds; longer ones are split.
 const MAX_LEN: u64 = u32::MAX as u64 & !4095;
 
@@ -58,7 +74,7 @@ impl TraceWriter {
     /// succeeds.
     pub fn create(path: &Path) -> Result<Self, TraceError> {
         let (path, tmp, direct) = staging(path)?;
-        let f = File::create(&tmp).map_err(|e| TraceError::io(&tmp, e))?;
+        let f = create_staged(&tmp, direct)?;
         let enc = BinaryEncoder::new(BufWriter::with_capacity(1 << 20, f))
             .map_err(|e| TraceError::io(&tmp, e))?;
         Ok(TraceWriter {
@@ -159,6 +175,7 @@ impl TraceWriter {
                 .sync_all()
                 .map_err(|e| TraceError::io(&self.tmp, e))?;
             std::fs::rename(&self.tmp, &self.path).map_err(|e| TraceError::io(&self.path, e))?;
+            dmalab_core::ledger::forget_file(&self.tmp);
         }
         self.done = true;
         Ok(summary)
@@ -169,6 +186,7 @@ impl Drop for TraceWriter {
     fn drop(&mut self) {
         if !self.done && !self.direct {
             let _ = std::fs::remove_file(&self.tmp);
+            dmalab_core::ledger::forget_file(&self.tmp);
         }
     }
 }

@@ -1,14 +1,15 @@
-//! `dmalab cleanup`: undo what killed `dmalab page` runs left behind.
+//! `dmalab cleanup`: undo what killed dmalab runs left behind.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Remove leftovers of killed `dmalab page` runs: memory cgroups
-/// `dmalab-page-<pid>`, zram devices and swap areas it added, swap files it
-/// created, and settings it changed (restored from the ledger in
-/// /run/dmalab), and DDIO registers changed by `dmalab ddio` or a `ddio`
-/// experiment key (restored from their journals there). Runs that are still
-/// alive are left alone.
+/// Remove leftovers of killed runs: memory cgroups `dmalab-page-<pid>`,
+/// zram devices and swap areas `page` added, swap files it created and
+/// settings it changed, huge pages `load` and `probe` added to hugetlb
+/// pools, the scratch and temporary output files of killed runs, resctrl
+/// monitoring groups of `--counters`, and DDIO registers changed by
+/// `dmalab ddio` or a `ddio` experiment key (all from the ledgers and
+/// journals in /run/dmalab). Runs that are still alive are left alone.
 #[derive(clap::Args, Debug)]
 pub struct Args {}
 
@@ -16,9 +17,34 @@ pub struct Args {}
 pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
     // SAFETY: geteuid has no arguments and cannot fail.
     if unsafe { libc_geteuid() } != 0 {
-        anyhow::bail!(
-            "dmalab cleanup removes cgroups and swap areas and restores sysctls: it needs root; run it as root, e.g. with sudo"
-        );
+        // A user's own killed load/probe/run left files in the user's
+        // ledger; page's changes need root to undo.
+        let Some(dir) = dmalab_core::ledger::ledger_dir() else {
+            anyhow::bail!(
+                "dmalab cleanup removes cgroups and swap areas and restores sysctls: it needs root; run it as root, e.g. with sudo"
+            );
+        };
+        let r = dmalab_core::ledger::cleanup_dead(&dir);
+        for d in &r.done {
+            println!("{d}");
+        }
+        for pid in &r.live {
+            println!("left alone: run of pid {pid} is still alive");
+        }
+        if r.done.is_empty() && r.errors.is_empty() {
+            println!(
+                "nothing to clean up in {} (leftovers of dmalab page need root: run it with sudo)",
+                dir.display()
+            );
+        }
+        for e in &r.errors {
+            eprintln!("dmalab: error: {e}");
+        }
+        return Ok(if r.errors.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
     }
     let mut r =
         dmalab_page::state::cleanup_leftovers(&PathBuf::from(dmalab_page::state::STATE_DIR));

@@ -1,6 +1,6 @@
 //! Flag groups every measuring command shares: `--output`, `--output-format`.
 
-use dmalab_core::output::{write_result, OutputFormat};
+use dmalab_core::output::{write_result, Accept, OutputFormat, OutputGuard};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -35,6 +35,14 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
+    /// Checks `--output` with the command's guard (before any measuring).
+    pub fn check(&self, guard: &mut OutputGuard) -> Result<(), dmalab_core::UsageError> {
+        match &self.output {
+            Some(p) => guard.check("--output", p, Accept::FileOrStream),
+            None => Ok(()),
+        }
+    }
+
     /// Writes `doc` (or `text`) to `--output` if one was given.
     pub fn write<T: Serialize>(&self, doc: &T, text: &str) -> anyhow::Result<()> {
         if let Some(path) = &self.output {

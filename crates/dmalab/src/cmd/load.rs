@@ -4,6 +4,7 @@
 use crate::cmd::common::OutputArgs;
 use anyhow::Context;
 use dmalab_core::host::{DeviceInfo, HostInfo};
+use dmalab_core::output::{Accept, OutputGuard};
 use dmalab_core::safety::{check_write_target, Origin};
 use dmalab_core::schema::{ResultDoc, RunStatus};
 use dmalab_core::units::{parse_count, parse_count_rate, parse_duration, parse_rate, parse_size};
@@ -579,39 +580,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             })?;
         }
     }
-    if let Some(ls) = &a.live_stats {
-        if ls
-            .parent()
-            .is_some_and(|p| !p.as_os_str().is_empty() && !p.is_dir())
-        {
-            return Err(UsageError::new(
-                "--live-stats",
-                format!("the directory of {} does not exist", ls.display()),
-            )
-            .into());
-        }
+    // Every output before anything runs: none may be the target (or its
+    // loop backing file), and --live-stats is a regular file or new.
+    let mut guard = OutputGuard::new();
+    if let Some(t) = &info.path {
+        guard.protect("--target", t);
     }
+    a.output.check(&mut guard)?;
     if let Some(o) = &a.trace {
-        if o.parent()
-            .is_some_and(|p| !p.as_os_str().is_empty() && !p.is_dir())
-        {
-            return Err(UsageError::new(
-                "--trace",
-                format!("the directory of {} does not exist", o.display()),
-            )
-            .into());
-        }
+        guard.check("--trace", o, Accept::FileOrStream)?;
     }
-    if let Some(o) = &a.output.output {
-        if o.parent()
-            .is_some_and(|p| !p.as_os_str().is_empty() && !p.is_dir())
-        {
-            return Err(UsageError::new(
-                "--output",
-                format!("the directory of {} does not exist", o.display()),
-            )
-            .into());
-        }
+    if let Some(o) = &a.live_stats {
+        guard.check("--live-stats", o, Accept::RegularFile)?;
     }
     if a.format_before && (plan.engine != EngineKind::Nvme || !plan.writes_storage()) {
         return Err(UsageError::new(
@@ -636,6 +616,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
 
+    // Pools and files a killed run left (its ledger) go first.
+    dmalab_core::ledger::cleanup_at_start();
     // Prepare the target (this may create and fill a file).
     let mut prepared: Option<PreparedTarget> = match (plan.engine, &info.path, info.exists) {
         (EngineKind::Null, _, _) => None,
@@ -667,11 +649,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("{}", s.line());
         }
     };
+    // Only a live-stats file this run creates may be removed on failure.
+    let live_stats_new = plan
+        .live_stats
+        .as_deref()
+        .is_some_and(|p| std::fs::symlink_metadata(p).is_err());
     let mut counting = super::counters::LoadCounting::new(counters, &mut on_sample);
     let result =
         dmalab_load::run::run_observed(&plan, dmalab_core::signal::stop_flag(), &mut counting);
-    if let Some(ls) = &plan.live_stats {
-        if result.is_err() {
+    if let (Some(ls), true) = (&plan.live_stats, live_stats_new) {
+        let ours = std::fs::symlink_metadata(ls).is_ok_and(|m| m.file_type().is_file());
+        if result.is_err() && ours {
             let _ = std::fs::remove_file(ls);
         }
     }

@@ -4,6 +4,7 @@
 use super::common::OutputArgs;
 use anyhow::Context as _;
 use dmalab_core::host::HostInfo;
+use dmalab_core::output::{Accept, OutputGuard};
 use dmalab_core::schema::{ResultDoc, RunStatus, ToolInfo};
 use dmalab_core::units::{parse_duration, parse_size};
 use dmalab_core::UsageError;
@@ -251,6 +252,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 fn measure(a: RunArgs) -> anyhow::Result<ExitCode> {
     let cfg = a.resolve()?;
+    let mut guard = OutputGuard::new();
+    if let SwapSpec::File { path, .. } | SwapSpec::Dev { path, .. } = &cfg.swap {
+        guard.protect("--swap", path);
+    }
+    if let Some(p) = &a.xml {
+        guard.check("--xml", p, Accept::FileOrStream)?;
+    }
+    a.output.check(&mut guard)?;
     let started = SystemTime::now();
     let host = HostInfo::collect();
     let opts = RunOptions {
@@ -283,6 +292,9 @@ fn measure(a: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn import(a: ImportArgs) -> anyhow::Result<ExitCode> {
+    let mut guard = OutputGuard::new();
+    guard.protect("FILE", &a.file);
+    a.output.check(&mut guard)?;
     let text = std::fs::read_to_string(&a.file)
         .map_err(|e| UsageError::new("FILE", format!("cannot read {}: {e}", a.file.display())))?;
     let im = dmalab_page::xml::import(&text)

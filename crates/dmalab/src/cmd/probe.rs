@@ -190,6 +190,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !cfg!(target_arch = "x86_64") {
         anyhow::bail!("dmalab probe needs an x86_64 CPU (rdtscp, SSE2)");
     }
+    // --output is checked before anything is measured; pools a killed
+    // probe grew are given back first.
+    let out = match &*args.cmd {
+        Sub::Latency(a) => &a.output,
+        Sub::Bandwidth(a) => &a.output,
+        Sub::Loaded(a) => &a.output,
+    };
+    out.check(&mut dmalab_core::output::OutputGuard::new())?;
+    dmalab_core::ledger::cleanup_at_start();
     super::counters::begin_probe(args.counters.as_deref())?;
     match *args.cmd {
         Sub::Latency(a) => latency(a),

@@ -2,6 +2,7 @@
 
 use super::run::lift;
 use anyhow::Context;
+use dmalab_core::output::{Accept, OutputGuard};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -40,12 +41,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .into());
         }
     }
-    // A merged file (`dmalab fleet merge`) compares its hosts side by side.
-    let res = dmalab_run::record::read(&args.results)
-        .map_err(lift)?
-        .grouped_by_host();
-    let noisy = args.noisy_cv.unwrap_or(res.header.noisy_cv_pct);
-    let rep = dmalab_run::report::render(&res, noisy);
     let out = args.output.clone().unwrap_or_else(|| {
         let mut p = args.results.clone();
         let name = p
@@ -56,6 +51,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         p.set_file_name(format!("{stem}.html"));
         p
     });
+    // Every output is checked before anything is read or rendered, so a bad
+    // --csv does not leave the HTML written, and no output replaces RESULTS.
+    let mut guard = OutputGuard::new();
+    guard.protect("RESULTS", &args.results);
+    guard.check("--output", &out, Accept::FileOrStream)?;
+    if let Some(p) = &args.csv {
+        guard.check("--csv", p, Accept::FileOrStream)?;
+    }
+    if let Some(p) = &args.runs_csv {
+        guard.check("--runs-csv", p, Accept::FileOrStream)?;
+    }
+    // A merged file (`dmalab fleet merge`) compares its hosts side by side.
+    let res = dmalab_run::record::read(&args.results)
+        .map_err(lift)?
+        .grouped_by_host();
+    let noisy = args.noisy_cv.unwrap_or(res.header.noisy_cv_pct);
+    let rep = dmalab_run::report::render(&res, noisy);
     dmalab_core::output::write_atomic(&out, rep.html.as_bytes())
         .with_context(|| format!("--output: cannot write {}", out.display()))?;
     println!(

@@ -1,6 +1,7 @@
 //! `dmalab run EXPERIMENT.toml`: runs an interference experiment.
 
 use anyhow::Context;
+use dmalab_core::output::{Accept, OutputGuard};
 use dmalab_run::{experiment, progress::Progress, runner, RunError};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -56,6 +57,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .unwrap_or_else(|| "experiment".into());
         PathBuf::from(format!("{stem}.results.jsonl"))
     });
+    if !args.dry_run {
+        let mut guard = OutputGuard::new();
+        guard.protect("the experiment file", &args.experiment);
+        guard.check("--results", &results, Accept::RegularFile)?;
+    }
     let opts = runner::RunOptions {
         exe: std::env::current_exe().context("cannot find the running dmalab binary")?,
         results: results.clone(),

@@ -4,6 +4,7 @@
 use crate::cmd::common::OutputArgs;
 use anyhow::Context;
 use dmalab_core::host::HostInfo;
+use dmalab_core::output::{Accept, OutputGuard};
 use dmalab_core::schema::{CpuUsage, ResultDoc};
 use dmalab_core::units::parse_size;
 use dmalab_core::UsageError;
@@ -292,8 +293,19 @@ fn check_trace(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The guard of compare and sweep: the trace and a --params file are inputs.
+fn guard_inputs(trace: &Path, p: &ParamArgs) -> OutputGuard {
+    let mut g = OutputGuard::new();
+    g.protect("TRACE", trace);
+    if !matches!(p.params.as_str(), "paper" | "modern") {
+        g.protect("--params", Path::new(&p.params));
+    }
+    g
+}
+
 fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
     check_trace(&a.trace)?;
+    a.out.check(&mut guard_inputs(&a.trace, &a.p))?;
     let (cfg, schemes) = resolve(&a.p)?;
     let started = SystemTime::now();
     let t0 = Instant::now();
@@ -355,6 +367,7 @@ fn refs_per_cpu(results: &[SchemeResult], cpu_ns: u64) -> f64 {
 
 fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
     check_trace(&a.trace)?;
+    a.out.check(&mut guard_inputs(&a.trace, &a.p))?;
     let (cfg, schemes) = resolve(&a.p)?;
     // Check every value before the long part starts.
     for v in &a.values {
@@ -406,6 +419,11 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
         return Err(UsageError::new("--ring", "must be at least 1").into());
     }
     let span = parse_size("--span", &a.span)?;
+    let mut guard = OutputGuard::new();
+    if let Some(p) = &a.input {
+        guard.protect("--input", p);
+    }
+    guard.check("--output", &a.output, Accept::FileOrStream)?;
     let input = match (a.workload, &a.input) {
         (Workload::Msr, None) => {
             return Err(UsageError::new(
@@ -419,14 +437,22 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
         })?),
         _ => None,
     };
-    // Binary straight to the writer; text via a temporary binary trace.
+    // Binary straight to the writer; text via a temporary binary trace: a
+    // hidden file named after this process beside the output (never a
+    // name the user may own), in the ledger while it exists.
     let bin_path = if a.text {
-        a.output.with_extension("tmp-bin")
+        let name = a
+            .output
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "trace".into());
+        dmalab_core::output::tmp_beside(&a.output.with_file_name(format!("{name}.bin")))
     } else {
         a.output.clone()
     };
-    let w =
-        TraceWriter::create(&bin_path).map_err(|e| UsageError::new("--output", e.to_string()))?;
+    let _staged = a.text.then(|| Staged::new(&bin_path));
+    let out_err = out_err("--output", &a.output);
+    let w = TraceWriter::create(&bin_path).map_err(&out_err)?;
     let mut n = 0u64;
     let mut sink = |r: &Record| {
         n += 1;
@@ -439,7 +465,8 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
             seed: a.seed,
             ..Default::default()
         }
-        .generate(&mut sink)?,
+        .generate(&mut sink)
+        .map_err(&out_err)?,
         Workload::Tpch => TpchScan {
             total_bytes: size,
             hash_bytes: hash,
@@ -447,7 +474,8 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
             seed: a.seed,
             ..Default::default()
         }
-        .generate(&mut sink)?,
+        .generate(&mut sink)
+        .map_err(&out_err)?,
         Workload::Web => WebServer {
             requests: a.requests,
             ring_entries: a.ring,
@@ -455,7 +483,8 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
             seed: a.seed,
             ..Default::default()
         }
-        .generate(&mut sink)?,
+        .generate(&mut sink)
+        .map_err(&out_err)?,
         Workload::Msr => {
             let p = a.input.clone().unwrap_or_default();
             let f = input.context("msr input")?;
@@ -473,18 +502,48 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
                 TraceError::Format { path, message } => {
                     anyhow::Error::new(UsageError::new("--input", format!("{path}: {message}")))
                 }
-                o => anyhow::Error::new(o),
+                o => out_err(o),
             })?;
         }
     }
-    w.finish()?;
+    let finished = w.finish().map_err(&out_err);
     if a.text {
-        let r = trace::convert(&bin_path, &a.output, Format::Text);
-        let _ = std::fs::remove_file(&bin_path);
+        let r = finished
+            .and_then(|_| trace::convert(&bin_path, &a.output, Format::Text).map_err(&out_err));
         r?;
+    } else {
+        finished?;
     }
     println!("{n} records written to {}", a.output.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// A staging file of this process: in the ledger while it may exist,
+/// removed (and forgotten) on every way out.
+struct Staged(PathBuf);
+
+impl Staged {
+    fn new(path: &Path) -> Self {
+        dmalab_core::ledger::add_file(path);
+        Self(path.to_path_buf())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+        dmalab_core::ledger::forget_file(&self.0);
+    }
+}
+
+/// An error writing the trace of `option`, naming the option's `path`
+/// rather than the temporary file the trace is staged in.
+fn out_err(option: &str, path: &Path) -> impl Fn(TraceError) -> anyhow::Error {
+    let (option, path) = (option.to_string(), path.display().to_string());
+    move |e| match e {
+        TraceError::Io { source, .. } => anyhow::anyhow!("{option}: cannot write {path}: {source}"),
+        other => anyhow::anyhow!("{option}: {path}: {other}"),
+    }
 }
 
 fn open(path: &Path, what: &str) -> anyhow::Result<TraceReader> {
@@ -500,12 +559,20 @@ fn open(path: &Path, what: &str) -> anyhow::Result<TraceReader> {
 
 fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
     open(&a.input, "IN")?;
+    let mut guard = OutputGuard::new();
+    guard.protect("IN", &a.input);
+    guard.check("OUT", &a.output, Accept::FileOrStream)?;
     let to = match a.to {
         FormatArg::Binary => Format::Binary,
         FormatArg::Text => Format::Text,
     };
-    let s =
-        trace::convert(&a.input, &a.output, to).map_err(|e| trace_err("IN", SimError::Trace(e)))?;
+    let input = a.input.display().to_string();
+    let write_err = out_err("OUT", &a.output);
+    let s = trace::convert(&a.input, &a.output, to).map_err(|e| match e {
+        // Trouble writing: name OUT's path, not its hidden temporary file.
+        TraceError::Io { ref path, .. } if *path != input => write_err(e),
+        e => trace_err("IN", SimError::Trace(e)),
+    })?;
     println!("{} records written to {}", s.records, a.output.display());
     Ok(ExitCode::SUCCESS)
 }
