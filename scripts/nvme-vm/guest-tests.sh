@@ -12,10 +12,10 @@ done
 case_run info_missing /usr/dmalab/bin/dmalab info nvme /dev/ng9n9
 
 # --- dmalab info: the host report against nvme list on the same controller --
-case_run host_info dmalab info --output /results/host_info.json
+case_run host_info /usr/dmalab/bin/dmalab info --output /results/host_info.json
 case_run host_info_nobody /usr/dmalab/bin/setpriv --reuid=65534 --regid=65534 --clear-groups \
   /usr/dmalab/bin/dmalab info
-nvme list -o json >/results/nvme-list.json 2>&1
+/usr/dmalab/bin/nvme list -o json >/results/nvme-list.json 2>&1
 
 # --- Patterns: every command checked against QEMU's trace -----------------
 # Storage reads (--direction write), device offsets sequential from 0 so the

@@ -674,32 +674,55 @@ fn format_before_erases_the_namespace() {
     );
 }
 
-/// The programs mkinitrd.sh ships into the guest's usr/dmalab/bin.
-const SHIPPED: [&str; 7] = ["dmalab", "nvme", "mke2fs", "sfdisk", "wipefs", "blkid", "fio"];
+/// The programs mkinitrd.sh ships into the guest's usr/dmalab/bin, read
+/// from its `add_bin SRC NAME` lines (busybox aside: its applets are meant to
+/// be found through PATH).
+fn shipped_programs() -> Vec<String> {
+    let text = std::fs::read_to_string(repo().join("scripts/nvme-vm/mkinitrd.sh"))
+        .expect("read mkinitrd.sh");
+    let names: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("add_bin "))
+        .filter_map(|rest| rest.split_whitespace().nth(1).map(str::to_string))
+        .filter(|n| n != "busybox")
+        .collect();
+    assert!(
+        names.len() >= 7,
+        "mkinitrd.sh ships too few programs: {names:?}"
+    );
+    names
+}
 
-/// Regression: with Debian's busybox-static in the initrd, the guest shell
-/// ran busybox's own `mke2fs` applet (no `-t`) instead of the one we ship,
-/// because a standalone-shell busybox looks at its applets before PATH. Every
-/// guest script must call a shipped program by its absolute path. Needs no
-/// guest: it reads the scripts.
 #[test]
 fn guest_scripts_call_shipped_programs_by_absolute_path() {
     let dir = repo().join("scripts/nvme-vm");
+    let shipped = shipped_programs();
+    let mut scripts: Vec<String> = std::fs::read_dir(&dir)
+        .expect("list scripts/nvme-vm")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("guest-") && n.ends_with(".sh"))
+        .collect();
+    scripts.sort();
     let mut bare = Vec::new();
-    for name in ["guest-tests.sh", "guest-lib.sh", "guest-bench.sh"] {
+    for name in &scripts {
         let text = std::fs::read_to_string(dir.join(name)).expect("read guest script");
         for (no, line) in text.lines().enumerate() {
             let code = line.split('#').next().unwrap_or("");
             // Words in a command position: after a line start, a pipe, `;`,
             // `&&`, an assignment's opening quote, `case_run NAME` or `env VAR=`.
-            for word in code.split(|c: char| c.is_whitespace() || c == '"' || c == '|' || c == ';') {
-                if SHIPPED.contains(&word) && is_command_position(code, word) {
+            for word in code.split(|c: char| c.is_whitespace() || c == '"' || c == '|' || c == ';')
+            {
+                if shipped.iter().any(|s| s == word) && is_command_position(code, word) {
                     bare.push(format!("{name}:{}: {}", no + 1, line.trim()));
                 }
             }
         }
     }
-    assert!(bare.is_empty(), "shipped programs called without /usr/dmalab/bin/:\n{}", bare.join("\n"));
+    assert!(
+        bare.is_empty(),
+        "shipped programs called without /usr/dmalab/bin/:\n{}",
+        bare.join("\n")
+    );
 }
 
 /// True when `word` appears in `code` where the shell would run it as a
@@ -712,7 +735,10 @@ fn is_command_position(code: &str, word: &str) -> bool {
     tokens.iter().enumerate().any(|(i, t)| {
         *t == word
             && (i == 0
-                || matches!(tokens[i - 1], "|" | ";" | "&&" | "||" | "then" | "do" | "env")
+                || matches!(
+                    tokens[i - 1],
+                    "|" | ";" | "&&" | "||" | "then" | "do" | "env"
+                )
                 || tokens[i - 1].ends_with('=')
                 || tokens[i - 1].contains("=ioctl")
                 || (i >= 2 && tokens[i - 2] == "case_run"))

@@ -3,9 +3,9 @@
 pub mod cleanup;
 pub mod common;
 pub mod compare;
-pub mod fleet;
-pub mod ddio;
 pub mod counters;
+pub mod ddio;
+pub mod fleet;
 pub mod info;
 pub mod load;
 pub mod page;
