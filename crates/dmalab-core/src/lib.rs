@@ -11,6 +11,7 @@ pub mod hist;
 pub mod host;
 pub mod livestats;
 pub mod output;
+pub mod ratecontrol;
 pub mod safety;
 pub mod schema;
 pub mod signal;
