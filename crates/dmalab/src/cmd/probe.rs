@@ -105,6 +105,11 @@ struct LatencyArgs {
     /// them in the result.
     #[arg(long, value_name = "DURATION")]
     interval: Option<String>,
+    /// Print each --interval as one JSON line (the result's interval
+    /// fields) instead of the table, for programs that read it live
+    /// (`dmalab throttle`).
+    #[arg(long, requires = "interval")]
+    interval_json: bool,
     /// Seed of the chain and patterns.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -383,8 +388,16 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
         return latency_matrix(plan, started, &a.output);
     }
     let mut printed_header = false;
+    let json_lines = a.interval_json;
     let mut on_interval = |f: &dmalab_probe::latency::IntervalFigures| {
         let mut out = std::io::stdout().lock();
+        if json_lines {
+            if let Ok(line) = serde_json::to_string(f) {
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
+            return;
+        }
         if !printed_header {
             let _ = writeln!(out, "{}", text::interval_header());
             printed_header = true;
