@@ -147,7 +147,10 @@ pub fn check_replaceable(path: &Path) -> Result<(), String> {
         .parent()
         .is_some_and(|p| !p.as_os_str().is_empty() && !p.is_dir())
     {
-        return Err(format!("the directory of {} does not exist", path.display()));
+        return Err(format!(
+            "the directory of {} does not exist",
+            path.display()
+        ));
     }
     match std::fs::read(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -292,7 +295,11 @@ mod tests {
         let bytes = std::fs::read(&p).unwrap();
         assert_eq!(&bytes[0..8], MAGIC);
         assert_eq!(
-            u64::from_le_bytes(bytes[off::RATE_IOPS..off::RATE_IOPS + 8].try_into().unwrap()),
+            u64::from_le_bytes(
+                bytes[off::RATE_IOPS..off::RATE_IOPS + 8]
+                    .try_into()
+                    .unwrap()
+            ),
             500
         );
     }

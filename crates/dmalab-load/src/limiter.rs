@@ -30,10 +30,10 @@
 //!
 //! The clock is a trait so the unit tests run the limiter against a mock.
 
+use dmalab_core::ratecontrol::{Limits, RateControl};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp1};
-use dmalab_core::ratecontrol::{Limits, RateControl};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Instant;
@@ -224,10 +224,7 @@ impl Limiter {
     fn apply(&mut self, l: Limits, now_ns: u64) {
         let b = self.spec.rate_bytes_per_s.and(l.rate_bytes_per_s);
         let c = self.spec.rate_iops.and(l.rate_iops);
-        let (b, c) = (
-            b.or(self.spec.rate_bytes_per_s),
-            c.or(self.spec.rate_iops),
-        );
+        let (b, c) = (b.or(self.spec.rate_bytes_per_s), c.or(self.spec.rate_iops));
         if (b, c) == (self.spec.rate_bytes_per_s, self.spec.rate_iops) {
             return;
         }
@@ -295,10 +292,9 @@ impl Limiter {
             .spec
             .rate_bytes_per_s
             .map_or(0, |r| slot_of(self.bytes_before - self.bytes_at_origin, r));
-        let c = self
-            .spec
-            .rate_iops
-            .map_or(0, |r| slot_of(self.commands_before - self.commands_at_origin, r));
+        let c = self.spec.rate_iops.map_or(0, |r| {
+            slot_of(self.commands_before - self.commands_at_origin, r)
+        });
         u64::try_from(b.max(c) * slot + u128::from(self.origin_ns)).unwrap_or(u64::MAX)
     }
 

@@ -160,7 +160,10 @@ pub fn device_number(option: &str, dev: &str) -> Result<(u32, u32), dmalab_core:
     }
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let md = std::fs::metadata(dev).map_err(|e| {
-        dmalab_core::UsageError::new(option, format!("cannot stat {dev}: {e}; name a block device or MAJ:MIN"))
+        dmalab_core::UsageError::new(
+            option,
+            format!("cannot stat {dev}: {e}; name a block device or MAJ:MIN"),
+        )
     })?;
     if !md.file_type().is_block_device() {
         return Err(dmalab_core::UsageError::new(
@@ -343,7 +346,9 @@ mod tests {
     #[test]
     fn io_max_refuses_a_directory_without_io_max() {
         let dir = tempfile::tempdir().unwrap();
-        let e = IoMax::new(dir.path(), (8, 0), IoMaxKey::Rbps).err().unwrap();
+        let e = IoMax::new(dir.path(), (8, 0), IoMaxKey::Rbps)
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("cgroup v2"), "{e}");
         assert!(device_number("--io-max-device", "8:16").is_ok());
         assert!(device_number("--io-max-device", dir.path().to_str().unwrap()).is_err());

@@ -74,10 +74,7 @@ impl Params {
     pub fn validate(&self) -> Result<(), dmalab_core::UsageError> {
         use dmalab_core::UsageError as U;
         if !(self.min_rate > 0.0 && self.min_rate < self.max_rate) {
-            return Err(U::new(
-                "--min-rate",
-                "must be above 0 and below --max-rate",
-            ));
+            return Err(U::new("--min-rate", "must be above 0 and below --max-rate"));
         }
         if !(self.aimd_increase > 0.0 && self.aimd_increase <= 1.0) {
             return Err(U::new("--aimd-increase", "must be in (0, 1]"));
@@ -247,7 +244,11 @@ mod tests {
         let (_, slacks) = drive(&mut c, &mut plant, 220);
         let late = &slacks[20..];
         let violations = late.iter().filter(|&&s| s < 0.0).count();
-        assert!(violations * 20 <= late.len(), "{violations} of {}", late.len());
+        assert!(
+            violations * 20 <= late.len(),
+            "{violations} of {}",
+            late.len()
+        );
     }
 
     #[test]
@@ -261,7 +262,11 @@ mod tests {
         let (rates, slacks) = drive(&mut c, &mut plant, 60);
         let want = plant.rate_for(0.9 * 1.5 * BASE);
         assert!(want < before);
-        assert!((rates[59] - want).abs() < 0.02 * want, "{} vs {want}", rates[59]);
+        assert!(
+            (rates[59] - want).abs() < 0.02 * want,
+            "{} vs {want}",
+            rates[59]
+        );
         // Violations only in the few intervals right after the step.
         assert!(slacks[15..].iter().all(|&s| s >= 0.0), "{slacks:?}");
     }
@@ -295,7 +300,9 @@ mod tests {
         let bound = plant.rate_for(1.5 * BASE);
         // A sawtooth below and just over the rate at the bound ...
         let late = &rates[100..];
-        assert!(late.iter().all(|&r| r > 0.5 * bound && r < bound + 0.1 * MAX));
+        assert!(late
+            .iter()
+            .all(|&r| r > 0.5 * bound && r < bound + 0.1 * MAX));
         // ... whose teeth do not grow: the same spread in both quarters.
         let (a, b) = (spread(&rates[100..150]), spread(&rates[150..]));
         assert!(b <= a * 1.05 + 1.0, "{a} then {b}");

@@ -107,10 +107,16 @@ fn from_experiment(
     let exp = dmalab_run::experiment::load(path).map_err(|e| e.to_usage())?;
     let v = match &o.victim_name {
         Some(n) => exp.victims.iter().find(|v| &v.name == n).ok_or_else(|| {
-            UsageError::new("--victim-name", format!("{} has no victim '{n}'", path.display()))
+            UsageError::new(
+                "--victim-name",
+                format!("{} has no victim '{n}'", path.display()),
+            )
         })?,
         None => exp.victims.first().ok_or_else(|| {
-            UsageError::new("--experiment", format!("{} has no [[victim]]", path.display()))
+            UsageError::new(
+                "--experiment",
+                format!("{} has no [[victim]]", path.display()),
+            )
         })?,
     };
     let flags: Vec<String> = v.flags.iter().flat_map(|f| f.args()).collect();
@@ -140,17 +146,30 @@ fn from_experiment(
         }
     };
     let a = match &o.aggressor_name {
-        Some(n) => exp.aggressors.iter().find(|a| &a.name == n).ok_or_else(|| {
-            UsageError::new("--aggressor-name", format!("{} has no aggressor '{n}'", path.display()))
-        })?,
+        Some(n) => exp
+            .aggressors
+            .iter()
+            .find(|a| &a.name == n)
+            .ok_or_else(|| {
+                UsageError::new(
+                    "--aggressor-name",
+                    format!("{} has no aggressor '{n}'", path.display()),
+                )
+            })?,
         None => exp.aggressors.first().ok_or_else(|| {
-            UsageError::new("--experiment", format!("{} has no [[aggressor]]", path.display()))
+            UsageError::new(
+                "--experiment",
+                format!("{} has no [[aggressor]]", path.display()),
+            )
         })?,
     };
     if a.kind != dmalab_run::experiment::AggressorKind::Load {
         return Err(UsageError::new(
             "--aggressor-name",
-            format!("aggressor '{}' is not a dmalab load; only a load's rate can be controlled", a.name),
+            format!(
+                "aggressor '{}' is not a dmalab load; only a load's rate can be controlled",
+                a.name
+            ),
         ));
     }
     let args: Vec<String> = a
@@ -257,10 +276,7 @@ pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
         })?,
     )? as f64;
     if max <= min {
-        return Err(UsageError::new(
-            "--max-rate",
-            "must be above --min-rate",
-        ));
+        return Err(UsageError::new("--max-rate", "must be above --min-rate"));
     }
     let start = match &o.start_rate {
         Some(s) => parse_rate("--start-rate", s)? as f64,
@@ -288,7 +304,10 @@ pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
         }
     }
     if !(o.settle_band > 0.0 && o.settle_band < 1.0) {
-        return Err(UsageError::new("--settle-band", "must be in (0, 1), e.g. 0.1"));
+        return Err(UsageError::new(
+            "--settle-band",
+            "must be in (0, 1), e.g. 0.1",
+        ));
     }
     let sweep = if o.sweep {
         if o.sweep_points < 2 || o.sweep_repeat < 1 || o.sweep_intervals < 1 {
@@ -363,18 +382,33 @@ mod tests {
     #[test]
     fn bad_options_name_themselves() {
         let cases: Vec<(&str, Box<dyn Fn(&mut Options)>)> = vec![
-            ("--aggressor", Box::new(|o| o.aggressor = Some("--engine null --rate 5M".into()))),
+            (
+                "--aggressor",
+                Box::new(|o| o.aggressor = Some("--engine null --rate 5M".into())),
+            ),
             ("--aggressor", Box::new(|o| o.aggressor = None)),
             ("--max-rate", Box::new(|o| o.max_rate = Some("1k".into()))),
             ("--max-rate", Box::new(|o| o.max_rate = None)),
             ("--slo", Box::new(|o| o.slo = vec!["value <= 3".into()])),
             ("--slo", Box::new(|o| o.slo.clear())),
-            ("--victim", Box::new(|o| o.victim = Some("probe bandwidth".into()))),
-            ("--victim", Box::new(|o| o.victim = Some("probe latency --interval 1s".into()))),
-            ("--victim-regex", Box::new(|o| o.victim_exec = Some("sleep 1".into()))),
+            (
+                "--victim",
+                Box::new(|o| o.victim = Some("probe bandwidth".into())),
+            ),
+            (
+                "--victim",
+                Box::new(|o| o.victim = Some("probe latency --interval 1s".into())),
+            ),
+            (
+                "--victim-regex",
+                Box::new(|o| o.victim_exec = Some("sleep 1".into())),
+            ),
             ("--interval", Box::new(|o| o.interval = "10ms".into())),
             ("--pi-margin", Box::new(|o| o.pi_margin = 1.5)),
-            ("--start-rate", Box::new(|o| o.start_rate = Some("1G".into()))),
+            (
+                "--start-rate",
+                Box::new(|o| o.start_rate = Some("1G".into())),
+            ),
         ];
         for (opt, f) in cases {
             let mut o = ok();

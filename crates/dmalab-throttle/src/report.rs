@@ -10,6 +10,11 @@ use dmalab_run::report::svg::{esc, nice_max, Canvas, Scale, PALETTE};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+/// A share as a percentage, `-` for none.
+pub fn pct(share: Option<f64>) -> String {
+    share.map_or("-".into(), |s| format!("{:.1}%", 100.0 * s))
+}
+
 fn mib(v: f64) -> String {
     format!("{:.0}", v / (1 << 20) as f64)
 }
@@ -32,7 +37,7 @@ pub fn text(cfg: &Config, r: &ThrottleResult) -> String {
     for l in &r.loops {
         let _ = writeln!(
             s,
-            "  SLO {:<24} bound {:.1} {}  settled {}/s (delivered {}/s)  {} {:.1} (slowdown {:.3})  settle time {}  violations {}/{} ({:.1}%, {:.1}% after settling)",
+            "  SLO {:<24} bound {:.1} {}  settled {}/s (delivered {}/s)  {} {:.1} (slowdown {:.3})  settle time {}  violations {}/{} ({:.1}%, {} after settling)",
             l.slo.text,
             l.slo_limit,
             r.victim_unit,
@@ -45,7 +50,7 @@ pub fn text(cfg: &Config, r: &ThrottleResult) -> String {
             l.violations,
             l.series.len(),
             100.0 * l.violation_share,
-            100.0 * l.violation_share_after_settle
+            pct(l.violation_share_after_settle)
         );
     }
     for v in &r.frontier {
@@ -74,7 +79,11 @@ fn polyline(c: &Canvas, pts: &[(f64, f64)], color: &str, dash: bool) -> String {
     format!(
         r##"<polyline points="{}" fill="none" stroke="{color}" stroke-width="1.8"{}/>"##,
         d.join(" "),
-        if dash { r#" stroke-dasharray="5 4""# } else { "" }
+        if dash {
+            r#" stroke-dasharray="5 4""#
+        } else {
+            ""
+        }
     )
 }
 
@@ -112,7 +121,8 @@ pub fn loop_svgs(l: &LoopResult, unit: &str) -> (String, String) {
         .iter()
         .filter_map(|p| p.delivered_bytes_per_s.map(|d| (p.t_s, d)))
         .collect();
-    let body = polyline(&c, &target, PALETTE[2], false) + &polyline(&c, &delivered, PALETTE[3], true);
+    let body =
+        polyline(&c, &target, PALETTE[2], false) + &polyline(&c, &delivered, PALETTE[3], true);
     c.body.push_str(&body);
     c.legend(&[
         ("rate target".into(), PALETTE[2].into()),
@@ -162,7 +172,10 @@ pub fn loop_svgs(l: &LoopResult, unit: &str) -> (String, String) {
         ("SLO bound".into(), PALETTE[0].into()),
         ("baseline".into(), PALETTE[4].into()),
     ]);
-    (rates, c.finish("victim figure per interval against the SLO bound"))
+    (
+        rates,
+        c.finish("victim figure per interval against the SLO bound"),
+    )
 }
 
 /// The frontier: delivered I/O rate (x) against victim slowdown (y) for
@@ -172,7 +185,11 @@ pub fn frontier_svg(r: &ThrottleResult) -> Option<String> {
         return None;
     }
     let stats: Vec<String> = {
-        let mut s: Vec<String> = r.loops.iter().map(|l| l.slo.stat.name().to_string()).collect();
+        let mut s: Vec<String> = r
+            .loops
+            .iter()
+            .map(|l| l.slo.stat.name().to_string())
+            .collect();
         s.dedup();
         s
     };
@@ -185,7 +202,11 @@ pub fn frontier_svg(r: &ThrottleResult) -> Option<String> {
         .sweep
         .iter()
         .filter_map(|p| p.delivered_bytes_per_s)
-        .chain(r.loops.iter().filter_map(|l| l.settled_delivered_bytes_per_s))
+        .chain(
+            r.loops
+                .iter()
+                .filter_map(|l| l.settled_delivered_bytes_per_s),
+        )
         .fold(0.0, f64::max);
     let mut y_max: f64 = 1.0;
     for p in &r.sweep {
@@ -270,7 +291,9 @@ pub fn frontier_svg(r: &ThrottleResult) -> Option<String> {
     }
     c.body.push_str(&body);
     c.legend(&legend);
-    Some(c.finish("frontier of I/O throughput against victim slowdown with the closed loops' settled points"))
+    Some(c.finish(
+        "frontier of I/O throughput against victim slowdown with the closed loops' settled points",
+    ))
 }
 
 /// The whole HTML page of a throttle result document (`doc` is the JSON
@@ -299,12 +322,12 @@ pub fn html(doc: &serde_json::Value) -> Result<(String, usize), String> {
         plots += 2;
         let _ = writeln!(
             body,
-            "<h2>Closed loop: {}</h2><figure>{a}</figure><figure>{b}<figcaption>Dots mark intervals past the bound: {} of {} ({:.1}%; {:.1}% after settling). Settled at {}/s, settle time {}.</figcaption></figure>",
+            "<h2>Closed loop: {}</h2><figure>{a}</figure><figure>{b}<figcaption>Dots mark intervals past the bound: {} of {} ({:.1}%; {} after settling). Settled at {}/s, settle time {}.</figcaption></figure>",
             esc(&l.slo.text),
             l.violations,
             l.series.len(),
             100.0 * l.violation_share,
-            100.0 * l.violation_share_after_settle,
+            pct(l.violation_share_after_settle),
             fmt_bytes(l.settled_rate_bytes_per_s),
             l.settle_time_s.map_or("never".into(), |t| format!("{t:.0} s"))
         );

@@ -133,8 +133,8 @@ pub struct LoopResult {
     pub violation_share: f64,
     /// Intervals past the bound after settling.
     pub violations_after_settle: usize,
-    /// Their share of the intervals after settling.
-    pub violation_share_after_settle: f64,
+    /// Their share of the intervals after settling (None: never settled).
+    pub violation_share_after_settle: Option<f64>,
 }
 
 /// One fixed-rate measurement of the sweep.
@@ -233,7 +233,10 @@ pub fn summarize_loop(
     let n = series.len();
     let third = n - (n / 3).max(1).min(n);
     let last: &[Point] = &series[third..];
-    let delivered: Vec<f64> = last.iter().filter_map(|p| p.delivered_bytes_per_s).collect();
+    let delivered: Vec<f64> = last
+        .iter()
+        .filter_map(|p| p.delivered_bytes_per_s)
+        .collect();
     let metric = median(last.iter().map(|p| p.victim_metric).collect());
     let violations = series.iter().filter(|p| p.violated).count();
     let after: &[Point] = from.map_or(&[], |i| &series[i..]);
@@ -254,11 +257,7 @@ pub fn summarize_loop(
             0.0
         },
         violations_after_settle: va,
-        violation_share_after_settle: if after.is_empty() {
-            0.0
-        } else {
-            va as f64 / after.len() as f64
-        },
+        violation_share_after_settle: (!after.is_empty()).then(|| va as f64 / after.len() as f64),
         series,
     }
 }
@@ -378,8 +377,6 @@ pub struct Setup<'a> {
     pub exe: &'a Path,
     /// The victim.
     pub victim: &'a VictimSpec,
-    /// Scratch directory for the children's files.
-    pub dir: &'a Path,
     /// Progress lines go here (stderr in the binary).
     pub progress: &'a mut dyn FnMut(&str),
 }
@@ -402,19 +399,24 @@ fn next_figure(v: &mut Victim, interval: Duration) -> Result<Option<Figures>, Se
 /// Runs a session.
 pub fn run(cfg: &Config, setup: Setup) -> Result<ThrottleResult, SessionError> {
     let interval = Duration::from_nanos(cfg.interval_ns);
-    let per_point = cfg
-        .sweep
-        .as_ref()
-        .map_or(0, |s| s.points * s.repeat * (s.intervals_per_point + cfg.warmup_intervals));
+    let per_point = cfg.sweep.as_ref().map_or(0, |s| {
+        s.points * s.repeat * (s.intervals_per_point + cfg.warmup_intervals)
+    });
     let total_intervals = cfg.baseline_intervals
         + 2 * cfg.warmup_intervals
         + cfg.slos.len() * cfg.intervals
         + per_point;
     // Generous: the children are stopped when the session ends.
     let runtime = interval * (2 * total_intervals as u32 + 20) + Duration::from_secs(120);
-    let mut victim = Victim::start(setup.victim, setup.exe, interval, runtime, setup.dir)
+    // Scratch files of the children (their pages and stderr), removed at
+    // the end.
+    let dir = tempfile::Builder::new()
+        .prefix("dmalab-throttle-")
+        .tempdir()
+        .map_err(io("cannot make a scratch directory"))?;
+    let mut victim = Victim::start(setup.victim, setup.exe, interval, runtime, dir.path())
         .map_err(io("cannot start the victim"))?;
-    let res = session(cfg, &mut victim, setup, runtime);
+    let res = session(cfg, &mut victim, setup, runtime, dir.path());
     victim.stop();
     res
 }
@@ -424,6 +426,7 @@ fn session(
     victim: &mut Victim,
     setup: Setup,
     runtime: Duration,
+    dir: &Path,
 ) -> Result<ThrottleResult, SessionError> {
     let interval = Duration::from_nanos(cfg.interval_ns);
     let progress = setup.progress;
@@ -480,7 +483,7 @@ fn session(
         &cfg.aggressor_args,
         cfg.start_rate_bytes_per_s,
         runtime,
-        setup.dir,
+        dir,
     )?;
     let out = closed_loops_and_sweep(cfg, victim, &mut act, &mut result, progress);
     aggr.stop();
@@ -544,7 +547,7 @@ fn closed_loops_and_sweep(
         }
         let l = summarize_loop(slo, baseline, limit, series, interval_s, cfg.settle_band);
         progress(&format!(
-            "closed loop: settled at {}/s (delivered {}/s), slowdown {:.3}, settle time {}, violations {} of {} ({:.1}%; {:.1}% after settling)",
+            "closed loop: settled at {}/s (delivered {}/s), slowdown {:.3}, settle time {}, violations {} of {} ({:.1}%; {} after settling)",
             dmalab_core::units::fmt_bytes(l.settled_rate_bytes_per_s),
             l.settled_delivered_bytes_per_s
                 .map_or("-".into(), dmalab_core::units::fmt_bytes),
@@ -553,7 +556,7 @@ fn closed_loops_and_sweep(
             l.violations,
             l.series.len(),
             100.0 * l.violation_share,
-            100.0 * l.violation_share_after_settle
+            crate::report::pct(l.violation_share_after_settle)
         ));
         result.loops.push(l);
         if result.interrupted {
@@ -606,7 +609,8 @@ fn closed_loops_and_sweep(
             for &s in &stats {
                 let v: Vec<f64> = figs.iter().filter_map(|f| f.get(s)).collect();
                 if !v.is_empty() {
-                    victim_figs.insert(s.name().to_string(), v.iter().sum::<f64>() / v.len() as f64);
+                    victim_figs
+                        .insert(s.name().to_string(), v.iter().sum::<f64>() / v.len() as f64);
                 }
             }
             progress(&format!(

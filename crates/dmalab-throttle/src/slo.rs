@@ -97,9 +97,15 @@ fn usage(option: &str, text: &str, why: &str) -> UsageError {
 /// Parses a time with a unit into nanoseconds (`150ns`, `2.5us`, `1ms`).
 fn parse_ns(t: &str) -> Option<f64> {
     let t = t.trim();
-    let (num, mult) = [("ns", 1.0), ("us", 1e3), ("µs", 1e3), ("ms", 1e6), ("s", 1e9)]
-        .iter()
-        .find_map(|(suffix, m)| t.strip_suffix(suffix).map(|n| (n, *m)))?;
+    let (num, mult) = [
+        ("ns", 1.0),
+        ("us", 1e3),
+        ("µs", 1e3),
+        ("ms", 1e6),
+        ("s", 1e9),
+    ]
+    .iter()
+    .find_map(|(suffix, m)| t.strip_suffix(suffix).map(|n| (n, *m)))?;
     let v: f64 = num.trim().parse().ok()?;
     (v.is_finite() && v > 0.0).then_some(v * mult)
 }

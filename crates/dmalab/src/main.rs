@@ -42,6 +42,8 @@ enum Command {
     Compare(cmd::compare::Args),
     /// Trace-driven simulator of CPU and DMA traffic.
     Sim(cmd::sim::Args),
+    /// Hold a victim's SLO by throttling DMA load in a closed loop.
+    Throttle(cmd::throttle::Args),
     /// Remove leftovers (cgroups, swap devices, settings) of a killed run.
     Cleanup(cmd::cleanup::Args),
 }
@@ -60,6 +62,7 @@ fn main() -> ExitCode {
         Command::Report(a) => cmd::report::run(a),
         Command::Compare(a) => cmd::compare::run(a),
         Command::Sim(a) => cmd::sim::run(a),
+        Command::Throttle(a) => cmd::throttle::run(a),
         Command::Cleanup(a) => cmd::cleanup::run(a),
     };
     match result {

@@ -618,7 +618,9 @@ fn format_before_erases_the_namespace() {
 }
 
 /// The programs mkinitrd.sh ships into the guest's usr/dmalab/bin.
-const SHIPPED: [&str; 7] = ["dmalab", "nvme", "mke2fs", "sfdisk", "wipefs", "blkid", "fio"];
+const SHIPPED: [&str; 7] = [
+    "dmalab", "nvme", "mke2fs", "sfdisk", "wipefs", "blkid", "fio",
+];
 
 /// Regression: with Debian's busybox-static in the initrd, the guest shell
 /// ran busybox's own `mke2fs` applet (no `-t`) instead of the one we ship,
@@ -635,14 +637,19 @@ fn guest_scripts_call_shipped_programs_by_absolute_path() {
             let code = line.split('#').next().unwrap_or("");
             // Words in a command position: after a line start, a pipe, `;`,
             // `&&`, an assignment's opening quote, `case_run NAME` or `env VAR=`.
-            for word in code.split(|c: char| c.is_whitespace() || c == '"' || c == '|' || c == ';') {
+            for word in code.split(|c: char| c.is_whitespace() || c == '"' || c == '|' || c == ';')
+            {
                 if SHIPPED.contains(&word) && is_command_position(code, word) {
                     bare.push(format!("{name}:{}: {}", no + 1, line.trim()));
                 }
             }
         }
     }
-    assert!(bare.is_empty(), "shipped programs called without /usr/dmalab/bin/:\n{}", bare.join("\n"));
+    assert!(
+        bare.is_empty(),
+        "shipped programs called without /usr/dmalab/bin/:\n{}",
+        bare.join("\n")
+    );
 }
 
 /// True when `word` appears in `code` where the shell would run it as a
@@ -655,7 +662,10 @@ fn is_command_position(code: &str, word: &str) -> bool {
     tokens.iter().enumerate().any(|(i, t)| {
         *t == word
             && (i == 0
-                || matches!(tokens[i - 1], "|" | ";" | "&&" | "||" | "then" | "do" | "env")
+                || matches!(
+                    tokens[i - 1],
+                    "|" | ";" | "&&" | "||" | "then" | "do" | "env"
+                )
                 || tokens[i - 1].ends_with('=')
                 || tokens[i - 1].contains("=ioctl")
                 || (i >= 2 && tokens[i - 2] == "case_run"))

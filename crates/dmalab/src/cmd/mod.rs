@@ -10,3 +10,4 @@ pub mod probe;
 pub mod report;
 pub mod run;
 pub mod sim;
+pub mod throttle;

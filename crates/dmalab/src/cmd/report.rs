@@ -40,6 +40,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .into());
         }
     }
+    if let Some(code) = throttle_report(&args)? {
+        return Ok(code);
+    }
     let res = dmalab_run::record::read(&args.results).map_err(lift)?;
     let noisy = args.noisy_cv.unwrap_or(res.header.noisy_cv_pct);
     let rep = dmalab_run::report::render(&res, noisy);
@@ -73,4 +76,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("{}", p.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A `dmalab throttle --output` document (one JSON object whose command is
+/// `throttle`) gets the throttle report; None for anything else.
+fn throttle_report(args: &Args) -> anyhow::Result<Option<ExitCode>> {
+    let Ok(text) = std::fs::read_to_string(&args.results) else {
+        return Ok(None);
+    };
+    let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Ok(None);
+    };
+    if doc["command"] != "throttle" {
+        return Ok(None);
+    }
+    let (html, plots) = dmalab_throttle::report::html(&doc).map_err(|e| {
+        dmalab_core::UsageError::new("RESULTS", format!("{}: {e}", args.results.display()))
+    })?;
+    let out = args
+        .output
+        .clone()
+        .unwrap_or_else(|| args.results.with_extension("html"));
+    dmalab_core::output::write_atomic(&out, html.as_bytes())
+        .with_context(|| format!("--output: cannot write {}", out.display()))?;
+    println!("{} ({plots} plots, throttle)", out.display());
+    Ok(Some(ExitCode::SUCCESS))
 }
