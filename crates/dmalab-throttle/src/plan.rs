@@ -381,7 +381,8 @@ mod tests {
 
     #[test]
     fn bad_options_name_themselves() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut Options)>)> = vec![
+        type Change = Box<dyn Fn(&mut Options)>;
+        let cases: Vec<(&str, Change)> = vec![
             (
                 "--aggressor",
                 Box::new(|o| o.aggressor = Some("--engine null --rate 5M".into())),

@@ -289,7 +289,7 @@ pub fn verdict(l: &LoopResult, sweep: &[SweepPoint], baseline: f64) -> FrontierV
             let dm = (!d.is_empty()).then(|| d.iter().sum::<f64>() / d.len() as f64);
             (*r as f64, dm)
         })
-        .last();
+        .next_back();
     let best_d = best.and_then(|b| b.1);
     FrontierVerdict {
         slo: l.slo.text.clone(),

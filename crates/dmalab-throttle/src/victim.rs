@@ -136,6 +136,9 @@ pub fn parse_exec_line(re: &Regex, line: &str) -> Option<Figures> {
     })
 }
 
+/// Reads one output line of the victim.
+type LineParser = Box<dyn Fn(&str) -> Option<Figures> + Send>;
+
 /// A running victim.
 pub struct Victim {
     child: Child,
@@ -192,7 +195,7 @@ impl Victim {
             .take()
             .ok_or_else(|| std::io::Error::other("victim has no stdout"))?;
         let (tx, rx) = channel();
-        let parse: Box<dyn Fn(&str) -> Option<Figures> + Send> = match spec {
+        let parse: LineParser = match spec {
             VictimSpec::ProbeLatency { .. } => Box::new(parse_probe_line),
             VictimSpec::Exec { regex, .. } => {
                 let re = regex.clone();

@@ -43,7 +43,7 @@ enum Command {
     /// Trace-driven simulator of CPU and DMA traffic.
     Sim(cmd::sim::Args),
     /// Hold a victim's SLO by throttling DMA load in a closed loop.
-    Throttle(cmd::throttle::Args),
+    Throttle(Box<cmd::throttle::Args>),
     /// Remove leftovers (cgroups, swap devices, settings) of a killed run.
     Cleanup(cmd::cleanup::Args),
 }
@@ -62,7 +62,7 @@ fn main() -> ExitCode {
         Command::Report(a) => cmd::report::run(a),
         Command::Compare(a) => cmd::compare::run(a),
         Command::Sim(a) => cmd::sim::run(a),
-        Command::Throttle(a) => cmd::throttle::run(a),
+        Command::Throttle(a) => cmd::throttle::run(*a),
         Command::Cleanup(a) => cmd::cleanup::run(a),
     };
     match result {
