@@ -62,7 +62,7 @@ for r in rates:
     figs = {k: sum(p["victim"][k] for p in pts) / len(pts) for k in pts[0]["victim"]}
     dl = [p["delivered_bytes_per_s"] for p in pts if p["delivered_bytes_per_s"]]
     print(f"  {mib(r):>12}  delivered {mib(sum(dl) / len(dl) if dl else None):>12}  "
-          + "  ".join(f"{k} {v:.1} ns (x{v / d['baseline'][k]:.3f})" for k, v in figs.items()))
+          + "  ".join(f"{k} {v:.1f} ns (x{v / d['baseline'][k]:.3f})" for k, v in figs.items()))
 print()
 print(f"{'SLO':<26} {'best fixed':>12} {'closed loop':>12} {'share':>6} {'goal':>5}  {'viol. after settle':>18} {'goal':>5}  settle time")
 for l, v in zip(d["loops"], d["frontier"]):

@@ -1,8 +1,9 @@
 //! From the command line's text to a resolved [`Config`] and victim: every
 //! rule about the options lives here (the binary only maps flags).
 
+use crate::actuator::{device_number, IoMaxKey};
 use crate::controller::{Kind, Params};
-use crate::session::{Config, SweepConfig};
+use crate::session::{Config, IoMaxConfig, SweepConfig};
 use crate::slo::Slo;
 use crate::victim::VictimSpec;
 use dmalab_core::units::{parse_duration, parse_rate};
@@ -65,6 +66,13 @@ pub struct Options {
     pub sweep_repeat: usize,
     /// `--sweep-intervals`.
     pub sweep_intervals: usize,
+    /// `--io-max-cgroup`: throttle this cgroup v2's I/O instead of an
+    /// aggressor.
+    pub io_max_cgroup: Option<PathBuf>,
+    /// `--io-max-device`: a block device or MAJ:MIN.
+    pub io_max_device: Option<String>,
+    /// `--io-max-key`: rbps or wbps.
+    pub io_max_key: String,
 }
 
 /// Flags of `dmalab load` the session sets itself.
@@ -235,13 +243,57 @@ pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
                 VictimSpec::ProbeLatency { args }
             }
         };
-        let a = o.aggressor.as_deref().ok_or_else(|| {
-            UsageError::new(
-                "--aggressor",
-                "needs the flags of the dmalab load to throttle, e.g. '--engine io_uring --target /var/tmp/f --size 1G --bs 128k'",
-            )
-        })?;
-        (victim, words("--aggressor", a)?)
+        let aggressor = match (&o.aggressor, &o.io_max_cgroup) {
+            (Some(_), Some(_)) => {
+                return Err(UsageError::new(
+                    "--io-max-cgroup",
+                    "throttles I/O that dmalab does not generate; drop --aggressor (or drop --io-max-cgroup to throttle the aggressor)",
+                ))
+            }
+            (Some(a), None) => words("--aggressor", a)?,
+            (None, Some(_)) => Vec::new(),
+            (None, None) => {
+                return Err(UsageError::new(
+                    "--aggressor",
+                    "needs the flags of the dmalab load to throttle, e.g. '--engine io_uring --target /var/tmp/f --size 1G --bs 128k' (or --io-max-cgroup for a cgroup's I/O)",
+                ))
+            }
+        };
+        (victim, aggressor)
+    };
+    let io_max = match &o.io_max_cgroup {
+        None => None,
+        Some(cg) => {
+            let key = IoMaxKey::parse("--io-max-key", &o.io_max_key)?;
+            if !matches!(key, IoMaxKey::Rbps | IoMaxKey::Wbps) {
+                return Err(UsageError::new(
+                    "--io-max-key",
+                    "the session's rates are bytes per second: use rbps or wbps",
+                ));
+            }
+            let dev = o.io_max_device.as_deref().ok_or_else(|| {
+                UsageError::new(
+                    "--io-max-device",
+                    "names the device io.max limits (a block device such as /dev/vdb, or MAJ:MIN)",
+                )
+            })?;
+            let (major, minor) = device_number("--io-max-device", dev)?;
+            if !cg.join("io.max").is_file() {
+                return Err(UsageError::new(
+                    "--io-max-cgroup",
+                    format!(
+                        "{} has no io.max: name a cgroup v2 directory whose parent's cgroup.subtree_control has +io (this host may mount cgroup v1 only)",
+                        cg.display()
+                    ),
+                ));
+            }
+            Some(IoMaxConfig {
+                cgroup: cg.clone(),
+                major,
+                minor,
+                key,
+            })
+        }
     };
     check_aggressor("--aggressor", &aggressor_args)?;
     if o.slo.is_empty() {
@@ -329,6 +381,7 @@ pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
             victim: victim.label(),
             victim_unit: victim.unit().into(),
             aggressor_args,
+            io_max,
             interval_ns: dmalab_core::schema::ns(interval),
             warmup_intervals: o.warmup_intervals,
             baseline_intervals: o.baseline_intervals,
@@ -367,6 +420,7 @@ mod tests {
             sweep_points: 5,
             sweep_repeat: 2,
             sweep_intervals: 3,
+            io_max_key: "rbps".into(),
             ..Options::default()
         }
     }

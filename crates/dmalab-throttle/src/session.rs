@@ -3,7 +3,7 @@
 //! against one running victim and one running aggressor whose rate the
 //! session sets through its rate-control page.
 
-use crate::actuator::{Actuator, LoadActuator};
+use crate::actuator::{Actuator, IoMax, IoMaxKey, LoadActuator};
 use crate::controller::{Controller, Params};
 use crate::slo::{Slo, Stat};
 use crate::victim::{stop_group, tail, Figures, NoFigure, Victim, VictimSpec};
@@ -54,6 +54,19 @@ pub struct SweepConfig {
     pub intervals_per_point: usize,
 }
 
+/// A cgroup v2 `io.max` actuator instead of a `dmalab load` aggressor.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IoMaxConfig {
+    /// The cgroup v2 directory whose processes' I/O is throttled.
+    pub cgroup: PathBuf,
+    /// Device major number.
+    pub major: u32,
+    /// Device minor number.
+    pub minor: u32,
+    /// The key set (`rbps` or `wbps`).
+    pub key: IoMaxKey,
+}
+
 /// The resolved configuration.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
@@ -64,6 +77,10 @@ pub struct Config {
     /// Flags of the aggressor's `dmalab load` (besides the ones the session
     /// adds: --rate, --runtime, --live-stats, --rate-control).
     pub aggressor_args: Vec<String>,
+    /// Throttle a cgroup's I/O through `io.max` instead (no aggressor is
+    /// started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_max: Option<IoMaxConfig>,
     /// Control interval, nanoseconds (also the victim's reporting interval).
     pub interval_ns: u64,
     /// Intervals discarded after each start or rate change of a sweep.
@@ -478,6 +495,26 @@ fn session(
             .collect::<Vec<_>>()
             .join(", ")
     ));
+    if let Some(im) = &cfg.io_max {
+        // Whatever a killed earlier run left is undone first; this run's old
+        // limit is on disk before the first write.
+        let state_dir = Path::new(dmalab_page::state::STATE_DIR);
+        for e in dmalab_page::state::cleanup_leftovers(state_dir).errors {
+            progress(&format!("warning: cleanup of an earlier run: {e}"));
+        }
+        let mut ledger = dmalab_page::state::Ledger::create(state_dir).map_err(io(format!(
+            "cannot create the host-change ledger in {}",
+            state_dir.display()
+        )))?;
+        let mut act = IoMax::new(&im.cgroup, (im.major, im.minor), im.key)?;
+        act.record_restore(&mut ledger)?;
+        let out = closed_loops_and_sweep(cfg, victim, &mut act, &mut result, progress);
+        for e in ledger.undo() {
+            progress(&format!("warning: cleanup: {e}"));
+        }
+        out?;
+        return Ok(result);
+    }
     let (aggr, mut act) = Aggressor::start(
         setup.exe,
         &cfg.aggressor_args,
@@ -494,7 +531,7 @@ fn session(
 fn closed_loops_and_sweep(
     cfg: &Config,
     victim: &mut Victim,
-    act: &mut LoadActuator,
+    act: &mut dyn Actuator,
     result: &mut ThrottleResult,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(), SessionError> {

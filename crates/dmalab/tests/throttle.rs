@@ -332,3 +332,57 @@ fn throttle_holds_a_latency_slo_against_storage_reads_on_this_machine() {
 /// share scripts/bench-throttle.sh measured on this 2-core VM (shared with
 /// other work) for the same SLO, see docs/bench/.
 const SHARE_ON_THIS_VM: f64 = 0.25;
+
+#[test]
+fn io_max_throttles_a_cgroup_and_restores_its_limit() {
+    // A fake cgroup v2 directory (this host mounts cgroup v1): the session
+    // writes io.max lines into it and puts the old limit back at the end
+    // through the host-change ledger under /run/dmalab (root).
+    if !common::need_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cg = dir.path().join("victim.slice");
+    std::fs::create_dir(&cg).unwrap();
+    std::fs::write(
+        cg.join("io.max"),
+        "254:16 rbps=5000 wbps=max riops=max wiops=max\n",
+    )
+    .unwrap();
+    std::fs::write(cg.join("io.stat"), "").unwrap();
+    let victim = fake_victim(1000, 100);
+    let (code, err, doc) = throttle(
+        dir.path(),
+        &[
+            "--victim-exec",
+            &victim,
+            "--victim-regex",
+            "v=([0-9]+)",
+            "--io-max-cgroup",
+            cg.to_str().unwrap(),
+            "--io-max-device",
+            "254:16",
+            "--slo",
+            "value <= 2 x baseline",
+            "--interval",
+            "100ms",
+            "--intervals",
+            "5",
+            "--baseline-intervals",
+            "2",
+            "--min-rate",
+            "1M",
+            "--max-rate",
+            "8M",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let d = doc.unwrap();
+    assert_eq!(d["config"]["io_max"]["key"], "rbps");
+    let l = &d["result"]["loops"][0];
+    assert_eq!(l["series"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        std::fs::read_to_string(cg.join("io.max")).unwrap(),
+        "254:16 rbps=5000"
+    );
+}

@@ -110,6 +110,16 @@ pub struct Args {
     /// Intervals measured at each fixed rate.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub sweep_intervals: usize,
+    /// Throttle the I/O of this cgroup v2 (its io.max) instead of starting
+    /// an aggressor: for I/O that dmalab does not generate.
+    #[arg(long, value_name = "DIR")]
+    pub io_max_cgroup: Option<PathBuf>,
+    /// The device --io-max-cgroup limits: a block device or MAJ:MIN.
+    #[arg(long, value_name = "DEV")]
+    pub io_max_device: Option<String>,
+    /// The io.max key set: rbps (reads) or wbps (writes).
+    #[arg(long, default_value = "rbps", value_name = "KEY")]
+    pub io_max_key: String,
     /// No progress lines on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -149,6 +159,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         sweep_points: a.sweep_points,
         sweep_repeat: a.sweep_repeat,
         sweep_intervals: a.sweep_intervals,
+        io_max_cgroup: a.io_max_cgroup.clone(),
+        io_max_device: a.io_max_device.clone(),
+        io_max_key: a.io_max_key.clone(),
     };
     let (cfg, victim) = resolve(&o)?;
     if let Some(p) = &a.output.output {
