@@ -229,10 +229,14 @@ impl IoMax {
             .map_err(io(&path))
     }
 
+    /// The device's counter in io.stat; 0 while the device has no line
+    /// (no I/O yet), None when the file cannot be read.
     fn counter(&self) -> Option<u64> {
         let text = std::fs::read_to_string(self.cgroup.join("io.stat")).ok()?;
         let prefix = format!("{}:{} ", self.dev.0, self.dev.1);
-        let line = text.lines().find(|l| l.starts_with(&prefix))?;
+        let Some(line) = text.lines().find(|l| l.starts_with(&prefix)) else {
+            return Some(0);
+        };
         let key = format!("{}=", self.key.stat());
         line.split_whitespace()
             .find_map(|kv| kv.strip_prefix(key.as_str()))?
@@ -249,8 +253,7 @@ impl Actuator for IoMax {
     }
 
     fn delivered(&mut self) -> Option<f64> {
-        // A device with no I/O yet has no io.stat line: count it as 0.
-        let now = (self.counter().unwrap_or(0), Instant::now());
+        let now = (self.counter()?, Instant::now());
         let prev = self.last.replace(now)?;
         let dt = now.1.duration_since(prev.1).as_secs_f64();
         (dt > 0.0).then(|| now.0.saturating_sub(prev.0) as f64 / dt)

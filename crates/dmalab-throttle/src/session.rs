@@ -623,6 +623,10 @@ fn closed_loops_and_sweep(
         };
         for r in order {
             act.set(r)?;
+            // Writing a lower io.max waits for the cgroup's throttled I/O
+            // (the kernel freezes the queue): figures that queued up
+            // meanwhile are the old rate's.
+            victim.drain();
             for _ in 0..cfg.warmup_intervals {
                 if next_figure(victim, interval)?.is_none() {
                     result.interrupted = true;

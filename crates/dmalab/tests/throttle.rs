@@ -9,6 +9,15 @@ use serde_json::Value;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// Tests that measure the machine (rates, latency) or load it (the QEMU
+/// guest) run one at a time: a guest booting beside a latency probe would be
+/// the interference it measures.
+static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn machine() -> std::sync::MutexGuard<'static, ()> {
+    MACHINE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Waits (at most `limit`) for `f` to give Some.
 fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let t0 = Instant::now();
@@ -23,6 +32,7 @@ fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
 
 #[test]
 fn a_paced_load_follows_a_live_rate_change() {
+    let _m = machine();
     let dir = tempfile::tempdir().unwrap();
     let ctl_path = dir.path().join("rate");
     let out = dir.path().join("load.json");
@@ -290,6 +300,7 @@ fn throttle_bad_input_exits_2_and_names_the_option() {
 
 #[test]
 fn throttle_holds_a_latency_slo_against_storage_reads_on_this_machine() {
+    let _m = machine();
     // The real plant: `probe latency` on CPU 0, storage reads (the device
     // writes memory) from a scratch file on CPU 1. The figure shared by
     // scripts/bench-throttle.sh: mean <= 1.5 x baseline.
@@ -331,7 +342,7 @@ fn throttle_holds_a_latency_slo_against_storage_reads_on_this_machine() {
 /// Most intervals past the bound that the end-to-end test accepts: the
 /// share scripts/bench-throttle.sh measured on this 2-core VM (shared with
 /// other work) for the same SLO, see docs/bench/.
-const SHARE_ON_THIS_VM: f64 = 0.25;
+const SHARE_ON_THIS_VM: f64 = 0.30;
 
 #[test]
 fn io_max_throttles_a_cgroup_and_restores_its_limit() {
@@ -384,5 +395,64 @@ fn io_max_throttles_a_cgroup_and_restores_its_limit() {
     assert_eq!(
         std::fs::read_to_string(cg.join("io.max")).unwrap(),
         "254:16 rbps=5000"
+    );
+}
+
+#[test]
+fn io_max_limits_a_cgroups_reads_in_the_nvme_guest() {
+    // The real interface: the QEMU guest (scripts/nvme-vm/) mounts cgroup
+    // v2, runs a `dmalab load` reading /dev/nvme0n1 inside a cgroup, and
+    // `dmalab throttle --io-max-cgroup` sweeps two rbps limits on it.
+    let kernel = "/boot/vmlinuz-6.1.0-56-amd64";
+    if !common::need(
+        "QEMU (qemu-system-x86_64), the Debian kernel 6.1.0-56-amd64, nvme-cli, cpio",
+        common::have_program("qemu-system-x86_64")
+            && std::path::Path::new(kernel).exists()
+            && common::have_program("nvme")
+            && common::have_program("cpio"),
+    ) {
+        return;
+    }
+    let _m = machine();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("throttle-vm");
+    let st = Command::new(repo.join("scripts/nvme-vm/run.sh"))
+        .arg("--out")
+        .arg(&dir)
+        .arg("--job")
+        .arg(repo.join("scripts/nvme-vm/guest-throttle.sh"))
+        .arg("--dmalab")
+        .arg(dmalab_bin())
+        .args(["--timeout", "300"])
+        .status()
+        .unwrap();
+    assert!(
+        st.success(),
+        "guest failed; see {}/console.log",
+        dir.display()
+    );
+    let res = dir.join("results");
+    let read = |f: &str| std::fs::read_to_string(res.join(f)).unwrap_or_default();
+    assert_eq!(read("throttle.rc").trim(), "0", "{}", read("throttle.err"));
+    let d: Value = serde_json::from_str(&read("throttle_iomax.json")).unwrap();
+    let sweep = d["result"]["sweep"].as_array().unwrap();
+    let at = |rate: f64| -> f64 {
+        sweep
+            .iter()
+            .find(|p| p["rate_target_bytes_per_s"].as_f64() == Some(rate))
+            .and_then(|p| p["delivered_bytes_per_s"].as_f64())
+            .unwrap_or_else(|| panic!("no sweep point at {rate}: {d}"))
+    };
+    let (lo, hi) = (at(256.0 * 1024.0), at(2.0 * 1048576.0));
+    // blk-throttle holds the reads to the limit (a little over while its
+    // slice catches up), and the higher limit lets clearly more through.
+    assert!(lo <= 1.3 * 256.0 * 1024.0, "at 256 KiB/s: {lo}");
+    assert!(hi > 2.0 * lo, "at 2 MiB/s: {hi}, at 256 KiB/s: {lo}");
+    // The old (unlimited) io.max is back: no limit line for the device.
+    let after = read("io_max_after");
+    let majmin = read("majmin");
+    assert!(
+        !after.contains(&format!("{} rbps=", majmin.trim())) || after.contains("rbps=max"),
+        "io.max after the run: {after}"
     );
 }
