@@ -127,14 +127,15 @@ fn from_experiment(
             )
         })?,
     };
-    let flags: Vec<String> = v.flags.iter().flat_map(|f| f.args()).collect();
+    // The session sets the probe's run time and interval itself.
+    let flags: Vec<String> = v
+        .flags
+        .iter()
+        .filter(|f| !["--runtime", "--interval"].contains(&f.long().as_str()))
+        .flat_map(|f| f.args())
+        .collect();
     let victim = match &v.kind {
-        dmalab_run::experiment::VictimKind::ProbeLatency => VictimSpec::ProbeLatency {
-            args: flags
-                .into_iter()
-                .filter(|a| a != "--runtime")
-                .collect::<Vec<_>>(),
-        },
+        dmalab_run::experiment::VictimKind::ProbeLatency => VictimSpec::ProbeLatency { args: flags },
         dmalab_run::experiment::VictimKind::Exec {
             argv,
             regex: Some(re),
@@ -471,5 +472,51 @@ mod tests {
             let e = resolve(&o).unwrap_err();
             assert_eq!(e.option, opt, "{e}");
         }
+    }
+
+    #[test]
+    fn victim_and_aggressor_come_from_an_experiment_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("e.toml");
+        std::fs::write(
+            &p,
+            r#"
+[[aggressor]]
+name = "random"
+command = "load"
+pattern = "random"
+size = "64M"
+rate = "10M"
+
+[[victim]]
+name = "latency"
+command = "probe latency"
+size = "64M"
+runtime = "2s"
+
+[[victim]]
+name = "ops"
+command = "exec"
+run = ["sh", "-c", "echo ops=1"]
+regex = "ops=([0-9]+)"
+"#,
+        )
+        .unwrap();
+        let mut o = ok();
+        o.aggressor = None;
+        o.experiment = Some(p.clone());
+        let (c, v) = resolve(&o).unwrap();
+        // The session sets rate and runtime itself.
+        assert_eq!(
+            c.aggressor_args,
+            vec!["--pattern", "random", "--size", "64M"]
+        );
+        assert!(matches!(v, VictimSpec::ProbeLatency { ref args } if args == &["--size", "64M"]));
+        o.victim_name = Some("ops".into());
+        o.slo = vec!["value >= 0.9 x baseline".into()];
+        let (_, v) = resolve(&o).unwrap();
+        assert!(matches!(v, VictimSpec::Exec { .. }));
+        o.victim_name = Some("nope".into());
+        assert_eq!(resolve(&o).unwrap_err().option, "--victim-name");
     }
 }
