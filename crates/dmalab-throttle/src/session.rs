@@ -97,8 +97,9 @@ pub struct Config {
     pub start_rate_bytes_per_s: f64,
     /// The sweep, when asked for.
     pub sweep: Option<SweepConfig>,
-    /// Share of the run after which settling is judged: the settled rate is
-    /// the median target of the last third of each loop.
+    /// Settled: the rate target stays within this share of the settled rate
+    /// (the median target of the loop's last third), or within half this
+    /// share of the range the target covered if that is wider.
     pub settle_band: f64,
 }
 
@@ -336,7 +337,9 @@ impl Aggressor {
         let live = dir.join("aggressor.live");
         let ctl = dir.join("aggressor.rate");
         let stderr = dir.join("aggressor.stderr");
-        let child = Command::new(exe)
+        let mut cmd = Command::new(exe);
+        crate::victim::die_with_parent(&mut cmd);
+        let child = cmd
             .arg("load")
             .args(args)
             .arg("--rate")

@@ -189,6 +189,7 @@ impl Victim {
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr)?)
             .process_group(0);
+        die_with_parent(&mut cmd);
         let mut child = cmd.spawn()?;
         let out = child
             .stdout
@@ -235,6 +236,21 @@ impl Victim {
     /// Stops the victim's process group (SIGTERM, then SIGKILL).
     pub fn stop(mut self) {
         stop_group(&mut self.child);
+    }
+}
+
+/// The child gets SIGTERM when the session dies (even by `kill -9`), so no
+/// victim or aggressor outlives it.
+pub fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec and only
+    // calls prctl, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 

@@ -14,7 +14,7 @@ fn help_lists_every_command() {
         .clone();
     let text = String::from_utf8_lossy(&out);
     for c in [
-        "load", "info", "probe", "page", "run", "report", "compare", "sim", "cleanup",
+        "load", "info", "probe", "page", "run", "report", "compare", "sim", "throttle", "cleanup",
     ] {
         assert!(text.contains(c), "--help lacks {c}:\n{text}");
     }

@@ -345,3 +345,174 @@ fn throttle_holds_a_latency_slo_against_storage_reads_on_this_machine() {
 /// most of those intervals were other tenants' doing, which no rate limit
 /// on the aggressor can undo.
 const SHARE_ON_THIS_VM: f64 = 0.60;
+
+/// Live children of `parent`: (pid, command line); zombies excluded.
+fn children_of(parent: u32) -> Vec<(u32, String)> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // Fields after the command name: state, ppid, ...
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let mut f = rest.split_whitespace();
+            let (state, ppid) = (f.next()?, f.next()?.parse::<u32>().ok()?);
+            (ppid == parent && state != "Z").then_some(pid)
+        })
+        .map(|pid| {
+            let c = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            (pid, String::from_utf8_lossy(&c).replace('\0', " "))
+        })
+        .collect()
+}
+
+/// True while `pid` runs (not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rfind(')')
+            .and_then(|i| s.get(i + 2..i + 3))
+            .is_some_and(|st| st != "Z")
+    })
+}
+
+#[test]
+fn kill_9_of_the_session_takes_the_victim_and_aggressor_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = fake_victim(1_000_000, 100);
+    let mut child = Command::new(dmalab_bin())
+        .arg("throttle")
+        .args(["--victim-exec", &victim, "--victim-regex", "v=([0-9]+)"])
+        .args(["--aggressor", NULL_AGGRESSOR])
+        .args(["--slo", "value <= 2 x baseline", "--interval", "100ms"])
+        .args(["--intervals", "100000", "--baseline-intervals", "2"])
+        .args(["--min-rate", "1M", "--max-rate", "8M", "-q"])
+        .current_dir(dir.path())
+        .spawn()
+        .unwrap();
+    // Both children up: the victim (sh) and the aggressor (dmalab load).
+    let kids = wait_for(Duration::from_secs(60), || {
+        let k = children_of(child.id());
+        k.iter().any(|(_, c)| c.contains(" load ")).then_some(k)
+    })
+    .expect("the aggressor never started");
+    assert_eq!(kids.len(), 2, "{kids:?}");
+    child.kill().unwrap(); // SIGKILL: no cleanup code of the session runs
+    child.wait().unwrap();
+    let gone = wait_for(Duration::from_secs(30), || {
+        kids.iter().all(|(pid, _)| !alive(*pid)).then_some(())
+    });
+    assert!(gone.is_some(), "children outlived the session: {kids:?}");
+}
+
+#[test]
+fn io_max_throttles_a_cgroup_and_restores_its_limit() {
+    // A fake cgroup v2 directory (this host mounts cgroup v1): the session
+    // writes io.max lines into it and puts the old limit back at the end
+    // through the host-change ledger under /run/dmalab (root).
+    if !common::need_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cg = dir.path().join("victim.slice");
+    std::fs::create_dir(&cg).unwrap();
+    std::fs::write(
+        cg.join("io.max"),
+        "254:16 rbps=5000 wbps=max riops=max wiops=max\n",
+    )
+    .unwrap();
+    std::fs::write(cg.join("io.stat"), "").unwrap();
+    let victim = fake_victim(1000, 100);
+    let (code, err, doc) = throttle(
+        dir.path(),
+        &[
+            "--victim-exec",
+            &victim,
+            "--victim-regex",
+            "v=([0-9]+)",
+            "--io-max-cgroup",
+            cg.to_str().unwrap(),
+            "--io-max-device",
+            "254:16",
+            "--slo",
+            "value <= 2 x baseline",
+            "--interval",
+            "100ms",
+            "--intervals",
+            "5",
+            "--baseline-intervals",
+            "2",
+            "--min-rate",
+            "1M",
+            "--max-rate",
+            "8M",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let d = doc.unwrap();
+    assert_eq!(d["config"]["io_max"]["key"], "rbps");
+    let l = &d["result"]["loops"][0];
+    assert_eq!(l["series"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        std::fs::read_to_string(cg.join("io.max")).unwrap(),
+        "254:16 rbps=5000"
+    );
+}
+
+#[test]
+fn io_max_limits_a_cgroups_reads_in_the_nvme_guest() {
+    // The real interface: the QEMU guest (scripts/nvme-vm/) mounts cgroup
+    // v2, runs a `dmalab load` reading /dev/nvme0n1 inside a cgroup, and
+    // `dmalab throttle --io-max-cgroup` sweeps two rbps limits on it.
+    let kernel = "/boot/vmlinuz-6.1.0-56-amd64";
+    if !common::need(
+        "QEMU (qemu-system-x86_64), the Debian kernel 6.1.0-56-amd64, nvme-cli, cpio",
+        common::have_program("qemu-system-x86_64")
+            && std::path::Path::new(kernel).exists()
+            && common::have_program("nvme")
+            && common::have_program("cpio"),
+    ) {
+        return;
+    }
+    let _m = machine();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("throttle-vm");
+    let st = Command::new(repo.join("scripts/nvme-vm/run.sh"))
+        .arg("--out")
+        .arg(&dir)
+        .arg("--job")
+        .arg(repo.join("scripts/nvme-vm/guest-throttle.sh"))
+        .arg("--dmalab")
+        .arg(dmalab_bin())
+        .args(["--timeout", "300"])
+        .status()
+        .unwrap();
+    assert!(
+        st.success(),
+        "guest failed; see {}/console.log",
+        dir.display()
+    );
+    let res = dir.join("results");
+    let read = |f: &str| std::fs::read_to_string(res.join(f)).unwrap_or_default();
+    assert_eq!(read("throttle.rc").trim(), "0", "{}", read("throttle.err"));
+    let d: Value = serde_json::from_str(&read("throttle_iomax.json")).unwrap();
+    let sweep = d["result"]["sweep"].as_array().unwrap();
+    let at = |rate: f64| -> f64 {
+        sweep
+            .iter()
+            .find(|p| p["rate_target_bytes_per_s"].as_f64() == Some(rate))
+            .and_then(|p| p["delivered_bytes_per_s"].as_f64())
+            .unwrap_or_else(|| panic!("no sweep point at {rate}: {d}"))
+    };
+    let (lo, hi) = (at(256.0 * 1024.0), at(2.0 * 1048576.0));
+    // blk-throttle holds the reads to the limit (a little over while its
+    // slice catches up), and the higher limit lets clearly more through.
+    assert!(lo <= 1.3 * 256.0 * 1024.0, "at 256 KiB/s: {lo}");
+    assert!(hi > 2.0 * lo, "at 2 MiB/s: {hi}, at 256 KiB/s: {lo}");
+    // The old (unlimited) io.max is back: no limit line for the device.
+    let after = read("io_max_after");
+    let majmin = read("majmin");
+    assert!(
+        !after.contains(&format!("{} rbps=", majmin.trim())) || after.contains("rbps=max"),
+        "io.max after the run: {after}"
+    );
+}

@@ -95,7 +95,8 @@ pub struct Args {
     /// PI: slack aimed for (0.1: 10% inside the bound).
     #[arg(long, default_value_t = 0.1, value_name = "SHARE")]
     pub pi_margin: f64,
-    /// Settled: the rate target stays within this share of the settled rate.
+    /// Settled: the rate target stays within this share of the settled rate
+    /// (the median of the loop's last third).
     #[arg(long, default_value_t = 0.1, value_name = "SHARE")]
     pub settle_band: f64,
     /// Also measure the open-loop frontier at fixed rates.
