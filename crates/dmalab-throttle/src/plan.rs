@@ -136,6 +136,9 @@ fn from_experiment(
         .collect();
     let victim = match &v.kind {
         dmalab_run::experiment::VictimKind::ProbeLatency => VictimSpec::ProbeLatency { args: flags },
+        dmalab_run::experiment::VictimKind::ProbeBandwidth => {
+            VictimSpec::ProbeBandwidth { args: flags }
+        }
         dmalab_run::experiment::VictimKind::Exec {
             argv,
             regex: Some(re),
@@ -147,7 +150,7 @@ fn from_experiment(
             return Err(UsageError::new(
                 "--victim-name",
                 format!(
-                    "victim '{}' is a {} victim; dmalab throttle needs a per-interval figure: a probe latency victim or an exec victim with a regex",
+                    "victim '{}' is a {} victim; dmalab throttle needs a per-interval figure: a probe latency or probe bandwidth victim, or an exec victim with a regex",
                     v.name,
                     other.label()
                 ),
@@ -226,10 +229,13 @@ pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
             }
             (v, None) => {
                 let w = words("--victim", v.as_deref().unwrap_or("probe latency"))?;
-                if w.len() < 2 || w[0] != "probe" || w[1] != "latency" {
+                if w.len() < 2
+                    || w[0] != "probe"
+                    || !["latency", "bandwidth"].contains(&w[1].as_str())
+                {
                     return Err(UsageError::new(
                         "--victim",
-                        "must start with 'probe latency' (its flags follow); for any other program use --victim-exec with --victim-regex",
+                        "must start with 'probe latency' or 'probe bandwidth' (its flags follow); for any other program use --victim-exec with --victim-regex",
                     ));
                 }
                 let args = w[2..].to_vec();
@@ -241,7 +247,11 @@ pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
                         "--runtime, --interval and --matrix are set by dmalab throttle; leave them out",
                     ));
                 }
-                VictimSpec::ProbeLatency { args }
+                if w[1] == "latency" {
+                    VictimSpec::ProbeLatency { args }
+                } else {
+                    VictimSpec::ProbeBandwidth { args }
+                }
             }
         };
         let aggressor = match (&o.aggressor, &o.io_max_cgroup) {
@@ -448,8 +458,12 @@ mod tests {
             ("--slo", Box::new(|o| o.slo = vec!["value <= 3".into()])),
             ("--slo", Box::new(|o| o.slo.clear())),
             (
-                "--victim",
+                "--slo",
                 Box::new(|o| o.victim = Some("probe bandwidth".into())),
+            ),
+            (
+                "--victim",
+                Box::new(|o| o.victim = Some("page --map 1G".into())),
             ),
             (
                 "--victim",

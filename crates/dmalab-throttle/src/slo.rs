@@ -28,6 +28,8 @@ pub enum Stat {
     P99_9,
     /// Largest latency.
     Max,
+    /// Bandwidth, bytes per second (`probe bandwidth` victims).
+    Bw,
     /// The regex's figure (exec victims).
     Value,
 }
@@ -42,13 +44,14 @@ impl Stat {
             Stat::P99 => "p99",
             Stat::P99_9 => "p99.9",
             Stat::Max => "max",
+            Stat::Bw => "bw",
             Stat::Value => "value",
         }
     }
 
     /// True for the latency figures (nanoseconds).
     pub fn is_latency(self) -> bool {
-        self != Stat::Value
+        !matches!(self, Stat::Value | Stat::Bw)
     }
 }
 
@@ -128,50 +131,61 @@ impl Slo {
             "p99" => Stat::P99,
             "p99.9" | "p999" => Stat::P99_9,
             "max" => Stat::Max,
+            "bw" => Stat::Bw,
             "value" => Stat::Value,
             other => {
                 return Err(usage(
                     option,
                     text,
-                    &format!("names no figure '{other}' (mean, p50, p90, p99, p99.9, max, value)"),
+                    &format!(
+                        "names no figure '{other}' (mean, p50, p90, p99, p99.9, max, bw, value)"
+                    ),
                 ))
             }
         };
         let rhs = rhs.trim();
-        let bound = if let Some(f) = rhs.strip_suffix("baseline") {
-            let f = f.trim();
-            let f = f
-                .strip_suffix('x')
-                .or_else(|| f.strip_suffix('*'))
-                .or_else(|| f.strip_suffix('×'))
-                .ok_or_else(|| usage(option, text, "needs 'F x baseline'"))?;
-            let v: f64 = f
-                .trim()
-                .parse()
-                .map_err(|_| usage(option, text, "has no number before 'x baseline'"))?;
-            if !(v.is_finite() && v > 0.0) {
-                return Err(usage(option, text, "needs a factor above 0"));
-            }
-            Bound::TimesBaseline(v)
-        } else if stat.is_latency() {
-            Bound::Absolute(parse_ns(rhs).ok_or_else(|| {
-                usage(
-                    option,
-                    text,
-                    "needs a time with a unit (ns, us, ms, s) or 'F x baseline'",
-                )
-            })?)
-        } else {
-            let v: f64 = rhs
-                .parse()
-                .map_err(|_| usage(option, text, "needs a number or 'F x baseline'"))?;
-            if !v.is_finite() {
-                return Err(usage(option, text, "needs a finite bound"));
-            }
-            Bound::Absolute(v)
-        };
+        let bound =
+            if let Some(f) = rhs.strip_suffix("baseline") {
+                let f = f.trim();
+                let f = f
+                    .strip_suffix('x')
+                    .or_else(|| f.strip_suffix('*'))
+                    .or_else(|| f.strip_suffix('×'))
+                    .ok_or_else(|| usage(option, text, "needs 'F x baseline'"))?;
+                let v: f64 = f
+                    .trim()
+                    .parse()
+                    .map_err(|_| usage(option, text, "has no number before 'x baseline'"))?;
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(usage(option, text, "needs a factor above 0"));
+                }
+                Bound::TimesBaseline(v)
+            } else if stat == Stat::Bw {
+                Bound::Absolute(dmalab_core::units::parse_rate(option, rhs).map_err(|_| {
+                    usage(option, text, "needs a rate (e.g. 2G/s) or 'F x baseline'")
+                })? as f64)
+            } else if stat.is_latency() {
+                Bound::Absolute(parse_ns(rhs).ok_or_else(|| {
+                    usage(
+                        option,
+                        text,
+                        "needs a time with a unit (ns, us, ms, s) or 'F x baseline'",
+                    )
+                })?)
+            } else {
+                let v: f64 = rhs
+                    .parse()
+                    .map_err(|_| usage(option, text, "needs a number or 'F x baseline'"))?;
+                if !v.is_finite() {
+                    return Err(usage(option, text, "needs a finite bound"));
+                }
+                Bound::Absolute(v)
+            };
         if stat.is_latency() && op == Op::AtLeast {
             return Err(usage(option, text, "asks a latency to stay high; use <="));
+        }
+        if stat == Stat::Bw && op == Op::AtMost {
+            return Err(usage(option, text, "asks a bandwidth to stay low; use >="));
         }
         Ok(Slo {
             text: t.to_string(),
@@ -225,6 +239,12 @@ mod tests {
         assert!((s.slack(132.0, 120.0) + 0.1).abs() < 1e-9);
         let s = Slo::parse("--slo", "mean<=2.5us").unwrap();
         assert_eq!(s.bound, Bound::Absolute(2500.0));
+        let s = Slo::parse("--slo", "bw >= 2G/s").unwrap();
+        assert_eq!(
+            (s.op, s.bound),
+            (Op::AtLeast, Bound::Absolute(2.0 * (1u64 << 30) as f64))
+        );
+        assert!(Slo::parse("--slo", "bw <= 1 x baseline").is_err());
         let s = Slo::parse("--slo", "value >= 0.8*baseline").unwrap();
         assert_eq!((s.op, s.bound), (Op::AtLeast, Bound::TimesBaseline(0.8)));
         assert!(s.slack(90.0, 80.0) > 0.0);

@@ -26,6 +26,11 @@ pub enum VictimSpec {
         /// Flags after `probe latency` (size, pattern, pinning, ...).
         args: Vec<String>,
     },
+    /// `dmalab probe bandwidth` with these extra flags.
+    ProbeBandwidth {
+        /// Flags after `probe bandwidth` (traffic, size, threads, pinning).
+        args: Vec<String>,
+    },
     /// Any program; the regex reads one figure per matching line.
     Exec {
         /// Program and arguments.
@@ -40,6 +45,7 @@ impl VictimSpec {
     pub fn label(&self) -> String {
         match self {
             VictimSpec::ProbeLatency { .. } => "probe latency".into(),
+            VictimSpec::ProbeBandwidth { .. } => "probe bandwidth".into(),
             VictimSpec::Exec { argv, .. } => format!("exec: {}", argv.join(" ")),
         }
     }
@@ -48,6 +54,7 @@ impl VictimSpec {
     pub fn unit(&self) -> &'static str {
         match self {
             VictimSpec::ProbeLatency { .. } => "ns",
+            VictimSpec::ProbeBandwidth { .. } => "B/s",
             VictimSpec::Exec { .. } => "",
         }
     }
@@ -56,10 +63,21 @@ impl VictimSpec {
     /// the option.
     pub fn check_stat(&self, stat: Stat) -> Result<(), dmalab_core::UsageError> {
         match (self, stat) {
-            (VictimSpec::ProbeLatency { .. }, Stat::Value) => Err(dmalab_core::UsageError::new(
-                "--slo",
-                "a probe latency victim reports mean, p50, p90, p99, p99.9 and max, not value",
-            )),
+            (VictimSpec::ProbeLatency { .. }, Stat::Value | Stat::Bw) => {
+                Err(dmalab_core::UsageError::new(
+                    "--slo",
+                    format!(
+                        "a probe latency victim reports mean, p50, p90, p99, p99.9 and max, not {}",
+                        stat.name()
+                    ),
+                ))
+            }
+            (VictimSpec::ProbeBandwidth { .. }, s) if s != Stat::Bw => {
+                Err(dmalab_core::UsageError::new(
+                    "--slo",
+                    "a probe bandwidth victim reports bw: write 'bw >= 0.8 x baseline' or 'bw >= 2G/s'",
+                ))
+            }
             (VictimSpec::Exec { .. }, s) if s != Stat::Value => Err(dmalab_core::UsageError::new(
                 "--slo",
                 format!(
@@ -87,6 +105,8 @@ pub struct Figures {
     pub p99_9: Option<f64>,
     /// Largest, ns.
     pub max: Option<f64>,
+    /// Bandwidth, bytes per second.
+    pub bw: Option<f64>,
     /// An exec victim's figure.
     pub value: Option<f64>,
 }
@@ -101,6 +121,7 @@ impl Figures {
             Stat::P99 => self.p99,
             Stat::P99_9 => self.p99_9,
             Stat::Max => self.max,
+            Stat::Bw => self.bw,
             Stat::Value => self.value,
         }
     }
@@ -121,7 +142,21 @@ pub fn parse_probe_line(line: &str) -> Option<Figures> {
         p99: f("p99_ns"),
         p99_9: f("p99_9_ns"),
         max: f("max_ns"),
+        bw: None,
         value: None,
+    })
+}
+
+/// Parses one line of `probe bandwidth --interval-json`.
+pub fn parse_bandwidth_line(line: &str) -> Option<Figures> {
+    let t = line.trim();
+    if !t.starts_with('{') {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(t).ok()?;
+    Some(Figures {
+        bw: Some(v.get("bw_bytes")?.as_f64()?),
+        ..Figures::default()
     })
 }
 
@@ -168,9 +203,14 @@ impl Victim {
     ) -> std::io::Result<Self> {
         let stderr = dir.join("victim.stderr");
         let mut cmd = match spec {
-            VictimSpec::ProbeLatency { args } => {
+            VictimSpec::ProbeLatency { args } | VictimSpec::ProbeBandwidth { args } => {
                 let mut c = Command::new(exe);
-                c.args(["probe", "latency"])
+                let kind = if matches!(spec, VictimSpec::ProbeLatency { .. }) {
+                    "latency"
+                } else {
+                    "bandwidth"
+                };
+                c.args(["probe", kind])
                     .args(args)
                     .arg("--interval")
                     .arg(format!("{}ms", interval.as_millis()))
@@ -198,6 +238,7 @@ impl Victim {
         let (tx, rx) = channel();
         let parse: LineParser = match spec {
             VictimSpec::ProbeLatency { .. } => Box::new(parse_probe_line),
+            VictimSpec::ProbeBandwidth { .. } => Box::new(parse_bandwidth_line),
             VictimSpec::Exec { regex, .. } => {
                 let re = regex.clone();
                 Box::new(move |l| parse_exec_line(&re, l))
@@ -296,6 +337,11 @@ mod tests {
         assert_eq!(f.get(Stat::P99), Some(180.0));
         assert_eq!(f.get(Stat::Mean), Some(91.5));
         assert!(parse_probe_line(" intv  t_s").is_none());
+        let b = parse_bandwidth_line(
+            r#"{"index":0,"start_ns":0,"interval_ns":1000000000,"bw_bytes":5.5e9}"#,
+        )
+        .unwrap();
+        assert_eq!(b.get(Stat::Bw), Some(5.5e9));
         let re = Regex::new(r"ops/s: ([0-9.]+)").unwrap();
         assert_eq!(
             parse_exec_line(&re, "tick ops/s: 1234.5").unwrap().value,

@@ -516,3 +516,42 @@ fn io_max_limits_a_cgroups_reads_in_the_nvme_guest() {
         "io.max after the run: {after}"
     );
 }
+
+#[test]
+fn throttle_reads_a_bandwidth_victim_per_interval() {
+    let _m = machine();
+    let dir = tempfile::tempdir().unwrap();
+    let (code, err, doc) = throttle(
+        dir.path(),
+        &[
+            "--victim",
+            "probe bandwidth --size 16M",
+            "--aggressor",
+            NULL_AGGRESSOR,
+            "--slo",
+            "bw >= 0.1 x baseline",
+            "--interval",
+            "200ms",
+            "--intervals",
+            "5",
+            "--baseline-intervals",
+            "2",
+            "--min-rate",
+            "1M",
+            "--max-rate",
+            "8M",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let d = doc.unwrap();
+    assert_eq!(d["result"]["victim_unit"], "B/s");
+    assert!(d["result"]["baseline"]["bw"].as_f64().unwrap() > 1e6);
+    let series = d["result"]["loops"][0]["series"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(series.len(), 5);
+    assert!(series
+        .iter()
+        .all(|p| p["victim_metric"].as_f64().unwrap() > 1e6));
+}
