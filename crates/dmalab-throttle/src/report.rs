@@ -15,8 +15,14 @@ pub fn pct(share: Option<f64>) -> String {
     share.map_or("-".into(), |s| format!("{:.1}%", 100.0 * s))
 }
 
-fn mib(v: f64) -> String {
-    format!("{:.0}", v / (1 << 20) as f64)
+/// Bytes per second to MiB/s (the plots' rate unit).
+fn mib(v: f64) -> f64 {
+    v / (1 << 20) as f64
+}
+
+/// A short legend label for an SLO (`mean<=1.3x`).
+fn short(slo: &str) -> String {
+    slo.replace(" x baseline", "x").replace(' ', "")
 }
 
 /// The text summary.
@@ -96,6 +102,7 @@ pub fn loop_svgs(l: &LoopResult, unit: &str) -> (String, String) {
         .iter()
         .flat_map(|p| [Some(p.rate_target_bytes_per_s), p.delivered_bytes_per_s])
         .flatten()
+        .map(mib)
         .fold(0.0, f64::max);
     let mut c = Canvas::new(
         860.0,
@@ -108,18 +115,18 @@ pub fn loop_svgs(l: &LoopResult, unit: &str) -> (String, String) {
         "time (s)",
         "MiB/s",
         &|v| format!("{v:.0}"),
-        &|v| mib(v),
+        &|v| format!("{v:.0}"),
         true,
     );
     let target: Vec<(f64, f64)> = l
         .series
         .iter()
-        .map(|p| (p.t_s, p.rate_target_bytes_per_s))
+        .map(|p| (p.t_s, mib(p.rate_target_bytes_per_s)))
         .collect();
     let delivered: Vec<(f64, f64)> = l
         .series
         .iter()
-        .filter_map(|p| p.delivered_bytes_per_s.map(|d| (p.t_s, d)))
+        .filter_map(|p| p.delivered_bytes_per_s.map(|d| (p.t_s, mib(d))))
         .collect();
     let body =
         polyline(&c, &target, PALETTE[2], false) + &polyline(&c, &delivered, PALETTE[3], true);
@@ -207,6 +214,7 @@ pub fn frontier_svg(r: &ThrottleResult) -> Option<String> {
                 .iter()
                 .filter_map(|l| l.settled_delivered_bytes_per_s),
         )
+        .map(mib)
         .fold(0.0, f64::max);
     let mut y_max: f64 = 1.0;
     for p in &r.sweep {
@@ -227,7 +235,7 @@ pub fn frontier_svg(r: &ThrottleResult) -> Option<String> {
         "I/O throughput against victim slowdown",
         "aggressor delivered MiB/s",
         "victim slowdown (x baseline)",
-        &|v| mib(v),
+        &|v| format!("{v:.0}"),
         &|v| format!("{v:.2}"),
         true,
     );
@@ -238,7 +246,7 @@ pub fn frontier_svg(r: &ThrottleResult) -> Option<String> {
         let mut by_rate: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
         for p in &r.sweep {
             if let (Some(d), Some(&v)) = (p.delivered_bytes_per_s, p.victim.get(stat)) {
-                let y = slow(stat, v);
+                let (d, y) = (mib(d), slow(stat, v));
                 let _ = write!(
                     body,
                     r##"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}" fill-opacity=".45"/>"##,
@@ -262,7 +270,7 @@ pub fn frontier_svg(r: &ThrottleResult) -> Option<String> {
             })
             .collect();
         body.push_str(&polyline(&c, &mean, color, false));
-        legend.push((format!("fixed rates ({stat})"), color.to_string()));
+        legend.push((format!("fixed ({stat})"), color.to_string()));
     }
     for (i, l) in r.loops.iter().enumerate() {
         let color = PALETTE[(4 + i) % PALETTE.len()];
@@ -279,7 +287,7 @@ pub fn frontier_svg(r: &ThrottleResult) -> Option<String> {
             true,
         ));
         if let Some(d) = l.settled_delivered_bytes_per_s {
-            let (x, y) = (c.px(d), c.py(l.settled_slowdown));
+            let (x, y) = (c.px(mib(d)), c.py(l.settled_slowdown));
             let _ = write!(
                 body,
                 r##"<path d="M{:.1},{:.1} l7,7 l-7,7 l-7,-7 z" fill="{color}" stroke="#111"/>"##,
@@ -287,7 +295,7 @@ pub fn frontier_svg(r: &ThrottleResult) -> Option<String> {
                 y - 7.0
             );
         }
-        legend.push((format!("loop: {}", l.slo.text), color.to_string()));
+        legend.push((format!("loop {}", short(&l.slo.text)), color.to_string()));
     }
     c.body.push_str(&body);
     c.legend(&legend);
