@@ -14,6 +14,7 @@ pub mod ledger;
 pub mod livestats;
 pub mod lock;
 pub mod output;
+pub mod ratecontrol;
 pub mod safety;
 pub mod schema;
 pub mod signal;

@@ -45,6 +45,11 @@ pub struct RateCheck {
     pub target_per_s: f64,
     /// Rate in each whole 1-second window since the start, units per second.
     pub windows_per_s: Vec<f64>,
+    /// Target of each window, units per second, when the limit changed
+    /// during the run (`--rate-control`): the time-weighted mean of the
+    /// limits in force during the window. Empty: `target_per_s` throughout.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows_target_per_s: Vec<f64>,
     /// Largest |window - target| / target, percent (0 with no window).
     pub window_max_error_pct: f64,
     /// Per window, nanoseconds during which a due command waited because
@@ -93,6 +98,51 @@ pub fn check_rate(
     end_ns: u64,
     poisson: bool,
 ) -> RateCheck {
+    check_rate_schedule(
+        completions,
+        held_ns,
+        steal_ns,
+        unit_bytes,
+        &[(0, target_per_s)],
+        end_ns,
+        poisson,
+    )
+}
+
+/// The target of each whole 1-second window under `schedule` (`(from_ns,
+/// target)`, sorted by time, the first from 0): the time-weighted mean of
+/// the targets in force during the window.
+pub fn window_targets(schedule: &[(u64, f64)], windows: usize) -> Vec<f64> {
+    const W: u64 = 1_000_000_000;
+    (0..windows as u64)
+        .map(|w| {
+            let (lo, hi) = (w * W, (w + 1) * W);
+            let mut sum = 0.0;
+            for (i, &(from, target)) in schedule.iter().enumerate() {
+                let to = schedule.get(i + 1).map_or(u64::MAX, |n| n.0);
+                let (a, b) = (from.max(lo), to.min(hi));
+                if b > a {
+                    sum += target * (b - a) as f64;
+                }
+            }
+            sum / W as f64
+        })
+        .collect()
+}
+
+/// [`check_rate`] with a target that changes: `schedule` holds `(from_ns,
+/// target)` pairs, sorted, the first from 0; each window is judged against
+/// the time-weighted mean of the targets in force during it.
+pub fn check_rate_schedule(
+    completions: &[(u64, u64)],
+    held_ns: &[u64],
+    steal_ns: &[u64],
+    unit_bytes: bool,
+    schedule: &[(u64, f64)],
+    end_ns: u64,
+    poisson: bool,
+) -> RateCheck {
+    let target_per_s = schedule.first().map_or(1.0, |s| s.1);
     let mut times: Vec<(u64, u64)> = completions.to_vec();
     times.sort_unstable();
     let whole = (end_ns / 1_000_000_000) as usize;
@@ -103,8 +153,13 @@ pub fn check_rate(
             windows[w] += if unit_bytes { b as f64 } else { 1.0 };
         }
     }
-    let err = |v: f64| 100.0 * (v - target_per_s).abs() / target_per_s;
-    let window_max_error_pct = windows.iter().map(|&w| err(w)).fold(0.0, f64::max);
+    let targets = window_targets(schedule, whole);
+    let err_at = |v: f64, t: f64| 100.0 * (v - t).abs() / t;
+    let window_max_error_pct = windows
+        .iter()
+        .zip(&targets)
+        .map(|(&w, &t)| err_at(w, t))
+        .fold(0.0, f64::max);
     let pct = |h: u64| h as f64 / 1e7;
     // A per-window time series padded (or cut) to the whole windows, and
     // its largest share of a window.
@@ -122,10 +177,10 @@ pub fn check_rate(
         .enumerate()
         .map(|(k, &w)| {
             let mut held = pct(windows_held_ns[k]);
-            if w > target_per_s && k > 0 {
+            if w > targets[k] && k > 0 {
                 held += pct(windows_held_ns[k - 1]);
             }
-            (err(w) - held).max(0.0)
+            (err_at(w, targets[k]) - held).max(0.0)
         })
         .fold(0.0, f64::max);
     let mean_per_s = if whole > 0 {
@@ -133,11 +188,16 @@ pub fn check_rate(
     } else {
         0.0
     };
+    let mean_target = if whole > 0 {
+        targets.iter().sum::<f64>() / whole as f64
+    } else {
+        target_per_s
+    };
     let ks = poisson.then(|| {
         let n = times.len().max(1) as f64;
         let mean_bytes = times.iter().map(|t| t.1 as f64).sum::<f64>() / n;
         let per_cmd = if unit_bytes { mean_bytes.max(1.0) } else { 1.0 };
-        let mean_gap_s = per_cmd / target_per_s;
+        let mean_gap_s = per_cmd / mean_target;
         let mut gaps: Vec<f64> = times
             .windows(2)
             .map(|w| (w[1].0 - w[0].0) as f64 / 1e9)
@@ -148,6 +208,11 @@ pub fn check_rate(
         unit: if unit_bytes { "bytes" } else { "commands" }.into(),
         target_per_s,
         windows_per_s: windows,
+        windows_target_per_s: if schedule.len() > 1 {
+            targets
+        } else {
+            Vec::new()
+        },
         window_max_error_pct,
         windows_held_ns,
         held_max_pct,
@@ -155,7 +220,11 @@ pub fn check_rate(
         steal_max_pct,
         unexplained_max_error_pct,
         mean_per_s,
-        mean_error_pct: if whole > 0 { err(mean_per_s) } else { 100.0 },
+        mean_error_pct: if whole > 0 {
+            err_at(mean_per_s, mean_target)
+        } else {
+            100.0
+        },
         ks,
     }
 }
@@ -206,6 +275,21 @@ fn kolmogorov_q(d: f64, n: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_changed_target_is_judged_per_window() {
+        // 1000/s for 1.5 s, then 500/s: window 1 averages 750.
+        let s = [(0, 1000.0), (1_500_000_000, 500.0)];
+        assert_eq!(window_targets(&s, 3), vec![1000.0, 750.0, 500.0]);
+        let mut c: Vec<(u64, u64)> = (0..1500).map(|k| (k * 1_000_000, 4096)).collect();
+        c.extend((0..750).map(|k| (1_500_000_000 + k * 2_000_000, 4096)));
+        let r = check_rate_schedule(&c, &[], &[], false, &s, 3_000_000_000, false);
+        assert!(r.window_max_error_pct < 0.5, "{r:?}");
+        assert_eq!(r.windows_target_per_s.len(), 3);
+        // The same completions against the first target alone fail.
+        let r = check_rate(&c, &[], &[], false, 1000.0, 3_000_000_000, false);
+        assert!(r.window_max_error_pct > 40.0);
+    }
     use rand::SeedableRng;
     use rand_distr::{Distribution, Exp1};
 

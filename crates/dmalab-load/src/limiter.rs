@@ -20,12 +20,22 @@
 //!   statistics), which keeps the run's mean rate exact instead of wandering
 //!   by 1/sqrt(n), while the gaps stay exponentially distributed.
 //!
+//! Live rate changes (`--rate-control FILE`): the limiter looks at the
+//! control page's generation before each command; on a new generation it
+//! restarts its schedule at the later of now and the last due time it
+//! handed out, with the new limits, so the change takes effect with the next
+//! command (well within one timeslot) and the exact, drift-free spacing
+//! holds again from there. Every change is kept, with its time, so the rate
+//! checker can judge each window against the limit in force.
+//!
 //! The clock is a trait so the unit tests run the limiter against a mock.
 
+use dmalab_core::ratecontrol::{Limits, RateControl};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp1};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Nanoseconds since the run's start.
@@ -123,12 +133,32 @@ impl RateSpec {
     }
 }
 
+/// A change of the limits while the load ran.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RateChange {
+    /// When the new limits took effect, nanoseconds since the start.
+    pub t_ns: u64,
+    /// Byte rate limit from then on, bytes per second.
+    pub rate_bytes_per_s: Option<u64>,
+    /// Command rate limit from then on, commands per second.
+    pub rate_iops: Option<u64>,
+}
+
 /// Hands out due times.
 #[derive(Debug)]
 pub struct Limiter {
     spec: RateSpec,
     bytes_before: u128,
     commands_before: u128,
+    // The schedule restarts at `origin_ns` with these counts after a change.
+    origin_ns: u64,
+    bytes_at_origin: u128,
+    commands_at_origin: u128,
+    last_due: u64,
+    last_bytes: u64,
+    control: Option<Arc<RateControl>>,
+    generation: u64,
+    changes: Vec<RateChange>,
     // Poisson state.
     rng: ChaCha8Rng,
     gaps: Vec<f64>,
@@ -144,6 +174,14 @@ impl Limiter {
             spec,
             bytes_before: 0,
             commands_before: 0,
+            origin_ns: 0,
+            bytes_at_origin: 0,
+            commands_at_origin: 0,
+            last_due: 0,
+            last_bytes: 0,
+            control: None,
+            generation: 0,
+            changes: Vec::new(),
             gaps: Vec::new(),
             next_gap: 0,
             due_s: 0.0,
@@ -153,6 +191,62 @@ impl Limiter {
     /// The spec.
     pub fn spec(&self) -> &RateSpec {
         &self.spec
+    }
+
+    /// Follows the limits in `control` from now on (`--rate-control`). Only
+    /// the kinds of limit the spec has are taken from the page; a zero for
+    /// one of them is ignored.
+    pub fn with_control(mut self, control: Arc<RateControl>) -> Self {
+        self.generation = control.generation() & !1;
+        control.mark_applied(self.generation);
+        self.control = Some(control);
+        self
+    }
+
+    /// Every change of the limits so far.
+    pub fn changes(&self) -> &[RateChange] {
+        &self.changes
+    }
+
+    /// Applies a new generation of the control page, if there is one;
+    /// `now_ns` is the caller's clock (ns since the start).
+    pub fn poll_control(&mut self, now_ns: u64) {
+        let Some(ctl) = &self.control else { return };
+        if ctl.generation() == self.generation {
+            return;
+        }
+        let Some((g, l)) = ctl.read() else { return };
+        self.generation = g;
+        ctl.mark_applied(g);
+        self.apply(l, now_ns);
+    }
+
+    fn apply(&mut self, l: Limits, now_ns: u64) {
+        let b = self.spec.rate_bytes_per_s.and(l.rate_bytes_per_s);
+        let c = self.spec.rate_iops.and(l.rate_iops);
+        let (b, c) = (b.or(self.spec.rate_bytes_per_s), c.or(self.spec.rate_iops));
+        if (b, c) == (self.spec.rate_bytes_per_s, self.spec.rate_iops) {
+            return;
+        }
+        // Restart at now when the schedule is idle; otherwise at the last
+        // command handed out, which then counts as the new schedule's
+        // first (the next one is due one gap at the new rate after it).
+        let t = now_ns.max(self.last_due);
+        self.origin_ns = t;
+        self.bytes_at_origin = self.bytes_before;
+        self.commands_at_origin = self.commands_before;
+        if now_ns <= self.last_due && self.commands_before > 0 {
+            self.bytes_at_origin -= u128::from(self.last_bytes);
+            self.commands_at_origin -= 1;
+        }
+        self.spec.rate_bytes_per_s = b;
+        self.spec.rate_iops = c;
+        self.due_s = self.due_s.max(t as f64 / 1e9);
+        self.changes.push(RateChange {
+            t_ns: t,
+            rate_bytes_per_s: b,
+            rate_iops: c,
+        });
     }
 
     /// Due time (ns since start) of the next command, which moves `bytes`.
@@ -168,19 +262,23 @@ impl Limiter {
         };
         self.bytes_before += u128::from(bytes);
         self.commands_before += 1;
+        self.last_due = due;
+        self.last_bytes = bytes;
         due
     }
 
     fn paced_due(&self) -> u64 {
+        let bytes = self.bytes_before - self.bytes_at_origin;
+        let commands = self.commands_before - self.commands_at_origin;
         let b = self
             .spec
             .rate_bytes_per_s
-            .map_or(0, |r| self.bytes_before * 1_000_000_000 / u128::from(r));
+            .map_or(0, |r| bytes * 1_000_000_000 / u128::from(r));
         let c = self
             .spec
             .rate_iops
-            .map_or(0, |r| self.commands_before * 1_000_000_000 / u128::from(r));
-        u64::try_from(b.max(c)).unwrap_or(u64::MAX)
+            .map_or(0, |r| commands * 1_000_000_000 / u128::from(r));
+        u64::try_from(b.max(c) + u128::from(self.origin_ns)).unwrap_or(u64::MAX)
     }
 
     fn burst_due(&self) -> u64 {
@@ -193,12 +291,11 @@ impl Limiter {
         let b = self
             .spec
             .rate_bytes_per_s
-            .map_or(0, |r| slot_of(self.bytes_before, r));
-        let c = self
-            .spec
-            .rate_iops
-            .map_or(0, |r| slot_of(self.commands_before, r));
-        u64::try_from(b.max(c) * slot).unwrap_or(u64::MAX)
+            .map_or(0, |r| slot_of(self.bytes_before - self.bytes_at_origin, r));
+        let c = self.spec.rate_iops.map_or(0, |r| {
+            slot_of(self.commands_before - self.commands_at_origin, r)
+        });
+        u64::try_from(b.max(c) * slot + u128::from(self.origin_ns)).unwrap_or(u64::MAX)
     }
 
     fn poisson_due(&mut self, bytes: u64) -> u64 {
@@ -318,6 +415,53 @@ mod tests {
         assert!(t[..10].iter().all(|&x| x == 0));
         assert!(t[10..20].iter().all(|&x| x == 100_000_000));
         assert!(t[20..].iter().all(|&x| x == 200_000_000));
+    }
+
+    #[test]
+    fn a_live_change_restarts_the_schedule_at_the_new_rate() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("rate");
+        let initial = Limits {
+            rate_bytes_per_s: None,
+            rate_iops: Some(1000),
+        };
+        let ctl = Arc::new(RateControl::create(&p, initial).unwrap());
+        let clock = MockClock(AtomicU64::new(0));
+        let mut l = Limiter::new(RateSpec {
+            rate_iops: Some(1000),
+            ..spec()
+        })
+        .with_control(ctl.clone());
+        let mut times = Vec::new();
+        for k in 0..20 {
+            if k == 10 {
+                // The writer halves the rate (and tries to add a byte
+                // limit the load was not started with: ignored).
+                RateControl::open(&p).unwrap().unwrap().set(Limits {
+                    rate_bytes_per_s: Some(1),
+                    rate_iops: Some(500),
+                });
+            }
+            l.poll_control(clock.now_ns());
+            let due = l.due_ns(4096);
+            clock.sleep_until(due);
+            times.push(clock.now_ns());
+        }
+        // 1 ms apart up to command 9 (at 9 ms); the change applies at the
+        // last due time, then 2 ms apart.
+        assert_eq!(times[9], 9_000_000);
+        assert_eq!(times[10], 11_000_000);
+        assert_eq!(times[19], 29_000_000);
+        assert_eq!(
+            l.changes(),
+            &[RateChange {
+                t_ns: 9_000_000,
+                rate_bytes_per_s: None,
+                rate_iops: Some(500)
+            }]
+        );
+        assert_eq!(ctl.applied(), 2);
+        assert_eq!(l.spec().rate_bytes_per_s, None);
     }
 
     #[test]

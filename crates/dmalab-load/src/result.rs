@@ -116,6 +116,14 @@ pub struct Sample {
     /// paused, and completions waited with it.
     #[serde(default)]
     pub steal_ns: u64,
+    /// Byte rate limit in force when the sample was taken, bytes per second
+    /// (with --rate; follows `--rate-control`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_target_bytes_per_s: Option<u64>,
+    /// Command rate limit in force when the sample was taken, commands per
+    /// second (with --rate-iops; follows `--rate-control`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_target_iops: Option<u64>,
 }
 
 impl Sample {
@@ -197,6 +205,9 @@ pub struct LoadResult {
     /// The rate checker's verdict (only with --rate or --rate-iops).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_check: Option<RateCheck>,
+    /// Changes of the limits through `--rate-control`, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rate_changes: Vec<crate::limiter::RateChange>,
     /// The first failed command, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_error: Option<String>,
@@ -303,9 +314,18 @@ impl LoadResult {
             ));
         }
         if let Some(c) = &self.rate_check {
+            let target = match c.windows_target_per_s.last() {
+                // Changed live: first and last, the error against the
+                // schedule of targets.
+                Some(last) => format!(
+                    "{:.0} -> {last:.0} ({} live changes)",
+                    c.target_per_s,
+                    self.rate_changes.len()
+                ),
+                None => format!("{:.0}", c.target_per_s),
+            };
             s.push_str(&format!(
-                "  rate      target {:.0} {}/s  mean {:.0} ({:.3}% off)  worst 1-s window {:.3}% off over {} windows\n",
-                c.target_per_s,
+                "  rate      target {target} {}/s  mean {:.0} ({:.3}% off)  worst 1-s window {:.3}% off over {} windows\n",
                 c.unit,
                 c.mean_per_s,
                 c.mean_error_pct,

@@ -2,9 +2,9 @@
 //! shared pattern stream and limiter, per-second samples, stop conditions.
 
 use crate::buffer::{DmaBuffer, Fill, HugePages, PIECE_LIMIT};
-use crate::check::{check_rate, RateCheck};
+use crate::check::{check_rate_schedule, RateCheck};
 use crate::engine::{self, Command, Completion, EngineKind, EngineSpec, Op};
-use crate::limiter::{Arrival, Clock, Limiter, MonoClock, RateSpec};
+use crate::limiter::{Arrival, Clock, Limiter, MonoClock, RateChange, RateSpec};
 use crate::live::{monotonic_ns, LiveStats};
 use crate::pattern::{PatternStream, StreamConfig};
 use crate::result::{CpuResult, LoadResult, Rates, Sample, Totals, TraceResult, WorkerResult};
@@ -98,6 +98,9 @@ pub struct Plan {
     pub max_total_blocks: Option<u64>,
     /// Live counters file.
     pub live_stats: Option<PathBuf>,
+    /// Rate-control file through which the limits change while running.
+    #[serde(default)]
+    pub rate_control: Option<PathBuf>,
     /// Workers run under SCHED_FIFO at this priority (None: normal).
     pub realtime_priority: Option<i32>,
     /// Record every DMA transfer into this dmalab-sim trace file.
@@ -163,7 +166,8 @@ struct Shared {
 }
 
 impl Shared {
-    fn next(&mut self) -> Option<(Command, u64)> {
+    fn next(&mut self, now_ns: u64) -> Option<(Command, u64)> {
+        self.limiter.poll_control(now_ns);
         if self.commands_left == 0 || (self.data && self.blocks_left == 0) {
             return None;
         }
@@ -290,9 +294,19 @@ pub fn run_observed(
         })?)),
         None => None,
     };
+    let mut limiter = Limiter::new(plan.rate.clone());
+    if let Some(p) = &plan.rate_control {
+        let initial = dmalab_core::ratecontrol::Limits {
+            rate_bytes_per_s: plan.rate.rate_bytes_per_s,
+            rate_iops: plan.rate.rate_iops,
+        };
+        let ctl = dmalab_core::ratecontrol::RateControl::create(p, initial)
+            .map_err(|e| RunError::Other(format!("--rate-control: cannot create {e}")))?;
+        limiter = limiter.with_control(Arc::new(ctl));
+    }
     let shared = Arc::new(Mutex::new(Shared {
         stream,
-        limiter: Limiter::new(plan.rate.clone()),
+        limiter,
         commands_left: plan.max_commands.unwrap_or(u64::MAX),
         blocks_left: plan.max_total_blocks.unwrap_or(u64::MAX),
         data: plan.stream.pattern.moves_data(),
@@ -422,7 +436,8 @@ pub fn run_observed(
                 // machine may wake us late), not at the nominal second.
                 let cur = live.totals();
                 let t = clock.now_ns();
-                let s = sample(cur, last, t, t - last_t, steal.take());
+                let mut s = sample(cur, last, t, t - last_t, steal.take());
+                set_target(&mut s, &shared);
                 obs.sample(&s, true);
                 samples.push(s);
                 last = cur;
@@ -466,7 +481,8 @@ pub fn run_observed(
     let runtime_ns = outs.iter().map(|o| o.last_ns).max().unwrap_or(0).max(1);
     let cur = live.totals();
     if cur != last && runtime_ns > last_t {
-        let s = sample(cur, last, runtime_ns, runtime_ns - last_t, steal.take());
+        let mut s = sample(cur, last, runtime_ns, runtime_ns - last_t, steal.take());
+        set_target(&mut s, &shared);
         // A sliver of a second after the last whole one gives a meaningless
         // per-second rate on stderr; the JSON keeps it (samples sum to the
         // totals).
@@ -512,9 +528,14 @@ pub fn run_observed(
     let planned_end = plan.runtime_ns.filter(|_| !interrupted);
     // Sample k covers about [k, k+1) s, as the checker's window k does.
     let steal_ns: Vec<u64> = samples.iter().map(|s| s.steal_ns).collect();
+    let rate_changes = shared
+        .lock()
+        .map(|s| s.limiter.changes().to_vec())
+        .unwrap_or_default();
     let rate_check = record.then(|| {
         rate_check(
             &plan.rate,
+            &rate_changes,
             &completions,
             &held_ns,
             &steal_ns,
@@ -551,6 +572,7 @@ pub fn run_observed(
         workers,
         samples,
         rate_check,
+        rate_changes,
         first_error,
         reserved_huge_pages: buffer.reserved_huge_pages,
         trace: trace_summary,
@@ -590,11 +612,22 @@ fn sample(
         iops: c as f64 / iv,
         blocks_per_s: k as f64 / iv,
         steal_ns,
+        rate_target_bytes_per_s: None,
+        rate_target_iops: None,
+    }
+}
+
+/// Stamps the limits in force on a sample.
+fn set_target(s: &mut Sample, shared: &Mutex<Shared>) {
+    if let Ok(sh) = shared.lock() {
+        s.rate_target_bytes_per_s = sh.limiter.spec().rate_bytes_per_s;
+        s.rate_target_iops = sh.limiter.spec().rate_iops;
     }
 }
 
 fn rate_check(
     spec: &RateSpec,
+    changes: &[RateChange],
     completions: &[(u64, u64)],
     held_ns: &[u64],
     steal_ns: &[u64],
@@ -613,20 +646,29 @@ fn rate_check(
         (Some(_), None) => true,
         _ => false,
     };
-    let target = if bytes_bind {
-        spec.rate_bytes_per_s.unwrap_or(1) as f64
-    } else {
-        spec.rate_iops.unwrap_or(1) as f64
+    let target_of = |b: Option<u64>, c: Option<u64>| {
+        if bytes_bind {
+            b.unwrap_or(1) as f64
+        } else {
+            c.unwrap_or(1) as f64
+        }
     };
+    // The schedule of targets: the spec's from 0, then each live change.
+    let mut schedule = vec![(0, target_of(spec.rate_bytes_per_s, spec.rate_iops))];
+    schedule.extend(
+        changes
+            .iter()
+            .map(|c| (c.t_ns, target_of(c.rate_bytes_per_s, c.rate_iops))),
+    );
     // Only windows that end at least 100 ms before submission stopped: the
     // window holding the stop loses the commands still in flight then.
     let end = runtime.unwrap_or(ran_ns).saturating_sub(100_000_000);
-    check_rate(
+    check_rate_schedule(
         completions,
         held_ns,
         steal_ns,
         bytes_bind,
-        target,
+        &schedule,
         end,
         spec.arrival == Arrival::Poisson,
     )
@@ -685,7 +727,7 @@ fn worker_loop(
         if !draining {
             while let Some(&slot) = free.last() {
                 if pending.is_none() {
-                    pending = shared.lock().ok().and_then(|mut s| s.next());
+                    pending = shared.lock().ok().and_then(|mut s| s.next(now));
                     if pending.is_none() {
                         draining = true;
                         break;

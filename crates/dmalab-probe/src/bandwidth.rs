@@ -201,6 +201,22 @@ pub struct BandwidthPlan {
     pub delay_cycles: u32,
     /// Measuring time, nanoseconds.
     pub runtime_ns: u64,
+    /// Report the bandwidth every this many nanoseconds (0: never).
+    #[serde(default)]
+    pub interval_ns: u64,
+}
+
+/// One interval's bandwidth, all threads.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct BandwidthInterval {
+    /// Interval number, from 0.
+    pub index: u64,
+    /// Start of the interval since the measurement began, nanoseconds.
+    pub start_ns: u64,
+    /// Length of the interval, nanoseconds.
+    pub interval_ns: u64,
+    /// Bytes read and written in it per second.
+    pub bw_bytes: f64,
 }
 
 /// One thread's bandwidth.
@@ -276,6 +292,38 @@ pub fn run_workers(
     stop: &AtomicBool,
     on_start: &mut dyn FnMut(),
 ) -> BandwidthResult {
+    run_workers_intervals(
+        workers,
+        cpus,
+        delay,
+        runtime_ns,
+        stop,
+        on_start,
+        0,
+        &mut |_| {},
+    )
+}
+
+/// [`run_workers`], reporting the bandwidth of every `interval_ns` (when
+/// above 0) to `on_interval` as it ends.
+#[allow(clippy::too_many_arguments)]
+pub fn run_workers_intervals(
+    workers: &mut [BwWorker],
+    cpus: &[usize],
+    delay: u32,
+    runtime_ns: u64,
+    stop: &AtomicBool,
+    on_start: &mut dyn FnMut(),
+    interval_ns: u64,
+    on_interval: &mut dyn FnMut(&BandwidthInterval),
+) -> BandwidthResult {
+    let bytes_per_line: Vec<u64> = workers
+        .iter()
+        .map(|w| {
+            let (lr, lw) = w.traffic().lines_rw();
+            (lr + lw) * LINE as u64
+        })
+        .collect();
     let progress: Vec<AtomicU64> = workers.iter().map(|_| AtomicU64::new(0)).collect();
     let local_stop = Arc::new(AtomicBool::new(false));
     let barrier = Barrier::new(workers.len() + 1);
@@ -292,12 +340,36 @@ pub fn run_workers(
         let t0 = crate::tsc::mono_ns();
         on_start();
         let end = t0 + runtime_ns;
+        let total = || -> u64 {
+            progress
+                .iter()
+                .zip(&bytes_per_line)
+                .map(|(p, b)| p.load(Ordering::Relaxed) * b)
+                .sum()
+        };
+        let (mut index, mut last_t, mut last_bytes) = (0u64, t0, 0u64);
         loop {
             let now = crate::tsc::mono_ns();
             if now >= end || halted(stop) {
                 break;
             }
-            std::thread::sleep(std::time::Duration::from_nanos((end - now).min(10_000_000)));
+            let mut nap = (end - now).min(10_000_000);
+            if interval_ns > 0 {
+                let due = last_t + interval_ns;
+                if now >= due {
+                    let bytes = total();
+                    on_interval(&BandwidthInterval {
+                        index,
+                        start_ns: last_t - t0,
+                        interval_ns: now - last_t,
+                        bw_bytes: (bytes - last_bytes) as f64 * 1e9 / (now - last_t).max(1) as f64,
+                    });
+                    (index, last_t, last_bytes) = (index + 1, now, bytes);
+                    continue;
+                }
+                nap = nap.min(due - now);
+            }
+            std::thread::sleep(std::time::Duration::from_nanos(nap));
         }
         local_stop.store(true, Ordering::Relaxed);
         t0
@@ -327,6 +399,15 @@ pub fn run_workers(
 
 /// Runs a bandwidth plan.
 pub fn run(plan: &BandwidthPlan) -> Result<BandwidthResult, ProbeError> {
+    run_intervals(plan, &mut |_| {})
+}
+
+/// Runs a bandwidth plan; `on_interval` sees each `plan.interval_ns` as it
+/// ends.
+pub fn run_intervals(
+    plan: &BandwidthPlan,
+    on_interval: &mut dyn FnMut(&BandwidthInterval),
+) -> Result<BandwidthResult, ProbeError> {
     let mut workers = prepare_workers(
         plan.traffic,
         plan.size_bytes,
@@ -343,13 +424,15 @@ pub fn run(plan: &BandwidthPlan) -> Result<BandwidthResult, ProbeError> {
         }
     }
     let stop = AtomicBool::new(false);
-    let mut r = run_workers(
+    let mut r = run_workers_intervals(
         &mut workers,
         &plan.cpus,
         plan.delay_cycles,
         plan.runtime_ns,
         &stop,
         &mut || {},
+        plan.interval_ns,
+        on_interval,
     );
     if plan.delay_cycles > 0 {
         r.delay_iteration_cycles = Some(kernels::spin_cycles_per_iteration());
@@ -383,10 +466,29 @@ mod tests {
             membind: None,
             delay_cycles: 0,
             runtime_ns: 50_000_000,
+            interval_ns: 0,
         };
         let r = run(&plan).unwrap();
         assert!(r.read_bytes > 0);
         assert_eq!(r.read_bytes, 2 * r.write_bytes);
         assert!(r.bw_bytes > 0.0);
+        // Intervals: numbered in order, each a share of the total.
+        let plan = BandwidthPlan {
+            runtime_ns: 200_000_000,
+            interval_ns: 20_000_000,
+            ..plan
+        };
+        let mut seen = Vec::new();
+        let r = run_intervals(&plan, &mut |i| seen.push(i.clone())).unwrap();
+        assert!(seen.len() >= 3, "{seen:?}");
+        assert!(seen
+            .iter()
+            .enumerate()
+            .all(|(k, i)| i.index == k as u64 && i.bw_bytes > 0.0));
+        let moved: f64 = seen
+            .iter()
+            .map(|i| i.bw_bytes * i.interval_ns as f64 / 1e9)
+            .sum();
+        assert!(moved <= (r.read_bytes + r.write_bytes) as f64 * 1.0001);
     }
 }

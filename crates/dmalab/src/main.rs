@@ -42,6 +42,8 @@ enum Command {
     Compare(cmd::compare::Args),
     /// Trace-driven simulator of CPU and DMA traffic.
     Sim(cmd::sim::Args),
+    /// Hold a victim's SLO by throttling DMA load in a closed loop.
+    Throttle(Box<cmd::throttle::Args>),
     /// Remove leftovers (cgroups, swap devices, settings) of a killed run.
     Cleanup(cmd::cleanup::Args),
     /// Run an experiment across a cluster through Slurm, and merge the results.
@@ -67,6 +69,7 @@ fn main() -> ExitCode {
         Command::Report(a) => cmd::report::run(a),
         Command::Compare(a) => cmd::compare::run(a),
         Command::Sim(a) => cmd::sim::run(a),
+        Command::Throttle(a) => cmd::throttle::run(*a),
         Command::Cleanup(a) => cmd::cleanup::run(a),
         Command::Fleet(a) => cmd::fleet::run(a),
         Command::Ddio(a) => cmd::ddio::run(a),

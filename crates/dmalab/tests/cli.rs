@@ -15,7 +15,7 @@ fn help_lists_every_command() {
     let text = String::from_utf8_lossy(&out);
     for c in [
         "load", "info", "probe", "page", "run", "report", "compare", "sim", "cleanup", "fleet",
-        "ddio", "stat",
+        "ddio", "stat", "throttle",
     ] {
         assert!(text.contains(c), "--help lacks {c}:\n{text}");
     }

@@ -511,7 +511,8 @@ fn rate_fmt(v: f64) -> String {
     }
 }
 
-const STYLE: &str = r#"
+/// The report's stylesheet (also used by the throttle report).
+pub const STYLE: &str = r#"
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1200px;color:#222;padding:0 16px}
 h1{font-size:1.5em;margin-bottom:4px}h2{font-size:1.2em;margin-top:32px;border-bottom:1px solid #ddd}
 .meta{color:#555;font-size:.9em}.meta td{padding:1px 12px 1px 0}

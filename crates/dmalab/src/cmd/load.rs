@@ -133,6 +133,10 @@ pub struct LoadArgs {
     /// Keep live counters in this 4096-byte file (see docs/load.md).
     #[arg(long, value_name = "FILE")]
     pub live_stats: Option<PathBuf>,
+    /// Create this 4096-byte rate-control file; limits written into it
+    /// change --rate/--rate-iops while the load runs (see docs/throttle.md).
+    #[arg(long, value_name = "FILE")]
+    pub rate_control: Option<PathBuf>,
     /// Run the workers under SCHED_FIFO (priority 1) so pacing keeps its
     /// precision on a busy machine (needs root or CAP_SYS_NICE).
     #[arg(long)]
@@ -451,6 +455,16 @@ fn plan(a: &LoadArgs, t: &TargetInfo) -> Result<Plan, UsageError> {
             "needs a rate limit; add --rate or --rate-iops",
         ));
     }
+    if let Some(p) = &a.rate_control {
+        if rate_bytes_per_s.is_none() && rate_iops.is_none() {
+            return Err(UsageError::new(
+                "--rate-control",
+                "changes a rate limit; add the starting --rate or --rate-iops",
+            ));
+        }
+        dmalab_core::ratecontrol::check_replaceable(p)
+            .map_err(|m| UsageError::new("--rate-control", m))?;
+    }
     let runtime_ns = match &a.runtime {
         Some(r) => {
             let d = parse_duration("--runtime", r)?;
@@ -522,6 +536,7 @@ fn plan(a: &LoadArgs, t: &TargetInfo) -> Result<Plan, UsageError> {
         max_commands,
         max_total_blocks,
         live_stats: a.live_stats.clone(),
+        rate_control: a.rate_control.clone(),
         realtime_priority: a.realtime.then_some(1),
         trace: a.trace.clone(),
         buffer_checksum: a.buffer_checksum,

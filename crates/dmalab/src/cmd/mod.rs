@@ -14,3 +14,4 @@ pub mod report;
 pub mod run;
 pub mod sim;
 pub mod stat;
+pub mod throttle;

@@ -109,6 +109,11 @@ struct LatencyArgs {
     /// them in the result.
     #[arg(long, value_name = "DURATION")]
     interval: Option<String>,
+    /// Print each --interval as one JSON line (the result's interval
+    /// fields) instead of the table, for programs that read it live
+    /// (`dmalab throttle`).
+    #[arg(long, requires = "interval")]
+    interval_json: bool,
     /// Seed of the chain and patterns.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -141,6 +146,13 @@ struct BandwidthArgs {
     /// How long to measure.
     #[arg(long, default_value = "5s", value_name = "DURATION")]
     runtime: String,
+    /// Print the bandwidth of every DURATION while running (e.g. 1s).
+    #[arg(long, value_name = "DURATION")]
+    interval: Option<String>,
+    /// Print each --interval as one JSON line instead of text, for programs
+    /// that read it live (`dmalab throttle`).
+    #[arg(long, requires = "interval")]
+    interval_json: bool,
     #[command(flatten)]
     place: PlaceArgs,
     #[command(flatten)]
@@ -398,8 +410,16 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
         return latency_matrix(plan, started, &a.output);
     }
     let mut printed_header = false;
+    let json_lines = a.interval_json;
     let mut on_interval = |f: &dmalab_probe::latency::IntervalFigures| {
         let mut out = std::io::stdout().lock();
+        if json_lines {
+            if let Ok(line) = serde_json::to_string(f) {
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
+            return;
+        }
         if !printed_header {
             let _ = writeln!(out, "{}", text::interval_header());
             printed_header = true;
@@ -465,9 +485,39 @@ fn bandwidth(a: BandwidthArgs) -> anyhow::Result<ExitCode> {
         membind: a.place.membind,
         delay_cycles: a.delay,
         runtime_ns,
+        interval_ns: match &a.interval {
+            Some(t) => {
+                let ns = runtime_arg("--interval", t)?;
+                if ns < 10_000_000 {
+                    return Err(UsageError::new(
+                        "--interval",
+                        format!("'{t}' is shorter than 10ms; use e.g. 1s or 100ms"),
+                    )
+                    .into());
+                }
+                ns
+            }
+            None => 0,
+        },
     };
     let started = SystemTime::now();
-    let result = dmalab_probe::bandwidth::run(&plan)
+    let json_lines = a.interval_json;
+    let mut on_interval = |i: &dmalab_probe::bandwidth::BandwidthInterval| {
+        let mut out = std::io::stdout().lock();
+        let line = if json_lines {
+            serde_json::to_string(i).unwrap_or_default()
+        } else {
+            format!(
+                "{:>5} {:>8.2} s  {}/s",
+                i.index,
+                i.start_ns as f64 / 1e9,
+                dmalab_core::units::fmt_bytes(i.bw_bytes)
+            )
+        };
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    };
+    let result = dmalab_probe::bandwidth::run_intervals(&plan, &mut on_interval)
         .map_err(lift)
         .context("dmalab probe bandwidth")?;
     let t = text::bandwidth(&plan, &result);

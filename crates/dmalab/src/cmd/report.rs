@@ -41,7 +41,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .into());
         }
     }
+    let throttle = throttle_doc(&args.results);
     let out = args.output.clone().unwrap_or_else(|| {
+        if throttle.is_some() {
+            return args.results.with_extension("html");
+        }
         let mut p = args.results.clone();
         let name = p
             .file_name()
@@ -61,6 +65,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(p) = &args.runs_csv {
         guard.check("--runs-csv", p, Accept::FileOrStream)?;
+    }
+    if let Some(doc) = throttle {
+        return throttle_report(&args, &doc, &out);
     }
     // A merged file (`dmalab fleet merge`) compares its hosts side by side.
     let res = dmalab_run::record::read(&args.results)
@@ -87,5 +94,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("--runs-csv: cannot write {}", p.display()))?;
         println!("{}", p.display());
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A `dmalab throttle --output` document (one JSON object whose command is
+/// `throttle`), or None for anything else. A results file is JSON lines
+/// whose first line is a whole object, so only a file whose first line is
+/// not is read in full: a large results file is never read twice.
+fn throttle_doc(path: &std::path::Path) -> Option<serde_json::Value> {
+    use std::io::BufRead;
+    let mut first = String::new();
+    let f = std::fs::File::open(path).ok()?;
+    std::io::BufReader::new(f).read_line(&mut first).ok()?;
+    if serde_json::from_str::<serde_json::Value>(&first).is_ok() {
+        return None;
+    }
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    (doc["command"] == "throttle").then_some(doc)
+}
+
+/// Writes the throttle report of `doc` to `out` (already checked).
+fn throttle_report(
+    args: &Args,
+    doc: &serde_json::Value,
+    out: &std::path::Path,
+) -> anyhow::Result<ExitCode> {
+    let (html, plots) = dmalab_throttle::report::html(doc).map_err(|e| {
+        dmalab_core::UsageError::new("RESULTS", format!("{}: {e}", args.results.display()))
+    })?;
+    dmalab_core::output::write_atomic(out, html.as_bytes())
+        .with_context(|| format!("--output: cannot write {}", out.display()))?;
+    println!("{} ({plots} plots, throttle)", out.display());
     Ok(ExitCode::SUCCESS)
 }

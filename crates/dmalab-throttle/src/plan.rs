@@ -1,0 +1,539 @@
+//! From the command line's text to a resolved [`Config`] and victim: every
+//! rule about the options lives here (the binary only maps flags).
+
+use crate::actuator::{device_number, IoMaxKey};
+use crate::controller::{Kind, Params};
+use crate::session::{Config, IoMaxConfig, SweepConfig};
+use crate::slo::Slo;
+use crate::victim::VictimSpec;
+use dmalab_core::units::{parse_duration, parse_rate};
+use dmalab_core::UsageError;
+use regex::Regex;
+use std::path::PathBuf;
+
+/// The options as given (text, unparsed).
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// `--victim`: `probe latency [FLAGS]`.
+    pub victim: Option<String>,
+    /// `--victim-exec`: a command line.
+    pub victim_exec: Option<String>,
+    /// `--victim-regex`.
+    pub victim_regex: Option<String>,
+    /// `--aggressor`: flags of `dmalab load`.
+    pub aggressor: Option<String>,
+    /// `--experiment`: take victim and aggressor from a `dmalab run` file.
+    pub experiment: Option<PathBuf>,
+    /// `--victim-name` in the experiment (default: the first).
+    pub victim_name: Option<String>,
+    /// `--aggressor-name` in the experiment (default: the first).
+    pub aggressor_name: Option<String>,
+    /// `--slo`, one or more.
+    pub slo: Vec<String>,
+    /// `--controller`.
+    pub controller: Kind,
+    /// `--interval`.
+    pub interval: String,
+    /// `--intervals`.
+    pub intervals: usize,
+    /// `--baseline-intervals`.
+    pub baseline_intervals: usize,
+    /// `--warmup-intervals`.
+    pub warmup_intervals: usize,
+    /// `--min-rate`.
+    pub min_rate: String,
+    /// `--max-rate`.
+    pub max_rate: Option<String>,
+    /// `--start-rate`.
+    pub start_rate: Option<String>,
+    /// `--aimd-increase`.
+    pub aimd_increase: f64,
+    /// `--aimd-decrease`.
+    pub aimd_decrease: f64,
+    /// `--pi-kp`.
+    pub pi_kp: f64,
+    /// `--pi-ki`.
+    pub pi_ki: f64,
+    /// `--pi-margin`.
+    pub pi_margin: f64,
+    /// `--settle-band`.
+    pub settle_band: f64,
+    /// `--sweep`.
+    pub sweep: bool,
+    /// `--sweep-points`.
+    pub sweep_points: usize,
+    /// `--sweep-repeat`.
+    pub sweep_repeat: usize,
+    /// `--sweep-intervals`.
+    pub sweep_intervals: usize,
+    /// `--io-max-cgroup`: throttle this cgroup v2's I/O instead of an
+    /// aggressor.
+    pub io_max_cgroup: Option<PathBuf>,
+    /// `--io-max-device`: a block device or MAJ:MIN.
+    pub io_max_device: Option<String>,
+    /// `--io-max-key`: rbps or wbps.
+    pub io_max_key: String,
+}
+
+/// Flags of `dmalab load` the session sets itself.
+const OWN_FLAGS: [&str; 6] = [
+    "--rate",
+    "--rate-iops",
+    "--runtime",
+    "--live-stats",
+    "--rate-control",
+    "--output",
+];
+
+fn words(option: &str, text: &str) -> Result<Vec<String>, UsageError> {
+    shlex::split(text).ok_or_else(|| {
+        UsageError::new(
+            option,
+            format!("cannot split '{text}' into words (unbalanced quotes?)"),
+        )
+    })
+}
+
+fn check_aggressor(option: &str, args: &[String]) -> Result<(), UsageError> {
+    for a in args {
+        let name = a.split('=').next().unwrap_or(a);
+        if OWN_FLAGS.contains(&name) {
+            return Err(UsageError::new(
+                option,
+                format!("{name} is set by dmalab throttle (rates come from --min-rate/--max-rate/--start-rate); leave it out"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The victim and aggressor from a `dmalab run` experiment file.
+fn from_experiment(
+    o: &Options,
+    path: &std::path::Path,
+) -> Result<(VictimSpec, Vec<String>), UsageError> {
+    let exp = dmalab_run::experiment::load(path).map_err(|e| e.to_usage())?;
+    let v = match &o.victim_name {
+        Some(n) => exp.victims.iter().find(|v| &v.name == n).ok_or_else(|| {
+            UsageError::new(
+                "--victim-name",
+                format!("{} has no victim '{n}'", path.display()),
+            )
+        })?,
+        None => exp.victims.first().ok_or_else(|| {
+            UsageError::new(
+                "--experiment",
+                format!("{} has no [[victim]]", path.display()),
+            )
+        })?,
+    };
+    // The session sets the probe's run time and interval itself.
+    let flags: Vec<String> = v
+        .flags
+        .iter()
+        .filter(|f| !["--runtime", "--interval"].contains(&f.long().as_str()))
+        .flat_map(|f| f.args())
+        .collect();
+    let victim = match &v.kind {
+        dmalab_run::experiment::VictimKind::ProbeLatency => VictimSpec::ProbeLatency { args: flags },
+        dmalab_run::experiment::VictimKind::ProbeBandwidth => {
+            VictimSpec::ProbeBandwidth { args: flags }
+        }
+        // Counters of an exec victim belong to `dmalab run`'s records; the
+        // throttle reads only the victim's own figure.
+        dmalab_run::experiment::VictimKind::Exec {
+            argv,
+            regex: Some(re),
+            ..
+        } => VictimSpec::Exec {
+            argv: argv.clone(),
+            regex: re.clone(),
+        },
+        other => {
+            return Err(UsageError::new(
+                "--victim-name",
+                format!(
+                    "victim '{}' is a {} victim; dmalab throttle needs a per-interval figure: a probe latency or probe bandwidth victim, or an exec victim with a regex",
+                    v.name,
+                    other.label()
+                ),
+            ))
+        }
+    };
+    let a = match &o.aggressor_name {
+        Some(n) => exp
+            .aggressors
+            .iter()
+            .find(|a| &a.name == n)
+            .ok_or_else(|| {
+                UsageError::new(
+                    "--aggressor-name",
+                    format!("{} has no aggressor '{n}'", path.display()),
+                )
+            })?,
+        None => exp.aggressors.first().ok_or_else(|| {
+            UsageError::new(
+                "--experiment",
+                format!("{} has no [[aggressor]]", path.display()),
+            )
+        })?,
+    };
+    if a.kind != dmalab_run::experiment::AggressorKind::Load {
+        return Err(UsageError::new(
+            "--aggressor-name",
+            format!(
+                "aggressor '{}' is not a dmalab load; only a load's rate can be controlled",
+                a.name
+            ),
+        ));
+    }
+    let args: Vec<String> = a
+        .flags
+        .iter()
+        .filter(|f| !OWN_FLAGS.contains(&f.long().as_str()))
+        .flat_map(|f| f.args())
+        .collect();
+    Ok((victim, args))
+}
+
+/// Resolves the options.
+pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
+    let (victim, aggressor_args) = if let Some(path) = &o.experiment {
+        if o.victim.is_some() || o.victim_exec.is_some() || o.aggressor.is_some() {
+            return Err(UsageError::new(
+                "--experiment",
+                "takes the victim and aggressor from the file; drop --victim, --victim-exec and --aggressor (pick with --victim-name/--aggressor-name)",
+            ));
+        }
+        from_experiment(o, path)?
+    } else {
+        let victim = match (&o.victim, &o.victim_exec) {
+            (Some(_), Some(_)) => {
+                return Err(UsageError::new(
+                    "--victim-exec",
+                    "give either --victim or --victim-exec, not both",
+                ))
+            }
+            (None, Some(cmd)) => {
+                let argv = words("--victim-exec", cmd)?;
+                if argv.is_empty() {
+                    return Err(UsageError::new("--victim-exec", "is empty; name a program"));
+                }
+                let re = o.victim_regex.as_deref().ok_or_else(|| {
+                    UsageError::new(
+                        "--victim-regex",
+                        "an exec victim needs a regex whose first group is the per-interval figure, e.g. 'ops/s: ([0-9.]+)'",
+                    )
+                })?;
+                let regex = Regex::new(re).map_err(|e| {
+                    UsageError::new("--victim-regex", format!("'{re}' is not a regex: {e}"))
+                })?;
+                VictimSpec::Exec { argv, regex }
+            }
+            (v, None) => {
+                let w = words("--victim", v.as_deref().unwrap_or("probe latency"))?;
+                if w.len() < 2
+                    || w[0] != "probe"
+                    || !["latency", "bandwidth"].contains(&w[1].as_str())
+                {
+                    return Err(UsageError::new(
+                        "--victim",
+                        "must start with 'probe latency' or 'probe bandwidth' (its flags follow); for any other program use --victim-exec with --victim-regex",
+                    ));
+                }
+                let args = w[2..].to_vec();
+                if args.iter().any(|a| {
+                    a.starts_with("--runtime") || a.starts_with("--interval") || a == "--matrix"
+                }) {
+                    return Err(UsageError::new(
+                        "--victim",
+                        "--runtime, --interval and --matrix are set by dmalab throttle; leave them out",
+                    ));
+                }
+                if w[1] == "latency" {
+                    VictimSpec::ProbeLatency { args }
+                } else {
+                    VictimSpec::ProbeBandwidth { args }
+                }
+            }
+        };
+        let aggressor = match (&o.aggressor, &o.io_max_cgroup) {
+            (Some(_), Some(_)) => {
+                return Err(UsageError::new(
+                    "--io-max-cgroup",
+                    "throttles I/O that dmalab does not generate; drop --aggressor (or drop --io-max-cgroup to throttle the aggressor)",
+                ))
+            }
+            (Some(a), None) => words("--aggressor", a)?,
+            (None, Some(_)) => Vec::new(),
+            (None, None) => {
+                return Err(UsageError::new(
+                    "--aggressor",
+                    "needs the flags of the dmalab load to throttle, e.g. '--engine io_uring --target /var/tmp/f --size 1G --bs 128k' (or --io-max-cgroup for a cgroup's I/O)",
+                ))
+            }
+        };
+        (victim, aggressor)
+    };
+    let io_max = match &o.io_max_cgroup {
+        None => None,
+        Some(cg) => {
+            let key = IoMaxKey::parse("--io-max-key", &o.io_max_key)?;
+            if !matches!(key, IoMaxKey::Rbps | IoMaxKey::Wbps) {
+                return Err(UsageError::new(
+                    "--io-max-key",
+                    "the session's rates are bytes per second: use rbps or wbps",
+                ));
+            }
+            let dev = o.io_max_device.as_deref().ok_or_else(|| {
+                UsageError::new(
+                    "--io-max-device",
+                    "names the device io.max limits (a block device such as /dev/vdb, or MAJ:MIN)",
+                )
+            })?;
+            let (major, minor) = device_number("--io-max-device", dev)?;
+            if !cg.join("io.max").is_file() {
+                return Err(UsageError::new(
+                    "--io-max-cgroup",
+                    format!(
+                        "{} has no io.max: name a cgroup v2 directory whose parent's cgroup.subtree_control has +io (this host may mount cgroup v1 only)",
+                        cg.display()
+                    ),
+                ));
+            }
+            Some(IoMaxConfig {
+                cgroup: cg.clone(),
+                major,
+                minor,
+                key,
+            })
+        }
+    };
+    check_aggressor("--aggressor", &aggressor_args)?;
+    if o.slo.is_empty() {
+        return Err(UsageError::new(
+            "--slo",
+            "needs an objective, e.g. --slo 'p99 <= 1.5 x baseline'",
+        ));
+    }
+    let slos = o
+        .slo
+        .iter()
+        .map(|s| Slo::parse("--slo", s))
+        .collect::<Result<Vec<_>, _>>()?;
+    for s in &slos {
+        victim.check_stat(s.stat)?;
+    }
+    let interval = parse_duration("--interval", &o.interval)?;
+    if interval.as_millis() < 100 {
+        return Err(UsageError::new(
+            "--interval",
+            format!("'{}' is shorter than 100ms; use e.g. 1s", o.interval),
+        ));
+    }
+    let min = parse_rate("--min-rate", &o.min_rate)? as f64;
+    let max = parse_rate(
+        "--max-rate",
+        o.max_rate.as_deref().ok_or_else(|| {
+            UsageError::new(
+                "--max-rate",
+                "needs the highest rate the aggressor may get, e.g. 1G/s (the frontier sweeps up to it)",
+            )
+        })?,
+    )? as f64;
+    if max <= min {
+        return Err(UsageError::new("--max-rate", "must be above --min-rate"));
+    }
+    let start = match &o.start_rate {
+        Some(s) => parse_rate("--start-rate", s)? as f64,
+        None => min,
+    };
+    if !(min..=max).contains(&start) {
+        return Err(UsageError::new(
+            "--start-rate",
+            "must lie between --min-rate and --max-rate",
+        ));
+    }
+    let mut params = Params::defaults(o.controller, min, max);
+    params.aimd_increase = o.aimd_increase;
+    params.aimd_decrease = o.aimd_decrease;
+    params.pi_kp = o.pi_kp;
+    params.pi_ki = o.pi_ki;
+    params.pi_margin = o.pi_margin;
+    params.validate()?;
+    for (name, v, lo) in [
+        ("--intervals", o.intervals, 3),
+        ("--baseline-intervals", o.baseline_intervals, 1),
+    ] {
+        if v < lo {
+            return Err(UsageError::new(name, format!("must be at least {lo}")));
+        }
+    }
+    if !(o.settle_band > 0.0 && o.settle_band < 1.0) {
+        return Err(UsageError::new(
+            "--settle-band",
+            "must be in (0, 1), e.g. 0.1",
+        ));
+    }
+    let sweep = if o.sweep {
+        if o.sweep_points < 2 || o.sweep_repeat < 1 || o.sweep_intervals < 1 {
+            return Err(UsageError::new(
+                "--sweep-points",
+                "a sweep needs at least 2 points, 1 pass and 1 interval per point",
+            ));
+        }
+        Some(SweepConfig {
+            points: o.sweep_points,
+            repeat: o.sweep_repeat,
+            intervals_per_point: o.sweep_intervals,
+        })
+    } else {
+        None
+    };
+    Ok((
+        Config {
+            victim: victim.label(),
+            victim_unit: victim.unit().into(),
+            aggressor_args,
+            io_max,
+            interval_ns: dmalab_core::schema::ns(interval),
+            warmup_intervals: o.warmup_intervals,
+            baseline_intervals: o.baseline_intervals,
+            intervals: o.intervals,
+            slos,
+            controller: params,
+            start_rate_bytes_per_s: start,
+            sweep,
+            settle_band: o.settle_band,
+        },
+        victim,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok() -> Options {
+        Options {
+            aggressor: Some("--engine null".into()),
+            slo: vec!["p99 <= 1.5 x baseline".into()],
+            controller: Kind::Pi,
+            interval: "1s".into(),
+            intervals: 30,
+            baseline_intervals: 5,
+            warmup_intervals: 1,
+            min_rate: "1M".into(),
+            max_rate: Some("100M/s".into()),
+            aimd_increase: 0.05,
+            aimd_decrease: 0.7,
+            pi_kp: 0.3,
+            pi_ki: 0.2,
+            pi_margin: 0.1,
+            settle_band: 0.1,
+            sweep_points: 5,
+            sweep_repeat: 2,
+            sweep_intervals: 3,
+            io_max_key: "rbps".into(),
+            ..Options::default()
+        }
+    }
+
+    #[test]
+    fn defaults_resolve() {
+        let (c, v) = resolve(&ok()).unwrap();
+        assert!(matches!(v, VictimSpec::ProbeLatency { ref args } if args.is_empty()));
+        assert_eq!(c.start_rate_bytes_per_s, c.controller.min_rate);
+        assert_eq!(c.aggressor_args, vec!["--engine", "null"]);
+    }
+
+    #[test]
+    fn bad_options_name_themselves() {
+        type Change = Box<dyn Fn(&mut Options)>;
+        let cases: Vec<(&str, Change)> = vec![
+            (
+                "--aggressor",
+                Box::new(|o| o.aggressor = Some("--engine null --rate 5M".into())),
+            ),
+            ("--aggressor", Box::new(|o| o.aggressor = None)),
+            ("--max-rate", Box::new(|o| o.max_rate = Some("1k".into()))),
+            ("--max-rate", Box::new(|o| o.max_rate = None)),
+            ("--slo", Box::new(|o| o.slo = vec!["value <= 3".into()])),
+            ("--slo", Box::new(|o| o.slo.clear())),
+            (
+                "--slo",
+                Box::new(|o| o.victim = Some("probe bandwidth".into())),
+            ),
+            (
+                "--victim",
+                Box::new(|o| o.victim = Some("page --map 1G".into())),
+            ),
+            (
+                "--victim",
+                Box::new(|o| o.victim = Some("probe latency --interval 1s".into())),
+            ),
+            (
+                "--victim-regex",
+                Box::new(|o| o.victim_exec = Some("sleep 1".into())),
+            ),
+            ("--interval", Box::new(|o| o.interval = "10ms".into())),
+            ("--pi-margin", Box::new(|o| o.pi_margin = 1.5)),
+            (
+                "--start-rate",
+                Box::new(|o| o.start_rate = Some("1G".into())),
+            ),
+        ];
+        for (opt, f) in cases {
+            let mut o = ok();
+            f(&mut o);
+            let e = resolve(&o).unwrap_err();
+            assert_eq!(e.option, opt, "{e}");
+        }
+    }
+
+    #[test]
+    fn victim_and_aggressor_come_from_an_experiment_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("e.toml");
+        std::fs::write(
+            &p,
+            r#"
+[[aggressor]]
+name = "random"
+command = "load"
+pattern = "random"
+size = "64M"
+rate = "10M"
+
+[[victim]]
+name = "latency"
+command = "probe latency"
+size = "64M"
+runtime = "2s"
+
+[[victim]]
+name = "ops"
+command = "exec"
+run = ["sh", "-c", "echo ops=1"]
+regex = "ops=([0-9]+)"
+"#,
+        )
+        .unwrap();
+        let mut o = ok();
+        o.aggressor = None;
+        o.experiment = Some(p.clone());
+        let (c, v) = resolve(&o).unwrap();
+        // The session sets rate and runtime itself.
+        assert_eq!(
+            c.aggressor_args,
+            vec!["--pattern", "random", "--size", "64M"]
+        );
+        assert!(matches!(v, VictimSpec::ProbeLatency { ref args } if args == &["--size", "64M"]));
+        o.victim_name = Some("ops".into());
+        o.slo = vec!["value >= 0.9 x baseline".into()];
+        let (_, v) = resolve(&o).unwrap();
+        assert!(matches!(v, VictimSpec::Exec { .. }));
+        o.victim_name = Some("nope".into());
+        assert_eq!(resolve(&o).unwrap_err().option, "--victim-name");
+    }
+}

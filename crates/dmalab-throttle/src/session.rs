@@ -1,0 +1,733 @@
+//! A throttle session: the victim's baseline with the aggressor idle, one
+//! closed loop per SLO, and (with a sweep) the open-loop frontier, all
+//! against one running victim and one running aggressor whose rate the
+//! session sets through its rate-control page.
+
+use crate::actuator::{Actuator, IoMax, IoMaxKey, LoadActuator};
+use crate::controller::{Controller, Params};
+use crate::slo::{Slo, Stat};
+use crate::victim::{stop_group, tail, Figures, NoFigure, Victim, VictimSpec};
+use dmalab_core::ratecontrol::RateControl;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Errors of a session.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// Bad input (names the option).
+    #[error("{0}")]
+    Usage(#[from] dmalab_core::UsageError),
+    /// The victim or aggressor failed.
+    #[error("{0}")]
+    Child(String),
+    /// An actuator failed.
+    #[error("{0}")]
+    Actuator(#[from] crate::actuator::ActuatorError),
+    /// A file or process could not be made.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// What failed.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SessionError {
+    let what = what.into();
+    move |source| SessionError::Io { what, source }
+}
+
+/// The open-loop sweep's shape.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepConfig {
+    /// Fixed rates, evenly spaced from min to max rate (inclusive).
+    pub points: usize,
+    /// Passes over all points.
+    pub repeat: usize,
+    /// Intervals measured at each point (after one discarded).
+    pub intervals_per_point: usize,
+}
+
+/// A cgroup v2 `io.max` actuator instead of a `dmalab load` aggressor.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IoMaxConfig {
+    /// The cgroup v2 directory whose processes' I/O is throttled.
+    pub cgroup: PathBuf,
+    /// Device major number.
+    pub major: u32,
+    /// Device minor number.
+    pub minor: u32,
+    /// The key set (`rbps` or `wbps`).
+    pub key: IoMaxKey,
+}
+
+/// The resolved configuration.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Config {
+    /// The victim, as a label.
+    pub victim: String,
+    /// The victim's figure unit (`ns`, or empty for exec figures).
+    pub victim_unit: String,
+    /// Flags of the aggressor's `dmalab load` (besides the ones the session
+    /// adds: --rate, --runtime, --live-stats, --rate-control).
+    pub aggressor_args: Vec<String>,
+    /// Throttle a cgroup's I/O through `io.max` instead (no aggressor is
+    /// started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_max: Option<IoMaxConfig>,
+    /// Control interval, nanoseconds (also the victim's reporting interval).
+    pub interval_ns: u64,
+    /// Intervals discarded after each start or rate change of a sweep.
+    pub warmup_intervals: usize,
+    /// Intervals of baseline, aggressor idle.
+    pub baseline_intervals: usize,
+    /// Control intervals per SLO.
+    pub intervals: usize,
+    /// The SLOs, one closed loop each.
+    pub slos: Vec<Slo>,
+    /// Controller and its parameters (rates in bytes per second).
+    pub controller: Params,
+    /// Rate each closed loop starts at, bytes per second.
+    pub start_rate_bytes_per_s: f64,
+    /// The sweep, when asked for.
+    pub sweep: Option<SweepConfig>,
+    /// Settled: the rate target stays within this share of the settled rate
+    /// (the median target of the loop's last third), or within half this
+    /// share of the range the target covered if that is wider.
+    pub settle_band: f64,
+}
+
+/// One control interval.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// End of the interval, seconds since the loop started.
+    pub t_s: f64,
+    /// Rate limit in force during the interval, bytes per second.
+    pub rate_target_bytes_per_s: f64,
+    /// Rate the aggressor delivered in the interval, bytes per second.
+    pub delivered_bytes_per_s: Option<f64>,
+    /// The victim's figure in the interval (the SLO's statistic), in the
+    /// victim's unit.
+    pub victim_metric: f64,
+    /// The SLO's bound, same unit.
+    pub slo_limit: f64,
+    /// Normalised slack (positive: inside the bound).
+    pub slack: f64,
+    /// The bound was broken in this interval.
+    pub violated: bool,
+}
+
+/// One closed loop.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoopResult {
+    /// The SLO.
+    pub slo: Slo,
+    /// The baseline of the SLO's statistic (aggressor idle), victim unit.
+    pub baseline: f64,
+    /// The bound, victim unit.
+    pub slo_limit: f64,
+    /// The time series.
+    pub series: Vec<Point>,
+    /// Median rate target over the last third of the loop, bytes/s.
+    pub settled_rate_bytes_per_s: f64,
+    /// Median delivered rate over the last third, bytes/s.
+    pub settled_delivered_bytes_per_s: Option<f64>,
+    /// Median victim figure over the last third, victim unit.
+    pub settled_victim_metric: f64,
+    /// Its slowdown against the baseline.
+    pub settled_slowdown: f64,
+    /// Seconds from the loop's start until the rate target stayed within
+    /// the settle band around the settled rate (None: it never did).
+    pub settle_time_s: Option<f64>,
+    /// Intervals past the bound.
+    pub violations: usize,
+    /// violations / intervals.
+    pub violation_share: f64,
+    /// Intervals past the bound after settling.
+    pub violations_after_settle: usize,
+    /// Their share of the intervals after settling (None: never settled).
+    pub violation_share_after_settle: Option<f64>,
+}
+
+/// One fixed-rate measurement of the sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    /// Pass number, from 0.
+    pub repeat: usize,
+    /// The fixed rate limit, bytes per second.
+    pub rate_target_bytes_per_s: f64,
+    /// Mean delivered rate, bytes per second.
+    pub delivered_bytes_per_s: Option<f64>,
+    /// Mean of each statistic over the point's intervals, victim unit.
+    pub victim: BTreeMap<String, f64>,
+}
+
+/// Per SLO: the frontier's verdict beside the loop's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FrontierVerdict {
+    /// The SLO.
+    pub slo: String,
+    /// Highest fixed rate whose mean figure over all passes met the SLO,
+    /// bytes/s (None: none did).
+    pub best_fixed_rate_bytes_per_s: Option<f64>,
+    /// Its delivered rate, bytes/s.
+    pub best_fixed_delivered_bytes_per_s: Option<f64>,
+    /// The loop's settled delivered rate as a share of that.
+    pub closed_loop_share_of_best: Option<f64>,
+}
+
+/// The session's figures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThrottleResult {
+    /// Unit of the victim's figures.
+    pub victim_unit: String,
+    /// Baseline of each statistic used (median over the baseline).
+    pub baseline: BTreeMap<String, f64>,
+    /// The closed loops, one per SLO.
+    pub loops: Vec<LoopResult>,
+    /// The sweep's measurements.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sweep: Vec<SweepPoint>,
+    /// Per SLO, the frontier's best fixed rate against the loop's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub frontier: Vec<FrontierVerdict>,
+    /// Stopped early (SIGINT/SIGTERM); figures cover what ran.
+    pub interrupted: bool,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Settling of a rate series: (settled rate, index from which every rate
+/// stays within `band` x range of it).
+pub fn settling(rates: &[f64], band: f64) -> (f64, Option<usize>) {
+    if rates.is_empty() {
+        return (f64::NAN, None);
+    }
+    let tail = &rates[rates.len() - (rates.len() / 3).max(1)..];
+    let settled = median(tail.to_vec());
+    let hi = rates.iter().cloned().fold(f64::MIN, f64::max);
+    let lo = rates.iter().cloned().fold(f64::MAX, f64::min);
+    let tol = (band * settled).max(band * (hi - lo) * 0.5).max(1.0);
+    let mut from = None;
+    for i in (0..rates.len()).rev() {
+        if (rates[i] - settled).abs() <= tol {
+            from = Some(i);
+        } else {
+            break;
+        }
+    }
+    (settled, from)
+}
+
+/// Builds a loop's result from its series.
+pub fn summarize_loop(
+    slo: &Slo,
+    baseline: f64,
+    limit: f64,
+    series: Vec<Point>,
+    interval_s: f64,
+    band: f64,
+) -> LoopResult {
+    let rates: Vec<f64> = series.iter().map(|p| p.rate_target_bytes_per_s).collect();
+    let (settled, from) = settling(&rates, band);
+    let n = series.len();
+    let third = n - (n / 3).max(1).min(n);
+    let last: &[Point] = &series[third..];
+    let delivered: Vec<f64> = last
+        .iter()
+        .filter_map(|p| p.delivered_bytes_per_s)
+        .collect();
+    let metric = median(last.iter().map(|p| p.victim_metric).collect());
+    let violations = series.iter().filter(|p| p.violated).count();
+    let after: &[Point] = from.map_or(&[], |i| &series[i..]);
+    let va = after.iter().filter(|p| p.violated).count();
+    LoopResult {
+        slo: slo.clone(),
+        baseline,
+        slo_limit: limit,
+        settled_rate_bytes_per_s: settled,
+        settled_delivered_bytes_per_s: (!delivered.is_empty()).then(|| median(delivered)),
+        settled_victim_metric: metric,
+        settled_slowdown: slo.slowdown(metric, baseline),
+        settle_time_s: from.map(|i| i as f64 * interval_s),
+        violations,
+        violation_share: if n > 0 {
+            violations as f64 / n as f64
+        } else {
+            0.0
+        },
+        violations_after_settle: va,
+        violation_share_after_settle: (!after.is_empty()).then(|| va as f64 / after.len() as f64),
+        series,
+    }
+}
+
+/// The frontier's verdict for one loop.
+pub fn verdict(l: &LoopResult, sweep: &[SweepPoint], baseline: f64) -> FrontierVerdict {
+    let key = l.slo.stat.name();
+    // Mean over passes per fixed rate.
+    let mut by_rate: BTreeMap<u64, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    for p in sweep {
+        if let Some(&v) = p.victim.get(key) {
+            let e = by_rate
+                .entry(p.rate_target_bytes_per_s.round() as u64)
+                .or_default();
+            e.0.push(v);
+            if let Some(d) = p.delivered_bytes_per_s {
+                e.1.push(d);
+            }
+        }
+    }
+    let limit = l.slo.limit(baseline);
+    let best = by_rate
+        .iter()
+        .filter(|(_, (v, _))| {
+            let m = v.iter().sum::<f64>() / v.len().max(1) as f64;
+            l.slo.slack(m, limit) >= 0.0
+        })
+        .map(|(r, (_, d))| {
+            let dm = (!d.is_empty()).then(|| d.iter().sum::<f64>() / d.len() as f64);
+            (*r as f64, dm)
+        })
+        .next_back();
+    let best_d = best.and_then(|b| b.1);
+    FrontierVerdict {
+        slo: l.slo.text.clone(),
+        best_fixed_rate_bytes_per_s: best.map(|b| b.0),
+        best_fixed_delivered_bytes_per_s: best_d,
+        closed_loop_share_of_best: match (l.settled_delivered_bytes_per_s, best_d) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        },
+    }
+}
+
+/// A running `dmalab load` aggressor.
+struct Aggressor {
+    child: Child,
+    stderr: PathBuf,
+}
+
+impl Aggressor {
+    fn start(
+        exe: &Path,
+        args: &[String],
+        rate: f64,
+        runtime: Duration,
+        dir: &Path,
+    ) -> Result<(Self, LoadActuator), SessionError> {
+        let live = dir.join("aggressor.live");
+        let ctl = dir.join("aggressor.rate");
+        let stderr = dir.join("aggressor.stderr");
+        let mut cmd = Command::new(exe);
+        crate::victim::die_with_parent(&mut cmd);
+        let child = cmd
+            .arg("load")
+            .args(args)
+            .arg("--rate")
+            .arg(format!("{}", rate.round().max(1.0) as u64))
+            .arg("--runtime")
+            .arg(format!("{}s", runtime.as_secs().max(1)))
+            .arg("--live-stats")
+            .arg(&live)
+            .arg("--rate-control")
+            .arg(&ctl)
+            .arg("-q")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).map_err(io("aggressor stderr file"))?)
+            .process_group(0)
+            .spawn()
+            .map_err(io("cannot start the aggressor (dmalab load)"))?;
+        let mut a = Aggressor { child, stderr };
+        // Wait until it runs: both pages mapped, live state running.
+        let t0 = Instant::now();
+        loop {
+            if let Ok(Some(st)) = a.child.try_wait() {
+                return Err(SessionError::Child(format!(
+                    "the aggressor (dmalab load {}) ended before it ran ({st}): {}",
+                    args.join(" "),
+                    tail(&a.stderr)
+                )));
+            }
+            let l = dmalab_run::livestats::LiveStats::open(&live).ok().flatten();
+            let c = RateControl::open(&ctl).ok().flatten();
+            if let (Some(l), Some(c)) = (l, c) {
+                if l.snapshot().state == dmalab_run::livestats::State::Running {
+                    return Ok((a, LoadActuator::new(c, l)));
+                }
+            }
+            if t0.elapsed() > Duration::from_secs(120) {
+                stop_group(&mut a.child);
+                return Err(SessionError::Child(format!(
+                    "the aggressor did not start within 120 s: {}",
+                    tail(&a.stderr)
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stop(mut self) {
+        stop_group(&mut self.child);
+    }
+}
+
+/// Everything a session needs besides the configuration.
+pub struct Setup<'a> {
+    /// The dmalab binary (for the victim probe and the aggressor).
+    pub exe: &'a Path,
+    /// The victim.
+    pub victim: &'a VictimSpec,
+    /// Progress lines go here (stderr in the binary).
+    pub progress: &'a mut dyn FnMut(&str),
+}
+
+fn next_figure(v: &mut Victim, interval: Duration) -> Result<Option<Figures>, SessionError> {
+    if dmalab_core::signal::stop_requested() {
+        return Ok(None);
+    }
+    match v.next(interval * 5 + Duration::from_secs(30)) {
+        Ok(f) => Ok(Some(f)),
+        Err(NoFigure::Ended(t)) => Err(SessionError::Child(format!(
+            "the victim ended before the session did (give it a longer run time): {t}"
+        ))),
+        Err(NoFigure::Timeout) => Err(SessionError::Child(
+            "the victim reported no interval for 5 control intervals and 30 s".into(),
+        )),
+    }
+}
+
+/// Runs a session.
+pub fn run(cfg: &Config, setup: Setup) -> Result<ThrottleResult, SessionError> {
+    let interval = Duration::from_nanos(cfg.interval_ns);
+    let per_point = cfg.sweep.as_ref().map_or(0, |s| {
+        s.points * s.repeat * (s.intervals_per_point + cfg.warmup_intervals)
+    });
+    let total_intervals = cfg.baseline_intervals
+        + 2 * cfg.warmup_intervals
+        + cfg.slos.len() * cfg.intervals
+        + per_point;
+    // Generous: the children are stopped when the session ends.
+    let runtime = interval * (2 * total_intervals as u32 + 20) + Duration::from_secs(120);
+    // Scratch files of the children (their pages and stderr), removed at
+    // the end.
+    let dir = tempfile::Builder::new()
+        .prefix("dmalab-throttle-")
+        .tempdir()
+        .map_err(io("cannot make a scratch directory"))?;
+    let mut victim = Victim::start(setup.victim, setup.exe, interval, runtime, dir.path())
+        .map_err(io("cannot start the victim"))?;
+    let res = session(cfg, &mut victim, setup, runtime, dir.path());
+    victim.stop();
+    res
+}
+
+fn session(
+    cfg: &Config,
+    victim: &mut Victim,
+    setup: Setup,
+    runtime: Duration,
+    dir: &Path,
+) -> Result<ThrottleResult, SessionError> {
+    let interval = Duration::from_nanos(cfg.interval_ns);
+    let progress = setup.progress;
+    let mut result = ThrottleResult {
+        victim_unit: cfg.victim_unit.clone(),
+        baseline: BTreeMap::new(),
+        loops: Vec::new(),
+        sweep: Vec::new(),
+        frontier: Vec::new(),
+        interrupted: false,
+    };
+    let stats: Vec<Stat> = {
+        let mut s: Vec<Stat> = cfg.slos.iter().map(|s| s.stat).collect();
+        s.dedup();
+        s
+    };
+    // Baseline, aggressor idle.
+    progress(&format!(
+        "baseline: {} intervals of {} ms, aggressor idle",
+        cfg.baseline_intervals,
+        interval.as_millis()
+    ));
+    let mut base: Vec<Figures> = Vec::new();
+    for i in 0..cfg.warmup_intervals + cfg.baseline_intervals {
+        let Some(f) = next_figure(victim, interval)? else {
+            result.interrupted = true;
+            return Ok(result);
+        };
+        if i >= cfg.warmup_intervals {
+            base.push(f);
+        }
+    }
+    for &s in &stats {
+        let v = median(base.iter().filter_map(|f| f.get(s)).collect());
+        if !v.is_finite() {
+            return Err(SessionError::Child(format!(
+                "the victim reported no {} during the baseline",
+                s.name()
+            )));
+        }
+        result.baseline.insert(s.name().to_string(), v);
+    }
+    progress(&format!(
+        "baseline: {}",
+        result
+            .baseline
+            .iter()
+            .map(|(k, v)| format!("{k} {v:.1}{}", cfg.victim_unit))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    if let Some(im) = &cfg.io_max {
+        // Whatever a killed earlier run left is undone first; this run's old
+        // limit is on disk before the first write.
+        let state_dir = Path::new(dmalab_page::state::STATE_DIR);
+        for e in dmalab_page::state::cleanup_leftovers(state_dir).errors {
+            progress(&format!("warning: cleanup of an earlier run: {e}"));
+        }
+        let mut ledger = dmalab_page::state::Ledger::create(state_dir).map_err(io(format!(
+            "cannot create the host-change ledger in {}",
+            state_dir.display()
+        )))?;
+        let mut act = IoMax::new(&im.cgroup, (im.major, im.minor), im.key)?;
+        act.record_restore(&mut ledger)?;
+        let out = closed_loops_and_sweep(cfg, victim, &mut act, &mut result, progress);
+        for e in ledger.undo() {
+            progress(&format!("warning: cleanup: {e}"));
+        }
+        out?;
+        return Ok(result);
+    }
+    let (aggr, mut act) = Aggressor::start(
+        setup.exe,
+        &cfg.aggressor_args,
+        cfg.start_rate_bytes_per_s,
+        runtime,
+        dir,
+    )?;
+    let out = closed_loops_and_sweep(cfg, victim, &mut act, &mut result, progress);
+    aggr.stop();
+    out?;
+    Ok(result)
+}
+
+fn closed_loops_and_sweep(
+    cfg: &Config,
+    victim: &mut Victim,
+    act: &mut dyn Actuator,
+    result: &mut ThrottleResult,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(), SessionError> {
+    let interval = Duration::from_nanos(cfg.interval_ns);
+    let interval_s = interval.as_secs_f64();
+    // Figures from before the aggressor ran are not the loop's.
+    victim.drain();
+    for slo in &cfg.slos {
+        let baseline = result.baseline[slo.stat.name()];
+        let limit = slo.limit(baseline);
+        let mut ctl = Controller::new(cfg.controller, cfg.start_rate_bytes_per_s);
+        act.set(ctl.rate())?;
+        // The first interval is partly at the old rate.
+        for _ in 0..cfg.warmup_intervals {
+            if next_figure(victim, interval)?.is_none() {
+                result.interrupted = true;
+                return Ok(());
+            }
+        }
+        act.delivered();
+        progress(&format!(
+            "closed loop: SLO {} (bound {limit:.1}{}), {:?} controller, {} intervals",
+            slo.text, cfg.victim_unit, cfg.controller.kind, cfg.intervals
+        ));
+        let mut series = Vec::new();
+        for k in 0..cfg.intervals {
+            let Some(f) = next_figure(victim, interval)? else {
+                result.interrupted = true;
+                break;
+            };
+            let delivered = act.delivered();
+            let m = f.get(slo.stat).unwrap_or(f64::NAN);
+            let slack = if m.is_finite() {
+                slo.slack(m, limit)
+            } else {
+                -1.0
+            };
+            let target = ctl.rate();
+            series.push(Point {
+                t_s: (k + 1) as f64 * interval_s,
+                rate_target_bytes_per_s: target,
+                delivered_bytes_per_s: delivered,
+                victim_metric: m,
+                slo_limit: limit,
+                slack,
+                violated: slack < 0.0,
+            });
+            let next = ctl.step(slack);
+            act.set(next)?;
+        }
+        let l = summarize_loop(slo, baseline, limit, series, interval_s, cfg.settle_band);
+        progress(&format!(
+            "closed loop: settled at {}/s (delivered {}/s), slowdown {:.3}, settle time {}, violations {} of {} ({:.1}%; {} after settling)",
+            dmalab_core::units::fmt_bytes(l.settled_rate_bytes_per_s),
+            l.settled_delivered_bytes_per_s
+                .map_or("-".into(), dmalab_core::units::fmt_bytes),
+            l.settled_slowdown,
+            l.settle_time_s.map_or("never".into(), |t| format!("{t:.0} s")),
+            l.violations,
+            l.series.len(),
+            100.0 * l.violation_share,
+            crate::report::pct(l.violation_share_after_settle)
+        ));
+        result.loops.push(l);
+        if result.interrupted {
+            return Ok(());
+        }
+    }
+    let Some(sw) = &cfg.sweep else {
+        return Ok(());
+    };
+    let (lo, hi) = (cfg.controller.min_rate, cfg.controller.max_rate);
+    let rates: Vec<f64> = (0..sw.points)
+        .map(|i| {
+            if sw.points == 1 {
+                hi
+            } else {
+                lo + (hi - lo) * i as f64 / (sw.points - 1) as f64
+            }
+        })
+        .collect();
+    let stats: Vec<Stat> = cfg.slos.iter().map(|s| s.stat).collect();
+    for rep in 0..sw.repeat {
+        // Alternate the direction so slow drift does not favour one end.
+        let order: Vec<f64> = if rep % 2 == 0 {
+            rates.clone()
+        } else {
+            rates.iter().rev().cloned().collect()
+        };
+        for r in order {
+            act.set(r)?;
+            // Writing a lower io.max waits for the cgroup's throttled I/O
+            // (the kernel freezes the queue): figures that queued up
+            // meanwhile are the old rate's.
+            victim.drain();
+            for _ in 0..cfg.warmup_intervals {
+                if next_figure(victim, interval)?.is_none() {
+                    result.interrupted = true;
+                    return Ok(());
+                }
+            }
+            act.delivered();
+            let mut figs = Vec::new();
+            let mut del = Vec::new();
+            for _ in 0..sw.intervals_per_point {
+                let Some(f) = next_figure(victim, interval)? else {
+                    result.interrupted = true;
+                    return Ok(());
+                };
+                figs.push(f);
+                if let Some(d) = act.delivered() {
+                    del.push(d);
+                }
+            }
+            let mut victim_figs = BTreeMap::new();
+            for &s in &stats {
+                let v: Vec<f64> = figs.iter().filter_map(|f| f.get(s)).collect();
+                if !v.is_empty() {
+                    victim_figs
+                        .insert(s.name().to_string(), v.iter().sum::<f64>() / v.len() as f64);
+                }
+            }
+            progress(&format!(
+                "sweep pass {}: {}/s -> {}",
+                rep + 1,
+                dmalab_core::units::fmt_bytes(r),
+                victim_figs
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v:.1}{}", cfg.victim_unit))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            result.sweep.push(SweepPoint {
+                repeat: rep,
+                rate_target_bytes_per_s: r,
+                delivered_bytes_per_s: (!del.is_empty())
+                    .then(|| del.iter().sum::<f64>() / del.len() as f64),
+                victim: victim_figs,
+            });
+        }
+    }
+    result.frontier = result
+        .loops
+        .iter()
+        .map(|l| verdict(l, &result.sweep, l.baseline))
+        .collect();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settling_finds_the_last_excursion() {
+        let r = [10.0, 50.0, 90.0, 70.0, 61.0, 60.0, 59.0, 60.0, 60.5, 60.0];
+        let (s, from) = settling(&r, 0.05);
+        assert!((s - 60.0).abs() < 1.0, "{s}");
+        assert_eq!(from, Some(4));
+        // A rate that keeps swinging never settles.
+        let (_, from) = settling(&[1.0, 100.0, 1.0, 100.0, 1.0, 100.0], 0.05);
+        assert_eq!(from, None);
+    }
+
+    #[test]
+    fn the_frontier_picks_the_highest_rate_that_met_the_slo() {
+        let slo = Slo::parse("--slo", "p99 <= 1.5 x baseline").unwrap();
+        let pts: Vec<Point> = (0..9)
+            .map(|k| Point {
+                t_s: k as f64,
+                rate_target_bytes_per_s: 400.0,
+                delivered_bytes_per_s: Some(380.0),
+                victim_metric: 140.0,
+                slo_limit: 150.0,
+                slack: 0.06,
+                violated: k == 0,
+            })
+            .collect();
+        let l = summarize_loop(&slo, 100.0, 150.0, pts, 1.0, 0.05);
+        assert_eq!(l.violations, 1);
+        assert_eq!(l.settle_time_s, Some(0.0));
+        let sweep: Vec<SweepPoint> = [(100.0, 110.0), (300.0, 140.0), (500.0, 160.0)]
+            .iter()
+            .map(|&(r, m)| SweepPoint {
+                repeat: 0,
+                rate_target_bytes_per_s: r,
+                delivered_bytes_per_s: Some(r * 0.95),
+                victim: [("p99".to_string(), m)].into_iter().collect(),
+            })
+            .collect();
+        let v = verdict(&l, &sweep, 100.0);
+        assert_eq!(v.best_fixed_rate_bytes_per_s, Some(300.0));
+        let share = v.closed_loop_share_of_best.unwrap();
+        assert!((share - 380.0 / 285.0).abs() < 1e-9);
+    }
+}

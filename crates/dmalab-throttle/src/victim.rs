@@ -1,0 +1,378 @@
+//! The victim and its metric stream: one figure per control interval.
+//!
+//! * `probe latency`: `dmalab probe latency --interval T --interval-json`,
+//!   one JSON line per interval (mean and percentiles, nanoseconds).
+//! * `exec`: any command; every output line the regex matches is one
+//!   interval's figure (the first capture group, or the whole match), as
+//!   `exec` victims of `dmalab run` read their figure.
+//!
+//! The victim runs in its own process group for the whole session, its
+//! lines read by a thread that sends figures down a channel.
+
+use crate::slo::Stat;
+use regex::Regex;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+/// What the victim is.
+#[derive(Clone, Debug)]
+pub enum VictimSpec {
+    /// `dmalab probe latency` with these extra flags.
+    ProbeLatency {
+        /// Flags after `probe latency` (size, pattern, pinning, ...).
+        args: Vec<String>,
+    },
+    /// `dmalab probe bandwidth` with these extra flags.
+    ProbeBandwidth {
+        /// Flags after `probe bandwidth` (traffic, size, threads, pinning).
+        args: Vec<String>,
+    },
+    /// Any program; the regex reads one figure per matching line.
+    Exec {
+        /// Program and arguments.
+        argv: Vec<String>,
+        /// The first capture group (or the whole match) is the figure.
+        regex: Regex,
+    },
+}
+
+impl VictimSpec {
+    /// A short description for records (`probe latency`, `exec: prog`).
+    pub fn label(&self) -> String {
+        match self {
+            VictimSpec::ProbeLatency { .. } => "probe latency".into(),
+            VictimSpec::ProbeBandwidth { .. } => "probe bandwidth".into(),
+            VictimSpec::Exec { argv, .. } => format!("exec: {}", argv.join(" ")),
+        }
+    }
+
+    /// The unit of its figures.
+    pub fn unit(&self) -> &'static str {
+        match self {
+            VictimSpec::ProbeLatency { .. } => "ns",
+            VictimSpec::ProbeBandwidth { .. } => "B/s",
+            VictimSpec::Exec { .. } => "",
+        }
+    }
+
+    /// Checks that `stat` is a figure this victim reports; the error names
+    /// the option.
+    pub fn check_stat(&self, stat: Stat) -> Result<(), dmalab_core::UsageError> {
+        match (self, stat) {
+            (VictimSpec::ProbeLatency { .. }, Stat::Value | Stat::Bw) => {
+                Err(dmalab_core::UsageError::new(
+                    "--slo",
+                    format!(
+                        "a probe latency victim reports mean, p50, p90, p99, p99.9 and max, not {}",
+                        stat.name()
+                    ),
+                ))
+            }
+            (VictimSpec::ProbeBandwidth { .. }, s) if s != Stat::Bw => {
+                Err(dmalab_core::UsageError::new(
+                    "--slo",
+                    "a probe bandwidth victim reports bw: write 'bw >= 0.8 x baseline' or 'bw >= 2G/s'",
+                ))
+            }
+            (VictimSpec::Exec { .. }, s) if s != Stat::Value => Err(dmalab_core::UsageError::new(
+                "--slo",
+                format!(
+                    "an exec victim reports the figure its regex reads: write 'value <= ...' or 'value >= ...', not '{}'",
+                    s.name()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// One interval's figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Figures {
+    /// Mean, ns.
+    pub mean: Option<f64>,
+    /// Median, ns.
+    pub p50: Option<f64>,
+    /// 90th percentile, ns.
+    pub p90: Option<f64>,
+    /// 99th percentile, ns.
+    pub p99: Option<f64>,
+    /// 99.9th percentile, ns.
+    pub p99_9: Option<f64>,
+    /// Largest, ns.
+    pub max: Option<f64>,
+    /// Bandwidth, bytes per second.
+    pub bw: Option<f64>,
+    /// An exec victim's figure.
+    pub value: Option<f64>,
+}
+
+impl Figures {
+    /// The figure `stat` names.
+    pub fn get(&self, stat: Stat) -> Option<f64> {
+        match stat {
+            Stat::Mean => self.mean,
+            Stat::P50 => self.p50,
+            Stat::P90 => self.p90,
+            Stat::P99 => self.p99,
+            Stat::P99_9 => self.p99_9,
+            Stat::Max => self.max,
+            Stat::Bw => self.bw,
+            Stat::Value => self.value,
+        }
+    }
+}
+
+/// Parses one line of `probe latency --interval-json`.
+pub fn parse_probe_line(line: &str) -> Option<Figures> {
+    let t = line.trim();
+    if !t.starts_with('{') {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(t).ok()?;
+    let f = |k: &str| v.get(k).and_then(serde_json::Value::as_f64);
+    Some(Figures {
+        mean: f("mean_ns"),
+        p50: f("p50_ns"),
+        p90: f("p90_ns"),
+        p99: f("p99_ns"),
+        p99_9: f("p99_9_ns"),
+        max: f("max_ns"),
+        bw: None,
+        value: None,
+    })
+}
+
+/// Parses one line of `probe bandwidth --interval-json`.
+pub fn parse_bandwidth_line(line: &str) -> Option<Figures> {
+    let t = line.trim();
+    if !t.starts_with('{') {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(t).ok()?;
+    Some(Figures {
+        bw: Some(v.get("bw_bytes")?.as_f64()?),
+        ..Figures::default()
+    })
+}
+
+/// Parses one output line of an exec victim.
+pub fn parse_exec_line(re: &Regex, line: &str) -> Option<Figures> {
+    let c = re.captures(line)?;
+    let m = c.get(1).or_else(|| c.get(0))?;
+    let value: f64 = m.as_str().trim().parse().ok()?;
+    value.is_finite().then_some(Figures {
+        value: Some(value),
+        ..Figures::default()
+    })
+}
+
+/// Reads one output line of the victim.
+type LineParser = Box<dyn Fn(&str) -> Option<Figures> + Send>;
+
+/// A running victim.
+pub struct Victim {
+    child: Child,
+    rx: Receiver<Figures>,
+    stderr: PathBuf,
+}
+
+/// Why no figure came.
+#[derive(Debug)]
+pub enum NoFigure {
+    /// The victim ended (its stderr's last lines).
+    Ended(String),
+    /// Nothing within the time limit.
+    Timeout,
+}
+
+impl Victim {
+    /// Starts the victim: `exe` is the dmalab binary, `interval` the control
+    /// interval, `runtime` at least the session's length; stderr goes to a
+    /// file in `dir`.
+    pub fn start(
+        spec: &VictimSpec,
+        exe: &Path,
+        interval: Duration,
+        runtime: Duration,
+        dir: &Path,
+    ) -> std::io::Result<Self> {
+        let stderr = dir.join("victim.stderr");
+        let mut cmd = match spec {
+            VictimSpec::ProbeLatency { args } | VictimSpec::ProbeBandwidth { args } => {
+                let mut c = Command::new(exe);
+                let kind = if matches!(spec, VictimSpec::ProbeLatency { .. }) {
+                    "latency"
+                } else {
+                    "bandwidth"
+                };
+                c.args(["probe", kind])
+                    .args(args)
+                    .arg("--interval")
+                    .arg(format!("{}ms", interval.as_millis()))
+                    .arg("--interval-json")
+                    .arg("--runtime")
+                    .arg(format!("{}s", runtime.as_secs().max(1)));
+                c
+            }
+            VictimSpec::Exec { argv, .. } => {
+                let mut c = Command::new(&argv[0]);
+                c.args(&argv[1..]);
+                c
+            }
+        };
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr)?)
+            .process_group(0);
+        die_with_parent(&mut cmd);
+        let mut child = cmd.spawn()?;
+        let out = child
+            .stdout
+            .take()
+            .ok_or_else(|| std::io::Error::other("victim has no stdout"))?;
+        let (tx, rx) = channel();
+        let parse: LineParser = match spec {
+            VictimSpec::ProbeLatency { .. } => Box::new(parse_probe_line),
+            VictimSpec::ProbeBandwidth { .. } => Box::new(parse_bandwidth_line),
+            VictimSpec::Exec { regex, .. } => {
+                let re = regex.clone();
+                Box::new(move |l| parse_exec_line(&re, l))
+            }
+        };
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if let Some(f) = parse(&line) {
+                    if tx.send(f).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        Ok(Self { child, rx, stderr })
+    }
+
+    /// The next interval's figures.
+    pub fn next(&mut self, timeout: Duration) -> Result<Figures, NoFigure> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(f) => Ok(f),
+            Err(RecvTimeoutError::Timeout) => Err(NoFigure::Timeout),
+            Err(RecvTimeoutError::Disconnected) => {
+                let _ = self.child.wait();
+                Err(NoFigure::Ended(tail(&self.stderr)))
+            }
+        }
+    }
+
+    /// Figures already received (drained without waiting).
+    pub fn drain(&mut self) -> usize {
+        self.rx.try_iter().count()
+    }
+
+    /// Stops the victim's process group (SIGTERM, then SIGKILL).
+    pub fn stop(mut self) {
+        stop_group(&mut self.child);
+    }
+}
+
+/// The child gets SIGTERM when the session dies (even by `kill -9`), so no
+/// victim or aggressor outlives it.
+pub fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec and only
+    // calls prctl, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The last lines of a file.
+pub fn tail(path: &Path) -> String {
+    let s = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = s.lines().rev().take(5).collect();
+    lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
+}
+
+/// SIGTERM to the child's process group, a grace period, then SIGKILL.
+pub fn stop_group(child: &mut Child) {
+    let Ok(pid) = i32::try_from(child.id()) else {
+        return;
+    };
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    // SAFETY: signalling our own child's process group (it was started
+    // with process_group(0), so its pgid is its pid).
+    unsafe { libc::kill(-pid, libc::SIGTERM) };
+    for _ in 0..100 {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    let _ = child.wait();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_lines_and_exec_lines() {
+        let f = parse_probe_line(
+            r#"{"index":3,"start_ns":3000000000,"accesses":10,"mean_ns":91.5,"p50_ns":88,"p90_ns":100,"p99_ns":180,"p99_9_ns":400,"max_ns":900}"#,
+        )
+        .unwrap();
+        assert_eq!(f.get(Stat::P99), Some(180.0));
+        assert_eq!(f.get(Stat::Mean), Some(91.5));
+        assert!(parse_probe_line(" intv  t_s").is_none());
+        let b = parse_bandwidth_line(
+            r#"{"index":0,"start_ns":0,"interval_ns":1000000000,"bw_bytes":5.5e9}"#,
+        )
+        .unwrap();
+        assert_eq!(b.get(Stat::Bw), Some(5.5e9));
+        let re = Regex::new(r"ops/s: ([0-9.]+)").unwrap();
+        assert_eq!(
+            parse_exec_line(&re, "tick ops/s: 1234.5").unwrap().value,
+            Some(1234.5)
+        );
+        assert!(parse_exec_line(&re, "nothing here").is_none());
+    }
+
+    #[test]
+    fn an_exec_victim_streams_one_figure_per_matching_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = VictimSpec::Exec {
+            argv: vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                "echo v=1; echo noise; echo v=2.5".into(),
+            ],
+            regex: Regex::new(r"v=([0-9.]+)").unwrap(),
+        };
+        let mut v = Victim::start(
+            &spec,
+            Path::new("/bin/false"),
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            dir.path(),
+        )
+        .unwrap();
+        let t = Duration::from_secs(30);
+        assert_eq!(v.next(t).unwrap().value, Some(1.0));
+        assert_eq!(v.next(t).unwrap().value, Some(2.5));
+        assert!(matches!(v.next(t), Err(NoFigure::Ended(_))));
+        v.stop();
+    }
+}

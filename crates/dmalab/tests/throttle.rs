@@ -1,0 +1,557 @@
+//! Live rate control of `dmalab load` and `dmalab throttle`, through the
+//! binary.
+
+mod common;
+
+use common::dmalab_bin;
+use dmalab_core::ratecontrol::{Limits, RateControl};
+use serde_json::Value;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Tests that measure the machine (rates, latency) or load it (the QEMU
+/// guest) run one at a time: a guest booting beside a latency probe would be
+/// the interference it measures.
+static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn machine() -> std::sync::MutexGuard<'static, ()> {
+    MACHINE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits (at most `limit`) for `f` to give Some.
+fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+#[test]
+fn a_paced_load_follows_a_live_rate_change() {
+    let _m = machine();
+    let dir = tempfile::tempdir().unwrap();
+    let ctl_path = dir.path().join("rate");
+    let out = dir.path().join("load.json");
+    let mut child = Command::new(dmalab_bin())
+        .args(["load", "--engine", "null", "--pattern", "single"])
+        .args(["--rate-iops", "2000", "--runtime", "5s", "-q"])
+        .arg("--rate-control")
+        .arg(&ctl_path)
+        .arg("--output")
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    let ctl = wait_for(Duration::from_secs(30), || {
+        RateControl::open(&ctl_path).ok().flatten()
+    })
+    .expect("the load creates its rate-control file");
+    // Change the target somewhere in the run; when does not matter: the
+    // checker judges every window against the limits in force during it.
+    std::thread::sleep(Duration::from_millis(1500));
+    ctl.set(Limits {
+        rate_bytes_per_s: None,
+        rate_iops: Some(500),
+    });
+    let applied = wait_for(Duration::from_secs(10), || {
+        (ctl.applied() == 2).then_some(())
+    });
+    let st = child.wait().unwrap();
+    assert!(st.success());
+    assert!(applied.is_some(), "the load never applied the change");
+    let j: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let r = &j["result"];
+    let changes = r["rate_changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{r}");
+    assert_eq!(changes[0]["rate_iops"], 500);
+    let c = &r["rate_check"];
+    let targets: Vec<f64> = c["windows_target_per_s"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let got: Vec<f64> = c["windows_per_s"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(targets.first(), Some(&2000.0), "{c}");
+    assert_eq!(targets.last(), Some(&500.0), "{c}");
+    // Every window within 2% of its own target, beyond what the VM's
+    // pauses explain, and the whole run's count close to the schedule's.
+    assert!(
+        c["unexplained_max_error_pct"].as_f64().unwrap() <= 2.0,
+        "delivered {got:?} against {targets:?}"
+    );
+    assert!(c["mean_error_pct"].as_f64().unwrap() <= 1.0, "{c}");
+    // The per-second samples carry the target in force.
+    let samples = r["samples"].as_array().unwrap();
+    assert_eq!(samples[0]["rate_target_iops"], 2000);
+    assert_eq!(samples.last().unwrap()["rate_target_iops"], 500);
+}
+
+#[test]
+fn rate_control_needs_a_starting_rate_and_spares_other_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("rate");
+    let out = Command::new(dmalab_bin())
+        .args(["load", "--engine", "null", "--runtime", "1s", "-q"])
+        .arg("--rate-control")
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--rate-control"), "{err}");
+    assert!(!p.exists());
+    std::fs::write(&p, b"precious").unwrap();
+    let out = Command::new(dmalab_bin())
+        .args(["load", "--engine", "null", "--runtime", "1s", "-q"])
+        .args(["--rate-iops", "100"])
+        .arg("--rate-control")
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(std::fs::read(&p).unwrap(), b"precious");
+}
+
+/// Runs `dmalab throttle ARGS --output DIR/out.json -q`: (exit code,
+/// stderr, the document).
+fn throttle(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, Option<Value>) {
+    let out = dir.join("out.json");
+    let o = Command::new(dmalab_bin())
+        .arg("throttle")
+        .args(args)
+        .arg("--output")
+        .arg(&out)
+        .arg("-q")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let doc = std::fs::read(&out)
+        .ok()
+        .map(|b| serde_json::from_slice(&b).unwrap());
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        doc,
+    )
+}
+
+/// An exec victim printing `v=100` every 100 ms for its first `calm`
+/// lines, then `v=LATER`.
+fn fake_victim(calm: u32, later: u32) -> String {
+    format!(
+        "sh -c 'i=0; while :; do i=$((i+1)); if [ $i -le {calm} ]; then echo v=100; else echo v={later}; fi; sleep 0.1; done'"
+    )
+}
+
+const NULL_AGGRESSOR: &str = "--engine null --pattern single";
+
+#[test]
+fn throttle_opens_up_to_max_rate_when_the_slo_always_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = fake_victim(1000, 100);
+    let (code, err, doc) = throttle(
+        dir.path(),
+        &[
+            "--victim-exec",
+            &victim,
+            "--victim-regex",
+            "v=([0-9]+)",
+            "--aggressor",
+            NULL_AGGRESSOR,
+            "--slo",
+            "value <= 2 x baseline",
+            "--interval",
+            "100ms",
+            "--intervals",
+            "20",
+            "--baseline-intervals",
+            "2",
+            "--min-rate",
+            "1M",
+            "--max-rate",
+            "8M",
+            "--sweep",
+            "--sweep-points",
+            "2",
+            "--sweep-repeat",
+            "1",
+            "--sweep-intervals",
+            "1",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let d = doc.unwrap();
+    assert_eq!(d["command"], "throttle");
+    let r = &d["result"];
+    assert_eq!(r["baseline"]["value"], 100.0);
+    let l = &r["loops"][0];
+    let series = l["series"].as_array().unwrap();
+    assert_eq!(series.len(), 20);
+    assert_eq!(l["violations"], 0);
+    // Always inside the bound: the PI output rises to the clamp and stays.
+    assert_eq!(l["settled_rate_bytes_per_s"], 8.0 * 1048576.0);
+    let last = series.last().unwrap();
+    assert_eq!(last["slo_limit"], 200.0);
+    assert!(last["delivered_bytes_per_s"].as_f64().unwrap() > 0.0);
+    // Two fixed rates, both met: the best is the highest.
+    assert_eq!(r["sweep"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        r["frontier"][0]["best_fixed_rate_bytes_per_s"],
+        8.0 * 1048576.0
+    );
+    // And `dmalab report` draws it.
+    let o = Command::new(dmalab_bin())
+        .arg("report")
+        .arg(dir.path().join("out.json"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(dir.path().join("out.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 3);
+}
+
+#[test]
+fn throttle_holds_the_minimum_while_the_slo_cannot_be_met() {
+    let dir = tempfile::tempdir().unwrap();
+    // Calm for the baseline, ten times worse once the aggressor runs.
+    let victim = fake_victim(3, 1000);
+    let (code, err, doc) = throttle(
+        dir.path(),
+        &[
+            "--victim-exec",
+            &victim,
+            "--victim-regex",
+            "v=([0-9]+)",
+            "--aggressor",
+            NULL_AGGRESSOR,
+            "--slo",
+            "value <= 2 x baseline",
+            "--interval",
+            "100ms",
+            "--intervals",
+            "8",
+            "--baseline-intervals",
+            "2",
+            "--min-rate",
+            "1M",
+            "--max-rate",
+            "8M",
+            "--start-rate",
+            "4M",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let l = &doc.unwrap()["result"]["loops"][0];
+    assert_eq!(l["violations"], 8);
+    assert_eq!(l["settled_rate_bytes_per_s"], 1048576.0);
+}
+
+#[test]
+fn throttle_bad_input_exits_2_and_names_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, opt) in [
+        (
+            vec![
+                "--aggressor",
+                NULL_AGGRESSOR,
+                "--slo",
+                "p99 < 2",
+                "--max-rate",
+                "8M",
+            ],
+            "--slo",
+        ),
+        (
+            vec![
+                "--aggressor",
+                NULL_AGGRESSOR,
+                "--slo",
+                "p99 <= 2 x baseline",
+            ],
+            "--max-rate",
+        ),
+        (
+            vec![
+                "--aggressor",
+                "--engine null --runtime 5s",
+                "--slo",
+                "p99 <= 2 x baseline",
+                "--max-rate",
+                "8M",
+            ],
+            "--aggressor",
+        ),
+    ] {
+        let (code, err, doc) = throttle(dir.path(), &args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(&format!("error: {opt}:")), "{err}");
+        assert!(doc.is_none());
+    }
+}
+
+#[test]
+fn throttle_holds_a_latency_slo_against_storage_reads_on_this_machine() {
+    let _m = machine();
+    // The real plant: `probe latency` on CPU 0, storage reads (the device
+    // writes memory) from a scratch file on CPU 1. The figure shared by
+    // scripts/bench-throttle.sh: mean <= 1.5 x baseline.
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let (code, err, doc) = throttle(
+        dir.path(),
+        &[
+            "--victim",
+            "probe latency --size 64M --cpus-allowed 0",
+            "--aggressor",
+            "--pattern random --direction write --size 64M --buffer 4000K --workers 2 --cpus-allowed 1",
+            "--slo",
+            "mean <= 1.5 x baseline",
+            "--intervals",
+            "20",
+            "--baseline-intervals",
+            "3",
+            "--min-rate",
+            "20M",
+            "--max-rate",
+            "1200M",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let l = doc.unwrap()["result"]["loops"][0].clone();
+    let series = l["series"].as_array().unwrap();
+    assert_eq!(series.len(), 20);
+    for p in series {
+        let r = p["rate_target_bytes_per_s"].as_f64().unwrap();
+        assert!((20.0 * 1048576.0..=1200.0 * 1048576.0).contains(&r), "{p}");
+    }
+    let share = l["violation_share"].as_f64().unwrap();
+    assert!(
+        share <= SHARE_ON_THIS_VM,
+        "violations in {share} of the intervals: {l}"
+    );
+}
+
+/// Most intervals past the bound that the end-to-end test accepts: the
+/// share scripts/bench-throttle.sh measured for the same SLO on this 2-core
+/// VM (24 of 40, docs/bench/throttle-2026-11-24.md). The VM is shared:
+/// most of those intervals were other tenants' doing, which no rate limit
+/// on the aggressor can undo.
+const SHARE_ON_THIS_VM: f64 = 0.60;
+
+/// Live children of `parent`: (pid, command line); zombies excluded.
+fn children_of(parent: u32) -> Vec<(u32, String)> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // Fields after the command name: state, ppid, ...
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let mut f = rest.split_whitespace();
+            let (state, ppid) = (f.next()?, f.next()?.parse::<u32>().ok()?);
+            (ppid == parent && state != "Z").then_some(pid)
+        })
+        .map(|pid| {
+            let c = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            (pid, String::from_utf8_lossy(&c).replace('\0', " "))
+        })
+        .collect()
+}
+
+/// True while `pid` runs (not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rfind(')')
+            .and_then(|i| s.get(i + 2..i + 3))
+            .is_some_and(|st| st != "Z")
+    })
+}
+
+#[test]
+fn kill_9_of_the_session_takes_the_victim_and_aggressor_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = fake_victim(1_000_000, 100);
+    let mut child = Command::new(dmalab_bin())
+        .arg("throttle")
+        .args(["--victim-exec", &victim, "--victim-regex", "v=([0-9]+)"])
+        .args(["--aggressor", NULL_AGGRESSOR])
+        .args(["--slo", "value <= 2 x baseline", "--interval", "100ms"])
+        .args(["--intervals", "100000", "--baseline-intervals", "2"])
+        .args(["--min-rate", "1M", "--max-rate", "8M", "-q"])
+        .current_dir(dir.path())
+        .spawn()
+        .unwrap();
+    // Both children up: the victim (sh) and the aggressor (dmalab load).
+    let kids = wait_for(Duration::from_secs(60), || {
+        let k = children_of(child.id());
+        k.iter().any(|(_, c)| c.contains(" load ")).then_some(k)
+    })
+    .expect("the aggressor never started");
+    assert_eq!(kids.len(), 2, "{kids:?}");
+    child.kill().unwrap(); // SIGKILL: no cleanup code of the session runs
+    child.wait().unwrap();
+    let gone = wait_for(Duration::from_secs(30), || {
+        kids.iter().all(|(pid, _)| !alive(*pid)).then_some(())
+    });
+    assert!(gone.is_some(), "children outlived the session: {kids:?}");
+}
+
+#[test]
+fn io_max_throttles_a_cgroup_and_restores_its_limit() {
+    // A fake cgroup v2 directory (this host mounts cgroup v1): the session
+    // writes io.max lines into it and puts the old limit back at the end
+    // through the host-change ledger under /run/dmalab (root).
+    if !common::need_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cg = dir.path().join("victim.slice");
+    std::fs::create_dir(&cg).unwrap();
+    std::fs::write(
+        cg.join("io.max"),
+        "254:16 rbps=5000 wbps=max riops=max wiops=max\n",
+    )
+    .unwrap();
+    std::fs::write(cg.join("io.stat"), "").unwrap();
+    let victim = fake_victim(1000, 100);
+    let (code, err, doc) = throttle(
+        dir.path(),
+        &[
+            "--victim-exec",
+            &victim,
+            "--victim-regex",
+            "v=([0-9]+)",
+            "--io-max-cgroup",
+            cg.to_str().unwrap(),
+            "--io-max-device",
+            "254:16",
+            "--slo",
+            "value <= 2 x baseline",
+            "--interval",
+            "100ms",
+            "--intervals",
+            "5",
+            "--baseline-intervals",
+            "2",
+            "--min-rate",
+            "1M",
+            "--max-rate",
+            "8M",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let d = doc.unwrap();
+    assert_eq!(d["config"]["io_max"]["key"], "rbps");
+    let l = &d["result"]["loops"][0];
+    assert_eq!(l["series"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        std::fs::read_to_string(cg.join("io.max")).unwrap(),
+        "254:16 rbps=5000"
+    );
+}
+
+#[test]
+fn io_max_limits_a_cgroups_reads_in_the_nvme_guest() {
+    // The real interface: the QEMU guest (scripts/nvme-vm/) mounts cgroup
+    // v2, runs a `dmalab load` reading /dev/nvme0n1 inside a cgroup, and
+    // `dmalab throttle --io-max-cgroup` sweeps two rbps limits on it.
+    let kernel = "/boot/vmlinuz-6.1.0-56-amd64";
+    if !common::need(
+        "QEMU (qemu-system-x86_64), the Debian kernel 6.1.0-56-amd64, nvme-cli, cpio",
+        common::have_program("qemu-system-x86_64")
+            && std::path::Path::new(kernel).exists()
+            && common::have_program("nvme")
+            && common::have_program("cpio"),
+    ) {
+        return;
+    }
+    let _m = machine();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("throttle-vm");
+    let st = Command::new(repo.join("scripts/nvme-vm/run.sh"))
+        .arg("--out")
+        .arg(&dir)
+        .arg("--job")
+        .arg(repo.join("scripts/nvme-vm/guest-throttle.sh"))
+        .arg("--dmalab")
+        .arg(dmalab_bin())
+        .args(["--timeout", "300"])
+        .status()
+        .unwrap();
+    assert!(
+        st.success(),
+        "guest failed; see {}/console.log",
+        dir.display()
+    );
+    let res = dir.join("results");
+    let read = |f: &str| std::fs::read_to_string(res.join(f)).unwrap_or_default();
+    assert_eq!(read("throttle.rc").trim(), "0", "{}", read("throttle.err"));
+    let d: Value = serde_json::from_str(&read("throttle_iomax.json")).unwrap();
+    let sweep = d["result"]["sweep"].as_array().unwrap();
+    let at = |rate: f64| -> f64 {
+        sweep
+            .iter()
+            .find(|p| p["rate_target_bytes_per_s"].as_f64() == Some(rate))
+            .and_then(|p| p["delivered_bytes_per_s"].as_f64())
+            .unwrap_or_else(|| panic!("no sweep point at {rate}: {d}"))
+    };
+    let (lo, hi) = (at(256.0 * 1024.0), at(2.0 * 1048576.0));
+    // blk-throttle holds the reads to the limit (a little over while its
+    // slice catches up), and the higher limit lets clearly more through.
+    assert!(lo <= 1.3 * 256.0 * 1024.0, "at 256 KiB/s: {lo}");
+    assert!(hi > 2.0 * lo, "at 2 MiB/s: {hi}, at 256 KiB/s: {lo}");
+    // The old (unlimited) io.max is back: no limit line for the device.
+    let after = read("io_max_after");
+    let majmin = read("majmin");
+    assert!(
+        !after.contains(&format!("{} rbps=", majmin.trim())) || after.contains("rbps=max"),
+        "io.max after the run: {after}"
+    );
+}
+
+#[test]
+fn throttle_reads_a_bandwidth_victim_per_interval() {
+    let _m = machine();
+    let dir = tempfile::tempdir().unwrap();
+    let (code, err, doc) = throttle(
+        dir.path(),
+        &[
+            "--victim",
+            "probe bandwidth --size 16M",
+            "--aggressor",
+            NULL_AGGRESSOR,
+            "--slo",
+            "bw >= 0.1 x baseline",
+            "--interval",
+            "200ms",
+            "--intervals",
+            "5",
+            "--baseline-intervals",
+            "2",
+            "--min-rate",
+            "1M",
+            "--max-rate",
+            "8M",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let d = doc.unwrap();
+    assert_eq!(d["result"]["victim_unit"], "B/s");
+    assert!(d["result"]["baseline"]["bw"].as_f64().unwrap() > 1e6);
+    let series = d["result"]["loops"][0]["series"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(series.len(), 5);
+    assert!(series
+        .iter()
+        .all(|p| p["victim_metric"].as_f64().unwrap() > 1e6));
+}
