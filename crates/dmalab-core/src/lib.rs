@@ -14,6 +14,7 @@ pub mod output;
 pub mod safety;
 pub mod schema;
 pub mod signal;
+pub mod text;
 pub mod units;
 
 pub use error::UsageError;

@@ -193,6 +193,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The most clock/per-access rounds: each keeps its figures, and a round
+/// needs some time of its own.
+const MAX_ROUNDS: usize = 10_000;
+
 /// Turns a probe error into anyhow, keeping a `UsageError` findable (exit 2).
 fn lift(e: ProbeError) -> anyhow::Error {
     match e {
@@ -233,9 +237,7 @@ fn runtime_arg(option: &str, text: &str) -> Result<u64, UsageError> {
 
 /// Resolves where `threads` threads run: one CPU each, in order.
 fn place(p: &PlaceArgs, threads: usize, threads_opt: &str) -> Result<Vec<usize>, UsageError> {
-    if threads == 0 {
-        return Err(UsageError::new(threads_opt, "0 threads; use at least 1"));
-    }
+    dmalab_core::cpus::check_threads(threads_opt, threads)?;
     let nodes = numa_nodes();
     for (opt, node) in [("--membind", p.membind), ("--cpunodebind", p.cpunodebind)] {
         if let Some(n) = node {
@@ -344,8 +346,12 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
             .into())
         }
     };
-    if a.rounds == 0 {
-        return Err(UsageError::new("--rounds", "0 rounds; use at least 1").into());
+    if a.rounds == 0 || a.rounds > MAX_ROUNDS {
+        return Err(UsageError::new(
+            "--rounds",
+            format!("{} is out of range; use 1 to {MAX_ROUNDS}", a.rounds),
+        )
+        .into());
     }
     let pages = pages_arg(&a.place)?;
     let cpus = place(&a.place, a.threads, "--threads")?;
