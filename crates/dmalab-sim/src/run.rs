@@ -32,7 +32,9 @@ pub fn compare_file(
 const CHUNK_RECORDS: usize = 1 << 14;
 
 /// Runs every scheme over the records of `src`, decoding each record once
-/// (see [`compare_file`]); fills the speedups.
+/// (see [`compare_file`]); fills the speedups. SIGINT or SIGTERM
+/// ([`dmalab_core::signal`]) ends the replay after the current chunk, with
+/// results for the records replayed so far.
 pub fn compare_source<S: RecordSource>(
     cfg: &SimConfig,
     schemes: &[Scheme],
@@ -53,7 +55,9 @@ pub fn compare_source<S: RecordSource>(
                 m.step(r);
             }
         }
-        if n < CHUNK_RECORDS {
+        // A signal ends the replay here: the results cover the records
+        // replayed so far, and the caller marks them interrupted.
+        if n < CHUNK_RECORDS || dmalab_core::signal::stop_requested() {
             break;
         }
     }
@@ -227,6 +231,11 @@ pub fn sweep(
             orderings: orderings(&results),
             results,
         });
+        // A signal ends the sweep after the point in progress (cut short
+        // itself by `compare_source`); the caller marks the result.
+        if dmalab_core::signal::stop_requested() {
+            break;
+        }
     }
     Ok(out)
 }

@@ -4,7 +4,7 @@
 use crate::cmd::common::OutputArgs;
 use anyhow::Context;
 use dmalab_core::host::HostInfo;
-use dmalab_core::schema::{CpuUsage, ResultDoc};
+use dmalab_core::schema::{CpuUsage, ResultDoc, RunStatus};
 use dmalab_core::units::parse_size;
 use dmalab_core::UsageError;
 use dmalab_sim::engine::SimError;
@@ -264,6 +264,8 @@ fn resolve(p: &ParamArgs) -> anyhow::Result<(SimConfig, Vec<Scheme>)> {
             .map(|s| Scheme::parse(s.trim()).map_err(|m| UsageError::new("--schemes", m)))
             .collect::<Result<Vec<_>, _>>()?
     };
+    Scheme::check_total(&schemes, cfg.llc.size_bytes)
+        .map_err(|m| UsageError::new("--schemes", m))?;
     Ok((cfg, schemes))
 }
 
@@ -322,8 +324,12 @@ fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         refs_per_sec / 1e6,
         refs_per_cpu_sec / 1e6
     ));
+    let interrupted = dmalab_core::signal::stop_requested();
+    if interrupted {
+        text.push_str(INTERRUPTED_NOTE);
+    }
     print!("{text}");
-    let doc = ResultDoc::new(
+    let mut doc = ResultDoc::new(
         "sim compare",
         HostInfo::collect(),
         SimRunConfig {
@@ -344,6 +350,7 @@ fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         },
         started,
     );
+    mark_interrupted(&mut doc.status, interrupted);
     a.out.write(&doc, &text)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -358,9 +365,11 @@ fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
     let (cfg, schemes) = resolve(&a.p)?;
     // Check every value before the long part starts.
     for v in &a.values {
-        cfg.clone()
-            .set(&a.param, v)
+        let mut c = cfg.clone();
+        c.set(&a.param, v)
             .map_err(|e| UsageError::new("--values", e.to_string()))?;
+        Scheme::check_total(&schemes, c.llc.size_bytes)
+            .map_err(|m| UsageError::new("--values", m))?;
     }
     let started = SystemTime::now();
     let t0 = Instant::now();
@@ -369,14 +378,22 @@ fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
         run::compare_file(c, s, &trace)
     })
     .map_err(|e| trace_err("TRACE", e))?;
-    let text = format!(
+    let mut text = format!(
         "trace {}, params {}; speedup against snooping; pf>sn: dma-cache-256K-pf beats snoop, sh<sn: shared loses, sm<sn: DMA caches under 128K lose\n\n{}",
         a.trace.display(),
         a.p.params,
         run::sweep_table(&a.param, &points)
     );
+    let interrupted = dmalab_core::signal::stop_requested();
+    if interrupted {
+        text.push_str(&format!(
+            "\ninterrupted by a signal: {} of {} values run, the last one on part of the trace\n",
+            points.len(),
+            a.values.len()
+        ));
+    }
     print!("{text}");
-    let doc = ResultDoc::new(
+    let mut doc = ResultDoc::new(
         "sim sweep",
         HostInfo::collect(),
         SimRunConfig {
@@ -392,6 +409,7 @@ fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
         },
         started,
     );
+    mark_interrupted(&mut doc.status, interrupted);
     a.out.write(&doc, &text)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -429,9 +447,39 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
         TraceWriter::create(&bin_path).map_err(|e| UsageError::new("--output", e.to_string()))?;
     let mut n = 0u64;
     let mut sink = |r: &Record| {
+        trace::check_stop(n)?;
         n += 1;
         w.write_record(r)
     };
+    let generated = generate(&a, size, hash, span, input, &mut sink);
+    if interrupted(&generated) {
+        // Dropping the writer removes its temporary file.
+        drop(w);
+        return Ok(nothing_written(&a.output));
+    }
+    generated?;
+    w.finish()?;
+    if a.text {
+        let r = trace::convert(&bin_path, &a.output, Format::Text);
+        let _ = std::fs::remove_file(&bin_path);
+        if matches!(r, Err(TraceError::Interrupted)) {
+            return Ok(nothing_written(&a.output));
+        }
+        r?;
+    }
+    println!("{n} records written to {}", a.output.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Generates the workload `a` names into `sink`.
+fn generate(
+    a: &SynthArgs,
+    size: u64,
+    hash: u64,
+    span: u64,
+    input: Option<std::fs::File>,
+    sink: dmalab_sim::synth::Sink<'_>,
+) -> anyhow::Result<()> {
     match a.workload {
         Workload::FileCopy => FileCopy {
             total_bytes: size,
@@ -439,7 +487,7 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
             seed: a.seed,
             ..Default::default()
         }
-        .generate(&mut sink)?,
+        .generate(sink)?,
         Workload::Tpch => TpchScan {
             total_bytes: size,
             hash_bytes: hash,
@@ -447,7 +495,7 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
             seed: a.seed,
             ..Default::default()
         }
-        .generate(&mut sink)?,
+        .generate(sink)?,
         Workload::Web => WebServer {
             requests: a.requests,
             ring_entries: a.ring,
@@ -455,7 +503,7 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
             seed: a.seed,
             ..Default::default()
         }
-        .generate(&mut sink)?,
+        .generate(sink)?,
         Workload::Msr => {
             let p = a.input.clone().unwrap_or_default();
             let f = input.context("msr input")?;
@@ -464,11 +512,7 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
                 cpu_touch: !a.no_cpu_touch,
                 max_requests: a.max_requests,
             }
-            .generate(
-                std::io::BufReader::new(f),
-                &p.display().to_string(),
-                &mut sink,
-            )
+            .generate(std::io::BufReader::new(f), &p.display().to_string(), sink)
             .map_err(|e| match e {
                 TraceError::Format { path, message } => {
                     anyhow::Error::new(UsageError::new("--input", format!("{path}: {message}")))
@@ -477,14 +521,40 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
             })?;
         }
     }
-    w.finish()?;
-    if a.text {
-        let r = trace::convert(&bin_path, &a.output, Format::Text);
-        let _ = std::fs::remove_file(&bin_path);
-        r?;
+    Ok(())
+}
+
+/// The line a compare cut short by a signal ends its text with.
+const INTERRUPTED_NOTE: &str =
+    "\ninterrupted by a signal: the figures cover the part of the trace replayed so far\n";
+
+/// Marks a result cut short by a signal: never `completed`.
+fn mark_interrupted(status: &mut RunStatus, interrupted: bool) {
+    if interrupted {
+        *status = RunStatus::Interrupted;
     }
-    println!("{n} records written to {}", a.output.display());
-    Ok(ExitCode::SUCCESS)
+}
+
+/// True when a trace loop stopped for a signal.
+fn interrupted(r: &anyhow::Result<()>) -> bool {
+    r.as_ref().is_err_and(|e| {
+        e.chain().any(|c| {
+            matches!(
+                c.downcast_ref::<TraceError>(),
+                Some(TraceError::Interrupted)
+            )
+        })
+    })
+}
+
+/// A trace is written whole or not at all: after a signal, say that nothing
+/// was written (the exit status says which signal).
+fn nothing_written(output: &Path) -> ExitCode {
+    eprintln!(
+        "dmalab sim: interrupted by a signal; {} was not written",
+        output.display()
+    );
+    ExitCode::SUCCESS
 }
 
 fn open(path: &Path, what: &str) -> anyhow::Result<TraceReader> {
@@ -504,8 +574,10 @@ fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
         FormatArg::Binary => Format::Binary,
         FormatArg::Text => Format::Text,
     };
-    let s =
-        trace::convert(&a.input, &a.output, to).map_err(|e| trace_err("IN", SimError::Trace(e)))?;
+    let s = match trace::convert(&a.input, &a.output, to) {
+        Err(TraceError::Interrupted) => return Ok(nothing_written(&a.output)),
+        r => r.map_err(|e| trace_err("IN", SimError::Trace(e)))?,
+    };
     println!("{} records written to {}", s.records, a.output.display());
     Ok(ExitCode::SUCCESS)
 }
