@@ -40,7 +40,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .into());
         }
     }
-    let res = dmalab_run::record::read(&args.results).map_err(lift)?;
+    let res = dmalab_run::record::read_for_report(&args.results).map_err(lift)?;
     let noisy = args.noisy_cv.unwrap_or(res.header.noisy_cv_pct);
     let rep = dmalab_run::report::render(&res, noisy);
     let out = args.output.clone().unwrap_or_else(|| {
