@@ -29,8 +29,13 @@ pub const MAX_BANKS: u64 = 4096;
 pub const MAX_QUEUE: u32 = 65536;
 /// The most lines one DMA-cache prefetch may ask for.
 pub const MAX_PREFETCH_DEGREE: u32 = 1024;
-/// The longest hit time or line gap, ns (one second: far beyond any cache).
-pub const MAX_LATENCY_NS: f64 = 1e9;
+/// The longest hit time or line gap, ns (a millisecond: far beyond any
+/// cache; it keeps the picosecond clock far from overflow).
+pub const MAX_LATENCY_NS: f64 = 1e6;
+/// The longest DRAM clock period, ps, and the most cycles of one timing.
+pub const MAX_TCK_PS: u32 = 100_000;
+/// The most cycles of one DRAM timing parameter.
+pub const MAX_TIMING_CYCLES: u32 = 10_000;
 
 fn err(field: &str, message: impl Into<String>) -> ConfigError {
     ConfigError {
@@ -496,7 +501,7 @@ impl SimConfig {
             ("dma.line_gap_ns", self.dma.line_gap_ns),
         ] {
             if !(v.is_finite() && (0.0..=MAX_LATENCY_NS).contains(&v)) {
-                return Err(err(f, "must be a number of ns from 0 to 1e9"));
+                return Err(err(f, "must be a number of ns from 0 to 1e6"));
             }
         }
         let d = &self.dram;
@@ -514,6 +519,33 @@ impl SimConfig {
         }
         if d.timing.tck_ps == 0 || d.timing.burst == 0 {
             return Err(err("dram.timing", "tck_ps and burst must be positive"));
+        }
+        if d.timing.tck_ps > MAX_TCK_PS {
+            return Err(err(
+                "dram.timing.tck_ps",
+                format!("must be at most {MAX_TCK_PS}"),
+            ));
+        }
+        let t = &d.timing;
+        for (f, v) in [
+            ("cl", t.cl),
+            ("cwl", t.cwl),
+            ("trcd", t.trcd),
+            ("trp", t.trp),
+            ("tras", t.tras),
+            ("burst", t.burst),
+            ("tccd_s", t.tccd_s),
+            ("tccd_l", t.tccd_l),
+            ("twr", t.twr),
+            ("twtr", t.twtr),
+            ("trtp", t.trtp),
+        ] {
+            if v > MAX_TIMING_CYCLES {
+                return Err(err(
+                    &format!("dram.timing.{f}"),
+                    format!("must be at most {MAX_TIMING_CYCLES} cycles"),
+                ));
+            }
         }
         crate::dram::Mapping::parse(&d.mapping).map_err(|m| err("dram.mapping", m))?;
         if u64::from(d.bank_groups) * u64::from(d.banks_per_group) > MAX_BANKS {

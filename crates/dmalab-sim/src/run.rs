@@ -2,7 +2,7 @@
 //! the text tables.
 
 use crate::config::SimConfig;
-use crate::engine::{fill_speedups, simulate, Machine, SchemeResult, SimError};
+use crate::engine::{fill_speedups, simulate, Machine, SchemeResult, SimError, TraceSpan};
 use crate::scheme::Scheme;
 use crate::trace::{Record, RecordSource, TraceReader, VecSource};
 use serde::{Deserialize, Serialize};
@@ -45,11 +45,13 @@ pub fn compare_source<S: RecordSource>(
         .map(|&s| Machine::new(cfg, s).map_err(SimError::Config))
         .collect::<Result<Vec<_>, _>>()?;
     let mut chunk = vec![Record::default(); CHUNK_RECORDS];
+    let mut span = TraceSpan::default();
     loop {
         let mut n = 0;
         while n < CHUNK_RECORDS && src.next_record(&mut chunk[n])? {
             n += 1;
         }
+        span.add(&chunk[..n])?;
         for m in machines.iter_mut() {
             for r in &chunk[..n] {
                 m.step(r);
