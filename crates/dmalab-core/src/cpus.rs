@@ -70,9 +70,7 @@ pub fn parse_cpu_list_within(
             let first = (lo..=top).find(|c| allowed.binary_search(c).is_err());
             return Err(missing(first.unwrap_or(top + 1)));
         }
-        for c in lo..=hi {
-            seen[c] = true;
-        }
+        seen[lo..=hi].fill(true);
     }
     let cpus: Vec<usize> = (0..=top).filter(|&c| seen[c]).collect();
     if let Some(&m) = cpus.iter().find(|c| allowed.binary_search(c).is_err()) {

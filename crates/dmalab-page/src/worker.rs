@@ -195,7 +195,7 @@ fn delay(timer: Timer, ticks: u64, stop: &AtomicBool, start: Instant, runtime: D
             return false;
         }
         spins = spins.wrapping_add(1);
-        if spins % DELAY_CHECK_SPINS == 0 && start.elapsed() >= runtime {
+        if spins.is_multiple_of(DELAY_CHECK_SPINS) && start.elapsed() >= runtime {
             return false;
         }
         std::hint::spin_loop();

@@ -194,7 +194,7 @@ fn mutate(rng: &mut Rng, input: &[u8], others: &[Vec<u8>]) -> Vec<u8> {
             7 => {
                 let at = rng.below(v.len() + 1);
                 const BAD: [&[u8]; 3] = [&[0xff, 0xfe], &[0xc3], &[0xed, 0xa0, 0x80]];
-                let bad: &[u8] = *rng.pick(&BAD);
+                let bad = BAD[rng.below(BAD.len())];
                 v.splice(at..at, bad.iter().copied());
             }
             // Append a huge repetition of a short piece (bounded: 64 KiB).

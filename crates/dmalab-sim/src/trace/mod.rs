@@ -98,7 +98,7 @@ pub const STOP_CHECK_RECORDS: u64 = 1 << 14;
 /// per record.
 #[inline]
 pub fn check_stop(n: u64) -> Result<(), TraceError> {
-    if n % STOP_CHECK_RECORDS == 0 && dmalab_core::signal::stop_requested() {
+    if n.is_multiple_of(STOP_CHECK_RECORDS) && dmalab_core::signal::stop_requested() {
         return Err(TraceError::Interrupted);
     }
     Ok(())
