@@ -404,7 +404,10 @@ fn bin_family(family: &str, ext: &str, make: &dyn Fn(&Path, &[u8]) -> Vec<String
             record_failure(
                 &format!("bin-{family}-{cases}.{ext}"),
                 &input,
-                format!("dmalab {}: {why}", args.join(" ")),
+                format!(
+                    "dmalab {}: {why}",
+                    dmalab_core::text::shown(&args.join(" "))
+                ),
             );
         }
         cases += 1;
@@ -510,6 +513,11 @@ fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| x.to_string()).collect()
 }
 
+/// A line as an argument: no NUL, at most 4 KiB.
+fn arg_value(line: &str) -> String {
+    line.replace('\0', "").chars().take(4096).collect()
+}
+
 /// Each option of a command that finishes quickly whatever its value (a
 /// dry run, or a simulation of a tiny trace), with the option's value taken
 /// from a line of the mutated `.values` input.
@@ -520,71 +528,82 @@ fn option_argv(dir: &Path, input: &[u8]) -> Vec<String> {
         .iter()
         .fold(7u64, |h, &b| h.wrapping_mul(131).wrapping_add(b as u64));
     let mut rng = Rng(h);
-    // An argument cannot hold a NUL byte (execve's strings end there).
-    let v = lines
-        .get(rng.below(lines.len()))
-        .copied()
-        .unwrap_or("")
-        .replace('\0', "");
+    // An argument cannot hold a NUL byte (execve's strings end there) nor
+    // exceed the kernel's 128 KiB per argument: values are cut at 4 KiB.
+    let v = arg_value(lines.get(rng.below(lines.len())).copied().unwrap_or(""));
     let trace = temp_file(
         dir,
         "t.txt",
         b"0 cpu-r 0x1000 64\n10 dma-w 0x2000 4096\n5 cpu-w 0x2000 64\n",
     );
     let trace = trace.display().to_string();
-    let load = [
-        "--bs",
-        "--buffer",
-        "--size",
-        "--region",
-        "--workers",
-        "--iodepth",
-        "--cpus-allowed",
-        "--rate",
-        "--rate-iops",
-        "--timeslot",
-        "--runtime",
-        "--commands",
-        "--blocks",
-        "--max-blocks",
-        "--fill",
-        "--seed",
-        "--pattern",
-        "--direction",
-        "--hugepages",
-        "--cache",
-        "--arrival",
+    // Each option with a value it takes: half the cases mutate that value,
+    // half take a line of the mutated corpus of values.
+    let load: [(&str, &str); 21] = [
+        ("--bs", "4K"),
+        ("--buffer", "64M"),
+        ("--size", "256M"),
+        ("--region", "1M"),
+        ("--workers", "2"),
+        ("--iodepth", "16"),
+        ("--cpus-allowed", "0-1"),
+        ("--rate", "100M/s"),
+        ("--rate-iops", "10k/s"),
+        ("--timeslot", "100ms"),
+        ("--runtime", "5s"),
+        ("--commands", "1000"),
+        ("--blocks", "1000"),
+        ("--max-blocks", "32"),
+        ("--fill", "random:7"),
+        ("--seed", "1"),
+        ("--pattern", "random"),
+        ("--direction", "read"),
+        ("--hugepages", "2m"),
+        ("--cache", "always"),
+        ("--arrival", "poisson"),
     ];
+    let value = |rng: &mut Rng, own: &str| -> String {
+        if rng.below(2) == 0 {
+            let m = mutate(rng, own.as_bytes(), &[]);
+            arg_value(text(&m).lines().next().unwrap_or(""))
+        } else {
+            v.clone()
+        }
+    };
     match rng.below(5) {
         0 | 1 => {
             let mut a = s(&["load", "--engine", "null", "--dry-run"]);
-            a.push(rng.pick(&load).to_string());
-            a.push(v);
+            let (opt, own) = *rng.pick(&load);
+            a.push(opt.to_string());
+            a.push(value(&mut rng, own));
             a
         }
         2 => {
-            let opt = *rng.pick(&["--set", "--schemes", "--params"]);
+            let (opt, own) = *rng.pick(&[
+                ("--set", "llc.size_bytes=4M"),
+                ("--set", "llc.ways=16"),
+                ("--set", "dram.read_queue=32"),
+                ("--set", "llc.hit_ns=10"),
+                ("--set", "dram.preset=ddr5-4800"),
+                ("--set", "dram.timing.cl=22"),
+                ("--set", "dma.line_gap_ns=1"),
+                ("--schemes", "snoop,dma-cache-256K-pf"),
+                ("--params", "modern"),
+            ]);
             let mut a = s(&["sim", "compare", &trace, opt]);
-            a.push(if opt == "--set" && !v.contains('=') {
-                format!(
-                    "{}={v}",
-                    rng.pick(&[
-                        "llc.size_bytes",
-                        "llc.ways",
-                        "dram.read_queue",
-                        "llc.hit_ns",
-                        "dram.preset"
-                    ])
-                )
-            } else {
-                v
-            });
+            a.push(value(&mut rng, own));
             if opt != "--schemes" {
                 a.extend(s(&["--schemes", "snoop"]));
             }
             a
         }
         3 => {
+            let (param, own) = *rng.pick(&[
+                ("llc.size_bytes", "1M,2M"),
+                ("llc.ways", "8,16"),
+                ("dram.preset", "ddr4-3200,ddr5-4800"),
+                ("dma_cache.prefetch_degree", "2,4"),
+            ]);
             let mut a = s(&[
                 "sim",
                 "sweep",
@@ -592,36 +611,30 @@ fn option_argv(dir: &Path, input: &[u8]) -> Vec<String> {
                 "--schemes",
                 "snoop,dma-cache-64K",
                 "--param",
+                param,
+                "--values",
             ]);
-            a.push(
-                rng.pick(&[
-                    "llc.size_bytes",
-                    "llc.ways",
-                    "dram.preset",
-                    "dma_cache.prefetch_degree",
-                ])
-                .to_string(),
-            );
-            a.push("--values".into());
-            a.push(v);
+            a.push(value(&mut rng, own));
             a
         }
         _ => {
-            let opt = *rng.pick(&[
-                "--size",
-                "--stride",
-                "--cpus-allowed",
-                "--threads",
-                "--pages",
-                "--mode",
-                "--rounds",
+            // Values that cannot lengthen the 20 ms run: the probe runs for
+            // real (it has no dry run).
+            let (opt, own) = *rng.pick(&[
+                ("--size", "64K"),
+                ("--stride", "64"),
+                ("--cpus-allowed", "0"),
+                ("--threads", "1"),
+                ("--pages", "4k"),
+                ("--mode", "clock"),
+                ("--rounds", "3"),
             ]);
             let mut a = s(&["probe", "latency", "--runtime", "20ms", "--size", "64K"]);
             if opt == "--size" {
                 a.truncate(4);
             }
             a.push(opt.into());
-            a.push(v);
+            a.push(value(&mut rng, own));
             a
         }
     }
