@@ -598,8 +598,21 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         classify: ClassifyMethod::None,
         cold: params.num::<u64>("cold").unwrap_or(0) != 0,
         init_random: params.num::<i64>("initialize").unwrap_or(0) != 0,
-        delay_ns: (delay_clk * 1_000_000).checked_div(freq_khz).unwrap_or(0),
-        runtime_ns: need("duration")? * 1_000_000_000,
+        delay_ns: delay_clk
+            .checked_mul(1_000_000)
+            .ok_or_else(|| ImportError::Shape(format!("delay {delay_clk} cycles is out of range")))?
+            .checked_div(freq_khz)
+            .unwrap_or(0),
+        runtime_ns: {
+            // At most the longest duration dmalab takes anywhere.
+            let s: u64 = need("duration")?;
+            if s > dmalab_core::units::MAX_DURATION.as_secs() {
+                return Err(ImportError::Shape(format!(
+                    "duration {s} s is longer than 366 days"
+                )));
+            }
+            s * 1_000_000_000
+        },
         write_after_read: false,
         seed: 0,
         memory_limit_bytes: None,
@@ -662,7 +675,9 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         vm.after_delta = vm.post_unmap.since(&vm.post_run);
     }
     let all = total.all();
-    let busy = config.runtime_ns * threads.len().max(1) as u64;
+    let busy = config
+        .runtime_ns
+        .saturating_mul(threads.len().max(1) as u64);
     let summarise = |c: &ClassHists| {
         let mut s = c.summarise(false);
         s.all.share_pct = 100.0;
