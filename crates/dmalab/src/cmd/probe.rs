@@ -237,7 +237,9 @@ fn runtime_arg(option: &str, text: &str) -> Result<u64, UsageError> {
 
 /// Resolves where `threads` threads run: one CPU each, in order.
 fn place(p: &PlaceArgs, threads: usize, threads_opt: &str) -> Result<Vec<usize>, UsageError> {
-    dmalab_core::cpus::check_threads(threads_opt, threads)?;
+    if threads == 0 {
+        return Err(UsageError::new(threads_opt, "0 threads; use at least 1"));
+    }
     let nodes = numa_nodes();
     for (opt, node) in [("--membind", p.membind), ("--cpunodebind", p.cpunodebind)] {
         if let Some(n) = node {
@@ -289,6 +291,8 @@ fn place(p: &PlaceArgs, threads: usize, threads_opt: &str) -> Result<Vec<usize>,
             ),
         ));
     }
+    // Sharing CPUs has a bound too: thread creation fails far past it.
+    dmalab_core::cpus::check_threads(threads_opt, threads)?;
     Ok((0..threads).map(|i| cpus[i % cpus.len()]).collect())
 }
 
