@@ -5,14 +5,41 @@ use crate::error::UsageError;
 
 /// Parses a CPU list such as `0`, `0-3`, `0,2,4-5`. The result is sorted and
 /// free of duplicates. Every CPU must be in [`allowed_cpus`].
+///
+/// Every number is checked against the allowed CPUs *before* a range is
+/// expanded, and the list is gathered in a bitmap no larger than the
+/// highest allowed CPU: `0-4294967295` or a million repeated ranges cost no
+/// memory beyond that.
 pub fn parse_cpu_list(option: &str, text: &str) -> Result<Vec<usize>, UsageError> {
-    let mut cpus = Vec::new();
+    parse_cpu_list_within(option, text, &allowed_cpus())
+}
+
+/// [`parse_cpu_list`] against a given set of allowed CPUs (sorted).
+pub fn parse_cpu_list_within(
+    option: &str,
+    text: &str,
+    allowed: &[usize],
+) -> Result<Vec<usize>, UsageError> {
     let bad = |what: &str| {
         UsageError::new(
             option,
-            format!("'{text}' is not a CPU list ({what}); use e.g. 0, 0-3 or 0,2,4-5"),
+            format!(
+                "'{}' is not a CPU list ({what}); use e.g. 0, 0-3 or 0,2,4-5",
+                crate::text::shown(text)
+            ),
         )
     };
+    let missing = |cpu: usize| {
+        UsageError::new(
+            option,
+            format!(
+                "CPU {cpu} does not exist or is not available to this process (available: {}); choose from those",
+                format_cpu_list(allowed)
+            ),
+        )
+    };
+    let top = allowed.iter().copied().max().unwrap_or(0);
+    let mut seen = vec![false; top + 1];
     for part in text.split(',').map(str::trim) {
         if part.is_empty() {
             return Err(bad("empty item"));
@@ -21,26 +48,51 @@ pub fn parse_cpu_list(option: &str, text: &str) -> Result<Vec<usize>, UsageError
             Some((a, b)) => (a.trim(), b.trim()),
             None => (part, part),
         };
-        let lo: usize = lo.parse().map_err(|_| bad("not a number"))?;
-        let hi: usize = hi.parse().map_err(|_| bad("not a number"))?;
+        let number = |t: &str| -> Result<usize, UsageError> {
+            if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+                // All digits: only overflow can fail, and such a CPU does
+                // not exist.
+                Ok(t.parse().unwrap_or(usize::MAX))
+            } else {
+                Err(bad("not a number"))
+            }
+        };
+        let (lo, hi) = (number(lo)?, number(hi)?);
         if hi < lo {
             return Err(bad("range runs backwards"));
         }
-        cpus.extend(lo..=hi);
+        if lo > top {
+            return Err(missing(lo));
+        }
+        if hi > top {
+            // The first CPU of the range that is not allowed, found within
+            // the bounded part 0..=top.
+            let first = (lo..=top).find(|c| allowed.binary_search(c).is_err());
+            return Err(missing(first.unwrap_or(top + 1)));
+        }
+        seen[lo..=hi].fill(true);
     }
-    cpus.sort_unstable();
-    cpus.dedup();
-    let allowed = allowed_cpus();
-    if let Some(missing) = cpus.iter().find(|c| !allowed.contains(c)) {
-        return Err(UsageError::new(
-            option,
-            format!(
-                "CPU {missing} does not exist or is not available to this process (available: {}); choose from those",
-                format_cpu_list(&allowed)
-            ),
-        ));
+    let cpus: Vec<usize> = (0..=top).filter(|&c| seen[c]).collect();
+    if let Some(&m) = cpus.iter().find(|c| allowed.binary_search(c).is_err()) {
+        return Err(missing(m));
     }
     Ok(cpus)
+}
+
+/// The most threads one option may ask for (`load --workers`, `probe
+/// --threads`): the CPU affinity mask holds 1024 CPUs, and far more threads
+/// than that fail in thread or ring creation half-way through a run.
+pub const MAX_THREADS: usize = 1024;
+
+/// Refuses 0 or more than [`MAX_THREADS`] threads for `option`.
+pub fn check_threads(option: &str, n: usize) -> Result<usize, UsageError> {
+    if n == 0 || n > MAX_THREADS {
+        return Err(UsageError::new(
+            option,
+            format!("{n} is out of range; use 1 to {MAX_THREADS}"),
+        ));
+    }
+    Ok(n)
 }
 
 /// The CPUs this process may run on (its affinity mask).
@@ -121,6 +173,42 @@ mod tests {
         assert!(parse_cpu_list("--cpus-allowed", "a").is_err());
         let e = parse_cpu_list("--cpus-allowed", "100000").unwrap_err();
         assert!(e.message.contains("does not exist"), "{e}");
+    }
+
+    /// Issue 14 item 5: `0-4294967295` was expanded (32 GiB) before it was
+    /// checked.
+    #[test]
+    fn huge_cpu_range_is_refused_before_expansion() {
+        let allowed = [0, 1, 2, 3];
+        for t in [
+            "0-4294967295",
+            "0-18446744073709551615",
+            "0-99999999999999999999999",
+            "4294967295",
+        ] {
+            let e = parse_cpu_list_within("--cpus-allowed", t, &allowed).unwrap_err();
+            assert!(e.message.contains("does not exist"), "{t}: {e}");
+            let first = if t == "4294967295" {
+                "CPU 4294967295 "
+            } else {
+                "CPU 4 "
+            };
+            assert!(e.message.contains(first), "{t}: {e}");
+        }
+        // A long list of repeated ranges stays within the bitmap.
+        let many = vec!["0-3"; 200_000].join(",");
+        assert_eq!(
+            parse_cpu_list_within("--cpus-allowed", &many, &allowed).unwrap(),
+            vec![0, 1, 2, 3]
+        );
+        assert_eq!(
+            parse_cpu_list_within("--cpus-allowed", "3,1-2,1", &[0, 1, 2, 3]).unwrap(),
+            vec![1, 2, 3]
+        );
+        let e = parse_cpu_list_within("--cpus-allowed", "0-3", &[0, 2, 3]).unwrap_err();
+        assert!(e.message.contains("CPU 1 "), "{e}");
+        assert!(parse_cpu_list_within("--cpus-allowed", "-1", &allowed).is_err());
+        assert!(parse_cpu_list_within("--cpus-allowed", "+1", &allowed).is_err());
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod ratecontrol;
 pub mod safety;
 pub mod schema;
 pub mod signal;
+pub mod text;
 pub mod units;
 
 pub use error::UsageError;

@@ -14,10 +14,29 @@ pub type Bytes = u64;
 /// A duration in nanoseconds.
 pub type Nanos = u64;
 
+/// The longest duration any option takes: 366 days. Far beyond any
+/// measurement, and far below what `Instant + Duration` or a count of
+/// nanoseconds in a `u64` (584 years) can hold, so no caller can overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// The refusal of a value with a leading minus sign, which every parser
+/// here gives before trying to read the number.
+fn negative(option: &str, text: &str, what: &str) -> Option<UsageError> {
+    text.trim().starts_with('-').then(|| {
+        UsageError::new(
+            option,
+            format!("'{text}' is negative; give a {what} of 0 or more"),
+        )
+    })
+}
+
 /// Parses a size such as `4096`, `4K`, `4k`, `4KiB`, `128KiB`, `1G`, `1.5G`,
 /// `2T`, `10MB` (decimal), `10kB` (decimal). `option` names the flag for the
 /// error message.
 pub fn parse_size(option: &str, text: &str) -> Result<Bytes, UsageError> {
+    if let Some(e) = negative(option, text, "size") {
+        return Err(e);
+    }
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -55,28 +74,75 @@ pub fn parse_size(option: &str, text: &str) -> Result<Bytes, UsageError> {
         }
         Ok(bytes as u64)
     } else {
-        let v: u64 = num.parse().map_err(|_| bad())?;
+        let v: u64 = num.parse().map_err(|e: std::num::ParseIntError| {
+            if *e.kind() == std::num::IntErrorKind::PosOverflow {
+                UsageError::new(option, format!("'{text}' is too large"))
+            } else {
+                bad()
+            }
+        })?;
         v.checked_mul(mult)
             .ok_or_else(|| UsageError::new(option, format!("'{text}' is too large")))
     }
 }
 
+/// Parses a size and refuses one above `max` (for quantities that are
+/// allocated or simulated: a cache, a map), naming `max` in the message.
+pub fn parse_size_max(option: &str, text: &str, max: Bytes) -> Result<Bytes, UsageError> {
+    let v = parse_size(option, text)?;
+    check_size_max(option, v, max)
+}
+
+/// Refuses a size above `max` with a message that names the limit.
+pub fn check_size_max(option: &str, v: Bytes, max: Bytes) -> Result<Bytes, UsageError> {
+    if v > max {
+        return Err(UsageError::new(
+            option,
+            format!(
+                "{v} bytes is more than the limit of {}; use at most that",
+                fmt_bytes(max as f64)
+            ),
+        ));
+    }
+    Ok(v)
+}
+
 /// Parses a duration: `5` (seconds), `5s`, `100ms`, `250us`, `1m`, `1h`,
-/// `1m30s`. Zero is allowed here; callers that forbid it say so.
+/// `1m30s`. Zero is allowed here; callers that forbid it say so. Anything
+/// longer than [`MAX_DURATION`] is refused, so no caller can overflow a
+/// `Duration`, an `Instant` or a count of nanoseconds.
 pub fn parse_duration(option: &str, text: &str) -> Result<Duration, UsageError> {
+    if let Some(e) = negative(option, text, "duration") {
+        return Err(e);
+    }
     let t = text.trim();
-    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+    let too_long = || {
+        UsageError::new(
+            option,
+            format!("'{text}' is longer than the limit of 366 days; use a shorter duration"),
+        )
+    };
+    let d = if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
         let secs: f64 = t
             .parse()
             .map_err(|_| UsageError::new(option, format!("'{text}' is not a duration")))?;
-        return Ok(Duration::from_secs_f64(secs));
+        if !(secs.is_finite() && secs <= MAX_DURATION.as_secs_f64()) {
+            return Err(too_long());
+        }
+        Duration::from_secs_f64(secs)
+    } else {
+        humantime::parse_duration(t).map_err(|e| match e {
+            humantime::DurationError::NumberOverflow => too_long(),
+            _ => UsageError::new(
+                option,
+                format!("'{text}' is not a duration; use e.g. 10s, 500ms, 250us, 2m or a plain number of seconds"),
+            ),
+        })?
+    };
+    if d > MAX_DURATION {
+        return Err(too_long());
     }
-    humantime::parse_duration(t).map_err(|_| {
-        UsageError::new(
-            option,
-            format!("'{text}' is not a duration; use e.g. 10s, 500ms, 250us, 2m or a plain number of seconds"),
-        )
-    })
+    Ok(d)
 }
 
 /// Parses a byte rate: a size per second, with or without a trailing `/s`
@@ -97,6 +163,9 @@ pub fn parse_count_rate(option: &str, text: &str) -> Result<u64, UsageError> {
 
 /// Parses a count with optional decimal multiplier `k`, `M`, `G`.
 pub fn parse_count(option: &str, text: &str) -> Result<u64, UsageError> {
+    if let Some(e) = negative(option, text, "count") {
+        return Err(e);
+    }
     let t = text.trim();
     let bad = || {
         UsageError::new(
@@ -114,8 +183,12 @@ pub fn parse_count(option: &str, text: &str) -> Result<u64, UsageError> {
     };
     let v: f64 = num.parse().map_err(|_| bad())?;
     let n = v * mult;
-    if !n.is_finite() || n < 0.0 || n.fract() != 0.0 || n > u64::MAX as f64 {
+    if !n.is_finite() || n < 0.0 || n.fract() != 0.0 {
         return Err(bad());
+    }
+    // u64::MAX as f64 rounds up to 2^64, which does not fit.
+    if n >= u64::MAX as f64 {
+        return Err(UsageError::new(option, format!("'{text}' is too large")));
     }
     Ok(n as u64)
 }
@@ -189,6 +262,53 @@ mod tests {
             Duration::from_secs(90)
         );
         assert!(parse_duration("--runtime", "soon").is_err());
+    }
+
+    /// Issue 14 item 4: durations that overflow `Duration` panicked.
+    #[test]
+    fn duration_overflow_is_a_usage_error() {
+        for t in [
+            "1e308",
+            "18446744073709551616",
+            "99999999999999999999999s",
+            "600000000000y",
+            "367d",
+            "1e20",
+        ] {
+            let e = parse_duration("--runtime", t).unwrap_err();
+            assert_eq!(e.option, "--runtime");
+            assert!(
+                e.message.contains("366 days") || e.message.contains("not a duration"),
+                "{t}: {e}"
+            );
+        }
+        assert_eq!(parse_duration("--runtime", "366d").unwrap(), MAX_DURATION);
+        let e = parse_duration("--runtime", "-1").unwrap_err();
+        assert!(e.message.contains("negative"), "{e}");
+    }
+
+    #[test]
+    fn negative_and_huge_numbers_are_refused_clearly() {
+        assert!(parse_size("--bs", "-1")
+            .unwrap_err()
+            .message
+            .contains("negative"));
+        assert!(parse_count("--commands", "-5")
+            .unwrap_err()
+            .message
+            .contains("negative"));
+        assert!(parse_size("--bs", "18446744073709551616")
+            .unwrap_err()
+            .message
+            .contains("too large"));
+        assert!(parse_count("--commands", "18446744073709551616")
+            .unwrap_err()
+            .message
+            .contains("too large"));
+        assert!(parse_size("--bs", "1e308").is_err());
+        let e = parse_size_max("--set", "2G", 1 << 30).unwrap_err();
+        assert!(e.message.contains("1.00 GiB"), "{e}");
+        assert_eq!(parse_size_max("--set", "1G", 1 << 30).unwrap(), 1 << 30);
     }
 
     #[test]

@@ -182,6 +182,31 @@ fn self_costs(timer: &Timer) -> (u64, f64) {
     (timer.ns(min_ticks), per_call)
 }
 
+/// Spins for `ticks` of `timer` between two accesses. A long `--delay`
+/// must not hide the stop flag or the end of the run behind it: the flag is
+/// looked at on every spin and the clock every [`DELAY_CHECK_SPINS`] spins
+/// (well under a millisecond), whatever the delay. False when the run must
+/// end (stopped, or its runtime is over).
+fn delay(timer: Timer, ticks: u64, stop: &AtomicBool, start: Instant, runtime: Duration) -> bool {
+    let d0 = timer.now();
+    let mut spins = 0u32;
+    while timer.now().wrapping_sub(d0) < ticks {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        spins = spins.wrapping_add(1);
+        if spins.is_multiple_of(DELAY_CHECK_SPINS) && start.elapsed() >= runtime {
+            return false;
+        }
+        std::hint::spin_loop();
+    }
+    true
+}
+
+/// Spins of a delay between two looks at the clock: each spin reads the
+/// timer (tens of ns), so 4096 spins stay far below a millisecond.
+const DELAY_CHECK_SPINS: u32 = 4096;
+
 /// Runs the whole measurement; `stop` is the process's stop flag.
 pub fn run(plan: &WorkerPlan, stop: Arc<AtomicBool>) -> std::io::Result<WorkerOut> {
     let cfg = &plan.config;
@@ -397,11 +422,8 @@ fn measure(
         };
         hists[usize::from(is_write)][class].record(timer.ns(t1.wrapping_sub(t0)));
         n += 1;
-        if delay_ticks > 0 {
-            let d0 = timer.now();
-            while timer.now().wrapping_sub(d0) < delay_ticks {
-                std::hint::spin_loop();
-            }
+        if delay_ticks > 0 && !delay(timer, delay_ticks, stop, start, runtime) {
+            break;
         }
     }
     let measured_ns = start.elapsed().as_nanos() as u64;

@@ -449,8 +449,29 @@ pub fn parse(text: &str) -> Result<Node, ImportError> {
     }
 }
 
+/// The most samples one imported histogram may hold: 2^48 (at 10 ns an
+/// access, a month of one thread), so sums over histograms stay far from
+/// u64's range.
+pub const MAX_IMPORT_SAMPLES: u64 = 1 << 48;
+
+/// Adds `v` to a bucket, keeping the histogram's total under
+/// [`MAX_IMPORT_SAMPLES`].
+fn add_count(slot: &mut u64, v: u64, total: &mut u64) -> Result<(), ImportError> {
+    *total = total
+        .checked_add(v)
+        .filter(|&t| t <= MAX_IMPORT_SAMPLES)
+        .ok_or_else(|| {
+            ImportError::Shape(format!(
+                "the histogram holds more than 2^48 samples (a count of {v}); is this a pmbench report?"
+            ))
+        })?;
+    *slot += v;
+    Ok(())
+}
+
 fn read_hist(h: &Node) -> Result<PmHist, ImportError> {
     let mut p = PmHist::default();
+    let mut total = 0u64;
     for b in h.all("histo_bucket") {
         let lo: u64 = b.num("bucket_interval/interval_lo").ok_or_else(|| {
             ImportError::Shape("histo_bucket without bucket_interval/interval_lo".into())
@@ -460,9 +481,9 @@ fn read_hist(h: &Node) -> Result<PmHist, ImportError> {
         })?;
         let sum: u64 = b.num("sum_count").unwrap_or(0);
         match (lo, hi) {
-            (0, 8) => p.low += sum,
-            (30, 32) => p.high[7] += sum,
-            (23..=29, _) => p.high[(lo - 23) as usize] += sum,
+            (0, 8) => add_count(&mut p.low, sum, &mut total)?,
+            (30, 32) => add_count(&mut p.high[7], sum, &mut total)?,
+            (23..=29, _) => add_count(&mut p.high[(lo - 23) as usize], sum, &mut total)?,
             (8..=22, _) => {
                 let i = (lo - 7) as usize;
                 match b.child("bucket_hexes") {
@@ -477,13 +498,14 @@ fn read_hist(h: &Node) -> Result<PmHist, ImportError> {
                                         "hex without a valid index in bucket {lo}..{hi}"
                                     ))
                                 })?;
-                            p.hex[i][j] += x.text.trim().parse::<u64>().map_err(|_| {
+                            let c = x.text.trim().parse::<u64>().map_err(|_| {
                                 ImportError::Shape(format!("hex '{}' is not a count", x.text))
                             })?;
+                            add_count(&mut p.hex[i][j], c, &mut total)?;
                         }
                     }
                     // No sub-bins: put the sum in the middle of the bucket.
-                    None => p.hex[i][8] += sum,
+                    None => add_count(&mut p.hex[i][8], sum, &mut total)?,
                 }
             }
             _ => {
@@ -576,8 +598,21 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         classify: ClassifyMethod::None,
         cold: params.num::<u64>("cold").unwrap_or(0) != 0,
         init_random: params.num::<i64>("initialize").unwrap_or(0) != 0,
-        delay_ns: (delay_clk * 1_000_000).checked_div(freq_khz).unwrap_or(0),
-        runtime_ns: need("duration")? * 1_000_000_000,
+        delay_ns: delay_clk
+            .checked_mul(1_000_000)
+            .ok_or_else(|| ImportError::Shape(format!("delay {delay_clk} cycles is out of range")))?
+            .checked_div(freq_khz)
+            .unwrap_or(0),
+        runtime_ns: {
+            // At most the longest duration dmalab takes anywhere.
+            let s: u64 = need("duration")?;
+            if s > dmalab_core::units::MAX_DURATION.as_secs() {
+                return Err(ImportError::Shape(format!(
+                    "duration {s} s is longer than 366 days"
+                )));
+            }
+            s * 1_000_000_000
+        },
         write_after_read: false,
         seed: 0,
         memory_limit_bytes: None,
@@ -640,7 +675,9 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         vm.after_delta = vm.post_unmap.since(&vm.post_run);
     }
     let all = total.all();
-    let busy = config.runtime_ns * threads.len().max(1) as u64;
+    let busy = config
+        .runtime_ns
+        .saturating_mul(threads.len().max(1) as u64);
     let summarise = |c: &ClassHists| {
         let mut s = c.summarise(false);
         s.all.share_pct = 100.0;

@@ -99,7 +99,13 @@ pub fn node_cpus(node: usize) -> Option<Vec<usize>> {
     }
 }
 
-/// Parses a kernel list such as `0-3,8`; empty text is an empty list.
+/// The bound of a kernel CPU or node number (the kernel's own NR_CPUS is at
+/// most 8192): a list past it is not one the kernel wrote.
+const MAX_KERNEL_ID: usize = 1 << 16;
+
+/// Parses a kernel list such as `0-3,8`; empty text is an empty list. A
+/// number at or past [`MAX_KERNEL_ID`], a backwards range or more than that
+/// many entries give None, before anything is expanded.
 pub fn parse_list(text: &str) -> Option<Vec<usize>> {
     let mut out = Vec::new();
     if text.is_empty() {
@@ -108,6 +114,9 @@ pub fn parse_list(text: &str) -> Option<Vec<usize>> {
     for part in text.split(',') {
         let (a, b) = part.split_once('-').unwrap_or((part, part));
         let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+        if a > b || b >= MAX_KERNEL_ID || out.len() + (b - a) >= MAX_KERNEL_ID {
+            return None;
+        }
         out.extend(a..=b);
     }
     Some(out)
@@ -445,6 +454,9 @@ mod tests {
         assert_eq!(parse_list("0-2,5"), Some(vec![0, 1, 2, 5]));
         assert_eq!(parse_list(""), Some(vec![]));
         assert_eq!(parse_list("x"), None);
+        // Found by tests/fuzz.rs: a huge range was expanded (and aborted).
+        assert_eq!(parse_list("0-18446744073709551615"), None);
+        assert_eq!(parse_list("3-1"), None);
         assert!(numa_nodes().contains(&0));
         assert!(PageKind::parse("--pages", "5k").is_err());
         assert_eq!(PageKind::parse("--pages", "THP").unwrap(), PageKind::Thp);

@@ -76,7 +76,7 @@ fn compare_docs(a: &Value, b: &Value, an: &str, bn: &str) -> String {
 /// Compares two files; returns the text to print.
 pub fn compare(a: &Path, b: &Path) -> Result<String, RunError> {
     let (an, bn) = (a.display().to_string(), b.display().to_string());
-    match (record::read(a), record::read(b)) {
+    match (record::read_for_report(a), record::read_for_report(b)) {
         (Ok(ra), Ok(rb)) => {
             let ca = analysis::cells(&ra, ra.header.noisy_cv_pct);
             let cb = analysis::cells(&rb, rb.header.noisy_cv_pct);

@@ -358,6 +358,11 @@ struct RawSweep {
 }
 
 /// Line (1-based) of a byte offset.
+/// The most configurations a `[matrix]` may expand to: each is run for
+/// every victim and repetition, so more is no experiment one would wait for,
+/// and the bound keeps a mistyped matrix from exhausting memory.
+pub const MAX_CONFIGURATIONS: u64 = 10_000;
+
 fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())]
         .iter()
@@ -920,11 +925,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
         if !configurations.is_empty() {
             return Err(ctx.err(start, "[matrix] and [[configuration]] cannot both be given; list the configurations or their product, not both"));
         }
-        type Cell = (String, Vec<Flag>, Option<dmalab_host::ddio::Setting>);
-        let mut product: Vec<Cell> = vec![(String::new(), Vec::new(), None)];
         let mut axes: Vec<(&String, &RawValue)> = m.get_ref().iter().collect();
         axes.sort_by_key(|(_, v)| v.span().start);
-        for (k, v) in axes {
+        // Every value is checked once, and the size of the product is
+        // computed and bounded, before anything is expanded.
+        let mut checked: Vec<Vec<(String, Option<Flag>, Option<dmalab_host::ddio::Setting>)>> =
+            Vec::new();
+        let mut size: u64 = 1;
+        for (k, v) in &axes {
             let items = match v.get_ref() {
                 toml::Value::Array(a) if !a.is_empty() => a,
                 _ => {
@@ -934,25 +942,43 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
                     ))
                 }
             };
-            let mut next = Vec::new();
+            size = size
+                .checked_mul(items.len() as u64)
+                .filter(|&n| n <= MAX_CONFIGURATIONS)
+                .ok_or_else(|| {
+                    ctx.err(
+                        v.span().start,
+                        format!("matrix: the product of the lists is more than {MAX_CONFIGURATIONS} configurations; use shorter lists or fewer keys"),
+                    )
+                })?;
+            let mut axis = Vec::with_capacity(items.len());
+            for item in items {
+                let text_v = value_text(item).unwrap_or_else(|| item.to_string());
+                let (f, ddio) = if k.as_str() == "ddio" {
+                    let d = ddio_setting(&ctx, "matrix", &text_v, v.span().start)?;
+                    (None, Some(d))
+                } else {
+                    let single = Spanned::new(v.span(), item.clone());
+                    (flag_from(&ctx, "matrix", k, &single)?, None)
+                };
+                axis.push((format!("{k}={text_v}"), f, ddio));
+            }
+            checked.push(axis);
+        }
+        type Cell = (String, Vec<Flag>, Option<dmalab_host::ddio::Setting>);
+        let mut product: Vec<Cell> = vec![(String::new(), Vec::new(), None)];
+        for axis in &checked {
+            let mut next = Vec::with_capacity(product.len() * axis.len());
             for (pname, pflags, pddio) in &product {
-                for item in items {
-                    let text_v = value_text(item).unwrap_or_else(|| item.to_string());
-                    let (f, ddio) = if k == "ddio" {
-                        let d = ddio_setting(&ctx, "matrix", &text_v, v.span().start)?;
-                        (None, Some(d))
-                    } else {
-                        let single = Spanned::new(v.span(), item.clone());
-                        (flag_from(&ctx, "matrix", k, &single)?, *pddio)
-                    };
+                for (label, f, ddio) in axis {
                     let n = if pname.is_empty() {
-                        format!("{k}={text_v}")
+                        label.clone()
                     } else {
-                        format!("{pname},{k}={text_v}")
+                        format!("{pname},{label}")
                     };
                     let mut fl = pflags.clone();
-                    fl.extend(f);
-                    next.push((n, fl, ddio));
+                    fl.extend(f.clone());
+                    next.push((n, fl, ddio.or(*pddio)));
                 }
             }
             product = next;
@@ -1231,6 +1257,42 @@ size = "64M"
             "always".into()
         ]));
         assert_eq!(e.victims[0].flags[0].args(), ["--size", "64M"]);
+    }
+
+    /// Issue 14 item 8: a `[matrix]` of 10^6 configurations was expanded in
+    /// full (1.5 GB) before the first was checked.
+    #[test]
+    fn huge_matrix_is_refused_before_expansion() {
+        let ten = "[1,2,3,4,5,6,7,8,9,10]";
+        let mut t = String::from("[[aggressor]]\nname=\"r\"\n[matrix]\n");
+        for k in ["workers", "iodepth", "max_blocks", "seed", "size", "region"] {
+            t.push_str(&format!("{k} = {ten}\n"));
+        }
+        t.push_str("[[victim]]\nname=\"i\"\ncommand=\"idle\"\nduration=\"1s\"\n");
+        let e = p(&t).unwrap_err();
+        assert!(e.message.contains("10000 configurations"), "{e}");
+        // The line of the key that crossed the bound (the fifth list).
+        assert_eq!(e.line, Some(8), "{e}");
+        // Lists whose product overflows u64 are refused the same way.
+        let big = format!("[{}]", vec!["1"; 70_000].join(","));
+        let mut t = String::from("[[aggressor]]\nname=\"r\"\n[matrix]\n");
+        for k in ["workers", "iodepth", "max_blocks", "seed", "size"] {
+            t.push_str(&format!("{k} = {big}\n"));
+        }
+        t.push_str("[[victim]]\nname=\"i\"\ncommand=\"idle\"\nduration=\"1s\"\n");
+        let e = p(&t).unwrap_err();
+        assert!(e.message.contains("configurations"), "{e}");
+    }
+
+    /// Issue 14 item 4: a duration that overflows `Duration` panicked.
+    #[test]
+    fn huge_duration_in_experiment_is_an_error() {
+        let e = p("[experiment]\nwarmup = 1e308\n[[victim]]\nname=\"a\"\ncommand=\"idle\"\nduration=\"1s\"\n").unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("366 days"), "{e}");
+        let e = p("[[victim]]\nname=\"a\"\ncommand=\"idle\"\nduration=\"99999999999999999999s\"\n")
+            .unwrap_err();
+        assert!(e.message.contains("366 days"), "{e}");
     }
 
     #[test]

@@ -89,6 +89,8 @@ impl Progress {
         if self.mode != Mode::Bar {
             return;
         }
+        // Names come from the experiment file: no raw escape on the terminal.
+        let label = dmalab_core::text::shown(label);
         let width = 30;
         let filled = (width * self.done).checked_div(self.total).unwrap_or(0);
         let bar: String = "#".repeat(filled) + &"-".repeat(width - filled);
@@ -106,13 +108,14 @@ impl Progress {
 
     /// A run ended and was recorded.
     pub fn finish(&mut self, label: &str, rec: &RunRecord, took: Duration) {
+        let label = dmalab_core::text::shown(label);
         self.done += 1;
         self.session_done += 1;
         let what = match (&rec.status, rec.value) {
             (RunStatus::Completed, Some(v)) => fmt_value(v, &rec.unit),
             _ => format!(
                 "FAILED: {}",
-                rec.failure.as_ref().map_or("", |f| f.reason.as_str())
+                dmalab_core::text::escaped(rec.failure.as_ref().map_or("", |f| f.reason.as_str()))
             ),
         };
         let bw = rec

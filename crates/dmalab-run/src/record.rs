@@ -6,7 +6,6 @@ use crate::experiment::Better;
 use dmalab_core::host::HostInfo;
 use dmalab_core::schema::{RunStatus, ToolInfo};
 use serde::{Deserialize, Serialize};
-use std::io::Read;
 use std::path::Path;
 
 /// What a victim is, as the report needs it.
@@ -287,53 +286,98 @@ impl Results {
 /// Reads a results file. A last line without its newline (a write cut by a
 /// kill) is ignored; any other bad line is an error.
 pub fn read(path: &Path) -> Result<Results, RunError> {
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_to_string(&mut text))
-        .map_err(|e| {
-            let what = match e.kind() {
-                std::io::ErrorKind::NotFound => "does not exist",
-                std::io::ErrorKind::IsADirectory => "is a directory",
-                _ => return RunError::io(path, e),
-            };
-            RunError::Usage(dmalab_core::UsageError::new(
-                "RESULTS",
-                format!(
-                    "{} {what}; name the .results.jsonl file `dmalab run` wrote",
-                    path.display()
-                ),
-            ))
-        })?;
-    let complete_len = text.rfind('\n').map_or(0, |i| i + 1);
+    read_with(path, Keep::All)
+}
+
+/// Reads a results file for `report` and `compare`: records are streamed
+/// line by line, and of each run's documents only what the report uses is
+/// kept (the victim's latency summary, the aggressor's `bw_bytes`), so the
+/// memory held grows with the number of runs, not with the size of the
+/// documents in the file.
+pub fn read_for_report(path: &Path) -> Result<Results, RunError> {
+    read_with(path, Keep::Report)
+}
+
+/// What of each run record [`read_with`] keeps.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Everything (resuming a run rewrites nothing, but reads all).
+    All,
+    /// What the report and compare use.
+    Report,
+}
+
+/// The `record` field alone, to tell a line's kind without building a
+/// `serde_json::Value` of the whole line.
+#[derive(Deserialize)]
+struct Kind<'a> {
+    #[serde(borrow, default)]
+    record: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// Drops from a run what the report does not use.
+fn slim(r: &mut RunRecord) {
+    let lat = crate::report::latency_for(r).cloned();
+    r.victim_result = lat.map(|l| serde_json::json!({ "latency": l }));
+    if let Some(a) = &mut r.aggressor {
+        a.result = a
+            .result
+            .as_ref()
+            .and_then(|v| v.get("bw_bytes"))
+            .map(|bw| serde_json::json!({ "bw_bytes": bw }));
+    }
+}
+
+fn read_with(path: &Path, keep: Keep) -> Result<Results, RunError> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).map_err(|e| open_error(path, e))?;
+    let mut inp = std::io::BufReader::with_capacity(1 << 16, file);
     let mut header = None;
     let mut runs = Vec::new();
-    for (i, line) in text[..complete_len].lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
+    let mut complete_len = 0u64;
+    let mut line = Vec::new();
+    let mut i = 0usize;
+    loop {
+        line.clear();
+        let n = inp
+            .read_until(b'\n', &mut line)
+            .map_err(|e| open_error(path, e))?;
+        // The end, or a last line without its newline (torn by a kill).
+        if n == 0 || line.last() != Some(&b'\n') {
+            break;
         }
-        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
-            RunError::Other(format!(
-                "{}:{}: not a results record: {e}",
-                path.display(),
-                i + 1
+        i += 1;
+        complete_len += n as u64;
+        let bad = |e: String| {
+            RunError::Other(format!("{}:{i}: not a results record: {e}", path.display()))
+        };
+        let text = std::str::from_utf8(&line).map_err(|e| {
+            bad(format!(
+                "byte {} of the line is not valid UTF-8",
+                e.valid_up_to() + 1
             ))
         })?;
-        let bad = |e: serde_json::Error| {
-            RunError::Other(format!(
-                "{}:{}: not a results record: {e}",
-                path.display(),
-                i + 1
-            ))
-        };
-        match v.get("record").and_then(|r| r.as_str()) {
-            Some("header") if header.is_none() => header = Some(serde_json::from_value(v).map_err(bad)?),
+        if text.trim().is_empty() {
+            continue;
+        }
+        let kind: Kind = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        match kind.record.as_deref() {
+            Some("header") if header.is_none() => {
+                header = Some(serde_json::from_str(text).map_err(|e| bad(e.to_string()))?)
+            }
             Some("header") => {}
-            Some("run") => runs.push(serde_json::from_value(v).map_err(bad)?),
+            Some("run") => {
+                let mut r: RunRecord =
+                    serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+                if keep == Keep::Report {
+                    slim(&mut r);
+                }
+                runs.push(r);
+            }
             _ => {
                 return Err(RunError::Other(format!(
-                    "{}:{}: not a dmalab results record (no \"record\" field); is this an experiment results file?",
+                    "{}:{i}: not a dmalab results record (no \"record\" field); is this an experiment results file?",
                     path.display(),
-                    i + 1
                 )))
             }
         }
@@ -347,8 +391,24 @@ pub fn read(path: &Path) -> Result<Results, RunError> {
     Ok(Results {
         header,
         runs,
-        complete_len: complete_len as u64,
+        complete_len,
     })
+}
+
+/// The error for a results file that cannot be opened or read.
+fn open_error(path: &Path, e: std::io::Error) -> RunError {
+    let what = match e.kind() {
+        std::io::ErrorKind::NotFound => "does not exist",
+        std::io::ErrorKind::IsADirectory => "is a directory",
+        _ => return RunError::io(path, e),
+    };
+    RunError::Usage(dmalab_core::UsageError::new(
+        "RESULTS",
+        format!(
+            "{} {what}; name the .results.jsonl file `dmalab run` wrote",
+            path.display()
+        ),
+    ))
 }
 
 #[cfg(test)]

@@ -14,6 +14,29 @@ pub struct ConfigError {
     pub message: String,
 }
 
+/// The largest simulated cache (LLC or DMA cache): 256 MiB is above the
+/// LLC slice any one core shares, and keeps the model's own tables (about
+/// 24 bytes a line) near 100 MiB per scheme.
+pub const MAX_CACHE_BYTES: u64 = 256 << 20;
+/// The most cache bytes all the schemes of one run may simulate together
+/// (every scheme's machine is alive at once: see `run::compare_source`).
+pub const MAX_MODEL_BYTES: u64 = 2 << 30;
+/// The largest line and prefetch block.
+pub const MAX_LINE_BYTES: u32 = 4096;
+/// The most DRAM banks (bank groups x banks per group) and queue entries.
+pub const MAX_BANKS: u64 = 4096;
+/// The most entries of a DRAM read or write queue.
+pub const MAX_QUEUE: u32 = 65536;
+/// The most lines one DMA-cache prefetch may ask for.
+pub const MAX_PREFETCH_DEGREE: u32 = 1024;
+/// The longest hit time or line gap, ns (a millisecond: far beyond any
+/// cache; it keeps the picosecond clock far from overflow).
+pub const MAX_LATENCY_NS: f64 = 1e6;
+/// The longest DRAM clock period, ps, and the most cycles of one timing.
+pub const MAX_TCK_PS: u32 = 100_000;
+/// The most cycles of one DRAM timing parameter.
+pub const MAX_TIMING_CYCLES: u32 = 10_000;
+
 fn err(field: &str, message: impl Into<String>) -> ConfigError {
     ConfigError {
         field: field.into(),
@@ -424,8 +447,35 @@ impl SimConfig {
         if l.ways == 0 || l.ways > 64 {
             return Err(err("llc.ways", "must be 1 to 64"));
         }
+        if l.line_bytes > MAX_LINE_BYTES {
+            return Err(err(
+                "llc.line_bytes",
+                format!("must be at most {MAX_LINE_BYTES}"),
+            ));
+        }
         if l.size_bytes < l.ways as u64 * l.line_bytes as u64 {
             return Err(err("llc.size_bytes", "must hold at least one set"));
+        }
+        if l.size_bytes > MAX_CACHE_BYTES {
+            return Err(err(
+                "llc.size_bytes",
+                format!(
+                    "{} is more than the limit of 256M; use at most 256M",
+                    l.size_bytes
+                ),
+            ));
+        }
+        if self.cpu.freq_mhz > 100_000 {
+            return Err(err("cpu.freq_mhz", "must be at most 100000"));
+        }
+        if self.dma_cache.prefetch_degree > MAX_PREFETCH_DEGREE {
+            return Err(err(
+                "dma_cache.prefetch_degree",
+                format!("must be at most {MAX_PREFETCH_DEGREE}"),
+            ));
+        }
+        if self.dma_cache.prefetch_block_bytes > u64::from(MAX_LINE_BYTES) * 1024 {
+            return Err(err("dma_cache.prefetch_block_bytes", "must be at most 4M"));
         }
         if l.ddio_ways == 0 || l.ddio_ways > l.ways {
             return Err(err(
@@ -450,8 +500,8 @@ impl SimConfig {
             ("dma_cache.hit_ns", self.dma_cache.hit_ns),
             ("dma.line_gap_ns", self.dma.line_gap_ns),
         ] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(err(f, "must be a non-negative number of ns"));
+            if !(v.is_finite() && (0.0..=MAX_LATENCY_NS).contains(&v)) {
+                return Err(err(f, "must be a number of ns from 0 to 1e6"));
             }
         }
         let d = &self.dram;
@@ -470,9 +520,50 @@ impl SimConfig {
         if d.timing.tck_ps == 0 || d.timing.burst == 0 {
             return Err(err("dram.timing", "tck_ps and burst must be positive"));
         }
+        if d.timing.tck_ps > MAX_TCK_PS {
+            return Err(err(
+                "dram.timing.tck_ps",
+                format!("must be at most {MAX_TCK_PS}"),
+            ));
+        }
+        let t = &d.timing;
+        for (f, v) in [
+            ("cl", t.cl),
+            ("cwl", t.cwl),
+            ("trcd", t.trcd),
+            ("trp", t.trp),
+            ("tras", t.tras),
+            ("burst", t.burst),
+            ("tccd_s", t.tccd_s),
+            ("tccd_l", t.tccd_l),
+            ("twr", t.twr),
+            ("twtr", t.twtr),
+            ("trtp", t.trtp),
+        ] {
+            if v > MAX_TIMING_CYCLES {
+                return Err(err(
+                    &format!("dram.timing.{f}"),
+                    format!("must be at most {MAX_TIMING_CYCLES} cycles"),
+                ));
+            }
+        }
         crate::dram::Mapping::parse(&d.mapping).map_err(|m| err("dram.mapping", m))?;
+        if u64::from(d.bank_groups) * u64::from(d.banks_per_group) > MAX_BANKS {
+            return Err(err(
+                "dram.bank_groups",
+                format!("bank_groups x banks_per_group must be at most {MAX_BANKS}"),
+            ));
+        }
         if d.read_queue == 0 || d.write_queue == 0 {
             return Err(err("dram.read_queue", "queues need at least one entry"));
+        }
+        for (f, v) in [
+            ("dram.read_queue", d.read_queue),
+            ("dram.write_queue", d.write_queue),
+        ] {
+            if v > MAX_QUEUE {
+                return Err(err(f, format!("must be at most {MAX_QUEUE}")));
+            }
         }
         if d.write_high_watermark == 0 || d.write_high_watermark > d.write_queue {
             return Err(err(
@@ -522,6 +613,17 @@ mod tests {
         SimConfig::modern().validate().unwrap();
         let mut p = SimConfig::paper();
         p.set("llc.size_bytes", "4M").unwrap();
+        // Issue 14 item 7: a huge simulated size exhausted memory.
+        for (k, v) in [
+            ("llc.size_bytes", "1T"),
+            ("llc.size_bytes", "18446744073709551615"),
+            ("dram.read_queue", "4294967295"),
+            ("dram.bank_groups", "1073741824"),
+            ("llc.hit_ns", "1e308"),
+            ("dma_cache.prefetch_degree", "4294967295"),
+        ] {
+            assert!(p.clone().set(k, v).is_err(), "{k}={v}");
+        }
         assert_eq!(p.llc.size_bytes, 4 << 20);
         p.set("dram.preset", "ddr5-4800").unwrap();
         assert_eq!(p.dram.timing.cl, 40);

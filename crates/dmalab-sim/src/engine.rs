@@ -591,10 +591,46 @@ pub fn simulate<S: RecordSource>(
 ) -> Result<SchemeResult, SimError> {
     let mut m = Machine::new(cfg, scheme).map_err(SimError::Config)?;
     let mut r = Record::default();
+    let mut span = TraceSpan::default();
     while src.next_record(&mut r)? {
+        span.add(std::slice::from_ref(&r))?;
         m.step(&r);
     }
     Ok(m.finish())
+}
+
+/// The longest trace the simulator replays, in nanoseconds of the trace's
+/// own time (its gaps and transfer lengths): 10^15 ns, 11.6 days. The
+/// simulated clock counts picoseconds in 64 bits (213 days); the rest is
+/// headroom for the stalls the model adds. A longer trace is refused, not
+/// wrapped or overflowed.
+pub const MAX_TRACE_SPAN_NS: u64 = 1_000_000_000_000_000;
+
+/// The running time span of the records replayed so far.
+#[derive(Default)]
+pub(crate) struct TraceSpan {
+    ns: u64,
+    records: u64,
+}
+
+impl TraceSpan {
+    /// Adds `recs`; an error once the span passes [`MAX_TRACE_SPAN_NS`].
+    pub(crate) fn add(&mut self, recs: &[Record]) -> Result<(), SimError> {
+        for r in recs {
+            self.records += 1;
+            self.ns = self.ns.saturating_add(r.gap_ns);
+            if self.ns > MAX_TRACE_SPAN_NS {
+                return Err(SimError::Trace(TraceError::Format {
+                    path: "trace".into(),
+                    message: format!(
+                        "record {} takes the trace past 10^15 ns (11.6 days), the longest the simulator's picosecond clock replays; shorten the gaps",
+                        self.records
+                    ),
+                }));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Fills `speedup_vs_snoop` from the `snoop` entry, if there is one.

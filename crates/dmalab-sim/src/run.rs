@@ -2,7 +2,7 @@
 //! the text tables.
 
 use crate::config::SimConfig;
-use crate::engine::{fill_speedups, simulate, Machine, SchemeResult, SimError};
+use crate::engine::{fill_speedups, simulate, Machine, SchemeResult, SimError, TraceSpan};
 use crate::scheme::Scheme;
 use crate::trace::{Record, RecordSource, TraceReader, VecSource};
 use serde::{Deserialize, Serialize};
@@ -32,7 +32,9 @@ pub fn compare_file(
 const CHUNK_RECORDS: usize = 1 << 14;
 
 /// Runs every scheme over the records of `src`, decoding each record once
-/// (see [`compare_file`]); fills the speedups.
+/// (see [`compare_file`]); fills the speedups. SIGINT or SIGTERM
+/// ([`dmalab_core::signal`]) ends the replay after the current chunk, with
+/// results for the records replayed so far.
 pub fn compare_source<S: RecordSource>(
     cfg: &SimConfig,
     schemes: &[Scheme],
@@ -43,17 +45,21 @@ pub fn compare_source<S: RecordSource>(
         .map(|&s| Machine::new(cfg, s).map_err(SimError::Config))
         .collect::<Result<Vec<_>, _>>()?;
     let mut chunk = vec![Record::default(); CHUNK_RECORDS];
+    let mut span = TraceSpan::default();
     loop {
         let mut n = 0;
         while n < CHUNK_RECORDS && src.next_record(&mut chunk[n])? {
             n += 1;
         }
+        span.add(&chunk[..n])?;
         for m in machines.iter_mut() {
             for r in &chunk[..n] {
                 m.step(r);
             }
         }
-        if n < CHUNK_RECORDS {
+        // A signal ends the replay here: the results cover the records
+        // replayed so far, and the caller marks them interrupted.
+        if n < CHUNK_RECORDS || dmalab_core::signal::stop_requested() {
             break;
         }
     }
@@ -227,6 +233,11 @@ pub fn sweep(
             orderings: orderings(&results),
             results,
         });
+        // A signal ends the sweep after the point in progress (cut short
+        // itself by `compare_source`); the caller marks the result.
+        if dmalab_core::signal::stop_requested() {
+            break;
+        }
     }
     Ok(out)
 }

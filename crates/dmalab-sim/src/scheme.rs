@@ -42,10 +42,39 @@ impl Scheme {
             None => (rest, false),
         };
         let size_bytes = parse_size(size).filter(|&b| b >= 64).ok_or_else(bad)?;
+        if size_bytes > crate::config::MAX_CACHE_BYTES {
+            return Err(format!(
+                "scheme '{s}': a DMA cache of {size_bytes} bytes is more than the limit of 256M; use at most dma-cache-256M"
+            ));
+        }
         Ok(Scheme::DmaCache {
             size_bytes,
             prefetch,
         })
+    }
+
+    /// Cache bytes this scheme simulates on top of the LLC.
+    pub fn extra_cache_bytes(&self) -> u64 {
+        match self {
+            Scheme::DmaCache { size_bytes, .. } => *size_bytes,
+            _ => 0,
+        }
+    }
+
+    /// Refuses a set of schemes whose machines together would simulate
+    /// more than [`crate::config::MAX_MODEL_BYTES`] of cache (each scheme
+    /// has its own LLC, and all run at once).
+    pub fn check_total(schemes: &[Scheme], llc_bytes: u64) -> Result<(), String> {
+        let total = schemes.iter().fold(0u64, |t, s| {
+            t.saturating_add(llc_bytes.saturating_add(s.extra_cache_bytes()))
+        });
+        if total > crate::config::MAX_MODEL_BYTES {
+            return Err(format!(
+                "{} schemes with a {llc_bytes}-byte LLC simulate {total} bytes of cache together, more than the limit of 2G; run fewer schemes or smaller caches",
+                schemes.len()
+            ));
+        }
+        Ok(())
     }
 
     /// The paper's set: snooping, shared cache, DMA caches of 32 to 256 KiB,
@@ -103,5 +132,25 @@ mod tests {
         );
         assert!(Scheme::parse("dma-cache-").is_err());
         assert!(Scheme::parse("ddio").is_err());
+    }
+
+    /// Issue 14 item 7: `dma-cache-SIZE` had no upper bound.
+    #[test]
+    fn huge_dma_cache_scheme_is_refused() {
+        assert!(Scheme::parse("dma-cache-256M").is_ok());
+        for s in [
+            "dma-cache-1G",
+            "dma-cache-16777215T",
+            "dma-cache-18446744073709551615-pf",
+        ] {
+            let e = Scheme::parse(s).unwrap_err();
+            assert!(
+                e.contains("limit") || e.contains("unknown scheme"),
+                "{s}: {e}"
+            );
+        }
+        let big = vec![Scheme::parse("dma-cache-256M").unwrap(); 20];
+        assert!(Scheme::check_total(&big, 256 << 20).is_err());
+        assert!(Scheme::check_total(&Scheme::paper_set(), 256 << 20).is_ok());
     }
 }

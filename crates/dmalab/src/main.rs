@@ -56,10 +56,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_cli();
     if let Err(e) = dmalab_core::signal::install() {
         eprintln!("dmalab: warning: could not install signal handlers: {e}");
     }
+    // The internal page worker reports to its parent, which expects 0.
+    let internal = matches!(&cli.command, Command::Page(a) if a.is_worker());
     let result = match cli.command {
         Command::Load(a) => cmd::load::run(a),
         Command::Info(a) => cmd::info::run(a),
@@ -76,19 +78,74 @@ fn main() -> ExitCode {
         Command::Stat(a) => cmd::stat::run(a),
     };
     match result {
+        Ok(code) if code == ExitCode::SUCCESS && !internal => interrupted_exit().unwrap_or(code),
         Ok(code) => code,
         Err(e) => report_error(&e),
     }
 }
 
+/// One exit rule for every command a signal stopped: it has written what it
+/// measured (marked `interrupted`), and exits 128 + the signal number (130
+/// after SIGINT, 143 after SIGTERM), as shells and most tools do.
+fn interrupted_exit() -> Option<ExitCode> {
+    dmalab_core::signal::exit_code().map(ExitCode::from)
+}
+
+/// Parses the command line. A value that starts with a minus sign (`--bs
+/// -1`) reaches the option's own parser, which says what is wrong with it,
+/// instead of clap's "unexpected argument '-1'".
+fn parse_cli() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    negative_values(Cli::command())
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .unwrap_or_else(|e| exit_clap(e))
+}
+
+/// Ends on a clap error (or `--help`/`--version`): clap echoes the value it
+/// refused, so its message is printed with control characters escaped, line
+/// by line, as every other error is.
+fn exit_clap(e: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    let text = e.render().to_string();
+    for line in text.lines() {
+        eprintln!("{}", dmalab_core::text::escaped(line));
+    }
+    std::process::exit(e.exit_code());
+}
+
+/// Lets every option that takes a value, in every subcommand, take a
+/// negative number as that value.
+fn negative_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        if a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    })
+    .mut_subcommands(negative_values)
+}
+
 /// Prints an error as one line; bad input (a `UsageError` anywhere in the
 /// chain) exits 2, everything else 1.
 fn report_error(e: &anyhow::Error) -> ExitCode {
+    // Messages echo user values (names, paths, file contents): one line,
+    // with control characters and escape sequences shown escaped.
+    use dmalab_core::text::escaped;
     if let Some(u) = e.chain().find_map(|c| c.downcast_ref::<UsageError>()) {
-        eprintln!("dmalab: error: {u}");
+        eprintln!("dmalab: error: {}", escaped(&u.to_string()));
         return ExitCode::from(2);
     }
-    eprintln!("dmalab: error: {}", one_line(e));
+    eprintln!("dmalab: error: {}", escaped(&one_line(e)));
     ExitCode::from(1)
 }
 
@@ -109,7 +166,13 @@ fn one_line(e: &anyhow::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::one_line;
+    use super::{negative_values, one_line, Cli};
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed_with_negative_values() {
+        negative_values(Cli::command()).debug_assert();
+    }
 
     #[derive(Debug)]
     struct Wrapped(std::io::Error);

@@ -399,7 +399,8 @@ fn sigint_reaps_and_still_writes_the_summary() {
     // SAFETY: kill with a pid we spawned.
     unsafe { libc_kill(child.id() as i32, 2) };
     let status = child.wait().unwrap();
-    assert!(status.success(), "{status:?}");
+    // Every interrupted command exits 128 + the signal number (issue 15).
+    assert_eq!(status.code(), Some(130), "{status:?}");
     let j: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(j["status"], "interrupted");
     assert_eq!(j["result"]["interrupted"], true);

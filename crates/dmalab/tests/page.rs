@@ -470,7 +470,8 @@ fn sigterm_mid_run_keeps_figures_and_undoes_everything() {
     let mut err = String::new();
     use std::io::Read;
     let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-    assert!(status.success(), "{status:?}: {err}");
+    // Every interrupted command exits 128 + the signal number (issue 15).
+    assert_eq!(status.code(), Some(143), "{status:?}: {err}");
     let d: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(d["status"], "interrupted");
     assert!(d["result"]["total"]["all"]["accesses"].as_u64().unwrap() > 0);

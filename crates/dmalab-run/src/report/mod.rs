@@ -277,8 +277,9 @@ fn merged_buckets(runs: &[&RunRecord]) -> BTreeMap<u64, (u64, u64)> {
             ) else {
                 continue;
             };
+            // Counts come from the file: a sum past u64 stays at its top.
             let e = m.entry(lo).or_insert((hi, 0));
-            e.1 += c;
+            e.1 = e.1.saturating_add(c);
         }
     }
     m
@@ -301,7 +302,7 @@ fn hist_plot(res: &Results, victim: &str, config: &str) -> Option<String> {
             })
             .collect();
         let b = merged_buckets(&runs);
-        let total: u64 = b.values().map(|x| x.1).sum();
+        let total = b.values().fold(0u64, |t, x| t.saturating_add(x.1));
         if total > 0 {
             series.push((l.clone(), b, total));
         }

@@ -85,6 +85,23 @@ pub enum TraceError {
     /// A value does not fit the format.
     #[error("{0}")]
     Invalid(String),
+    /// SIGINT or SIGTERM arrived; the output was not kept.
+    #[error("interrupted by a signal; the output was not kept")]
+    Interrupted,
+}
+
+/// Records between two looks at the stop flag in loops over a trace.
+pub const STOP_CHECK_RECORDS: u64 = 1 << 14;
+
+/// `Err(Interrupted)` when SIGINT or SIGTERM arrived and `n` (a running
+/// count of records) is at a check point: loops over records call this once
+/// per record.
+#[inline]
+pub fn check_stop(n: u64) -> Result<(), TraceError> {
+    if n.is_multiple_of(STOP_CHECK_RECORDS) && dmalab_core::signal::stop_requested() {
+        return Err(TraceError::Interrupted);
+    }
+    Ok(())
 }
 
 impl TraceError {
@@ -219,6 +236,18 @@ pub trait RecordSource {
     fn next_record(&mut self, rec: &mut Record) -> Result<bool, TraceError>;
 }
 
+/// True when `head` is close to the binary magic (at least five of its
+/// eight bytes in place) or holds a NUL byte: a damaged binary trace, not
+/// text, so the error names the header instead of a UTF-8 failure further on.
+fn damaged_magic(head: &[u8; 8]) -> bool {
+    let same = head
+        .iter()
+        .zip(MAGIC.iter())
+        .filter(|(a, b)| a == b)
+        .count();
+    same >= 5 || head.contains(&0)
+}
+
 /// Reads a trace file of either form (told apart by the magic).
 pub enum TraceReader {
     /// Binary.
@@ -245,6 +274,14 @@ impl TraceReader {
         let f = File::open(path).map_err(|e| TraceError::io(path, e))?;
         if got == 8 && head == MAGIC {
             Ok(TraceReader::Binary(BinaryDecoder::new(f, path)?))
+        } else if got == 8 && damaged_magic(&head) {
+            Err(TraceError::Format {
+                path: path.display().to_string(),
+                message: format!(
+                    "byte offset 0: the binary trace magic is damaged (read {:?}, expected \"DMALTRC\\0\")",
+                    String::from_utf8_lossy(&head)
+                ),
+            })
         } else {
             Ok(TraceReader::Text(TextDecoder::new(
                 BufReader::with_capacity(1 << 16, f),
@@ -316,6 +353,7 @@ pub fn convert(input: &Path, output: &Path, to: Format) -> Result<ConvertStats, 
         Format::Binary => {
             let w = TraceWriter::create(output)?;
             while src.next_record(&mut rec)? {
+                check_stop(stats.records)?;
                 w.write_record(&rec)?;
                 stats.records += 1;
             }
@@ -328,6 +366,7 @@ pub fn convert(input: &Path, output: &Path, to: Format) -> Result<ConvertStats, 
                 let f = writer::create_staged(&tmp, direct)?;
                 let mut enc = TextEncoder::new(std::io::BufWriter::new(f));
                 while src.next_record(&mut rec)? {
+                    check_stop(stats.records)?;
                     enc.write(&rec).map_err(|e| TraceError::io(&tmp, e))?;
                     stats.records += 1;
                 }

@@ -1,7 +1,7 @@
 //! The text trace form: `GAP_NS OP ADDR LEN [DUR_NS]`, one record a line.
 
 use super::{Kind, Record, RecordSource, Source, TraceError};
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 use std::path::Path;
 
 fn op_name(r: &Record) -> &'static str {
@@ -86,11 +86,17 @@ pub fn parse_text_line(line: &str) -> Result<Option<Record>, String> {
     }))
 }
 
+/// The longest line of a text trace, bytes: a record is under 100, and a
+/// file with no newline must not be read whole into memory.
+pub const MAX_LINE_BYTES: usize = 4096;
+
 /// Reads the text form.
 pub struct TextDecoder<R: BufRead> {
     inp: R,
-    line: String,
+    line: Vec<u8>,
     lineno: u64,
+    /// Byte offset of the start of the current line.
+    offset: u64,
     path: String,
 }
 
@@ -99,8 +105,9 @@ impl<R: BufRead> TextDecoder<R> {
     pub fn new(inp: R, path: &Path) -> Self {
         TextDecoder {
             inp,
-            line: String::new(),
+            line: Vec::new(),
             lineno: 0,
+            offset: 0,
             path: path.display().to_string(),
         }
     }
@@ -110,9 +117,9 @@ impl<R: BufRead> RecordSource for TextDecoder<R> {
     fn next_record(&mut self, rec: &mut Record) -> Result<bool, TraceError> {
         loop {
             self.line.clear();
-            let n = self
-                .inp
-                .read_line(&mut self.line)
+            let n = (&mut self.inp)
+                .take(MAX_LINE_BYTES as u64 + 1)
+                .read_until(b'\n', &mut self.line)
                 .map_err(|e| TraceError::Io {
                     path: self.path.clone(),
                     source: e,
@@ -121,7 +128,24 @@ impl<R: BufRead> RecordSource for TextDecoder<R> {
                 return Ok(false);
             }
             self.lineno += 1;
-            match parse_text_line(&self.line) {
+            let start = self.offset;
+            self.offset += n as u64;
+            let at = |message: String| TraceError::Format {
+                path: format!("{}:{}", self.path, self.lineno),
+                message,
+            };
+            if n > MAX_LINE_BYTES {
+                return Err(at(format!(
+                    "line starting at byte offset {start} is longer than {MAX_LINE_BYTES} bytes; is this a trace?"
+                )));
+            }
+            let line = std::str::from_utf8(&self.line).map_err(|e| {
+                at(format!(
+                    "byte offset {} is not valid UTF-8; a text trace is ASCII (a binary trace starts with DMALTRC)",
+                    start + e.valid_up_to() as u64
+                ))
+            })?;
+            match parse_text_line(line) {
                 Ok(Some(r)) => {
                     *rec = r;
                     return Ok(true);
@@ -182,6 +206,29 @@ impl<W: Write> TextEncoder<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decode(bytes: &[u8]) -> Result<u64, TraceError> {
+        let mut d = TextDecoder::new(bytes, Path::new("t.txt"));
+        let mut r = Record::default();
+        let mut n = 0;
+        while d.next_record(&mut r)? {
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Issue 14: a non-UTF-8 text trace said "stream did not contain valid
+    /// UTF-8" with no line or offset.
+    #[test]
+    fn non_utf8_text_trace_names_line_and_byte_offset() {
+        let e = decode(b"0 cpu-r 0 64\n0 cpu-r \xff 64\n").unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains("t.txt:2") && s.contains("byte offset 21"), "{s}");
+        let long = vec![b'1'; MAX_LINE_BYTES * 4];
+        let s = decode(&long).unwrap_err().to_string();
+        assert!(s.contains("longer than"), "{s}");
+        assert_eq!(decode(b"0 cpu-r 0 64\n# x\n0 dma-w 0x40 64").unwrap(), 2);
+    }
 
     #[test]
     fn parses_and_rejects() {

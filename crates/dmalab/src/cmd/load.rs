@@ -379,9 +379,7 @@ fn plan(a: &LoadArgs, t: &TargetInfo) -> Result<Plan, UsageError> {
             ),
         ));
     }
-    if a.workers == 0 {
-        return Err(UsageError::new("--workers", "must be at least 1"));
-    }
+    cpus::check_threads("--workers", a.workers)?;
     if a.iodepth == 0 || a.iodepth > 32768 {
         return Err(UsageError::new(
             "--iodepth",

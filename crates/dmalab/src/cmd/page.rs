@@ -241,6 +241,13 @@ impl RunArgs {
     }
 }
 
+impl Args {
+    /// True for the internal measuring child (`page __worker`).
+    pub fn is_worker(&self) -> bool {
+        matches!(self.sub, Some(Sub::Worker))
+    }
+}
+
 /// Runs `dmalab page`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.sub {

@@ -219,6 +219,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The most clock/per-access rounds: each keeps its figures, and a round
+/// needs some time of its own.
+const MAX_ROUNDS: usize = 10_000;
+
 /// Turns a probe error into anyhow, keeping a `UsageError` findable (exit 2).
 fn lift(e: ProbeError) -> anyhow::Error {
     match e {
@@ -313,6 +317,8 @@ fn place(p: &PlaceArgs, threads: usize, threads_opt: &str) -> Result<Vec<usize>,
             ),
         ));
     }
+    // Sharing CPUs has a bound too: thread creation fails far past it.
+    dmalab_core::cpus::check_threads(threads_opt, threads)?;
     Ok((0..threads).map(|i| cpus[i % cpus.len()]).collect())
 }
 
@@ -371,8 +377,12 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
             .into())
         }
     };
-    if a.rounds == 0 {
-        return Err(UsageError::new("--rounds", "0 rounds; use at least 1").into());
+    if a.rounds == 0 || a.rounds > MAX_ROUNDS {
+        return Err(UsageError::new(
+            "--rounds",
+            format!("{} is out of range; use 1 to {MAX_ROUNDS}", a.rounds),
+        )
+        .into());
     }
     let pages = pages_arg(&a.place)?;
     let cpus = place(&a.place, a.threads, "--threads")?;

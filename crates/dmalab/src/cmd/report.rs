@@ -70,7 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return throttle_report(&args, &doc, &out);
     }
     // A merged file (`dmalab fleet merge`) compares its hosts side by side.
-    let res = dmalab_run::record::read(&args.results)
+    let res = dmalab_run::record::read_for_report(&args.results)
         .map_err(lift)?
         .grouped_by_host();
     let noisy = args.noisy_cv.unwrap_or(res.header.noisy_cv_pct);

@@ -93,7 +93,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "dmalab run: stopped by a signal after {} of {} runs; run the same command again to resume",
             total, out.planned
         );
-        return Ok(ExitCode::from(130));
+        return Ok(ExitCode::from(
+            dmalab_core::signal::exit_code().unwrap_or(130),
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }

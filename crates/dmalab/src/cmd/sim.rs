@@ -5,7 +5,7 @@ use crate::cmd::common::OutputArgs;
 use anyhow::Context;
 use dmalab_core::host::HostInfo;
 use dmalab_core::output::{Accept, OutputGuard};
-use dmalab_core::schema::{CpuUsage, ResultDoc};
+use dmalab_core::schema::{CpuUsage, ResultDoc, RunStatus};
 use dmalab_core::units::parse_size;
 use dmalab_core::UsageError;
 use dmalab_sim::engine::SimError;
@@ -265,6 +265,8 @@ fn resolve(p: &ParamArgs) -> anyhow::Result<(SimConfig, Vec<Scheme>)> {
             .map(|s| Scheme::parse(s.trim()).map_err(|m| UsageError::new("--schemes", m)))
             .collect::<Result<Vec<_>, _>>()?
     };
+    Scheme::check_total(&schemes, cfg.llc.size_bytes)
+        .map_err(|m| UsageError::new("--schemes", m))?;
     Ok((cfg, schemes))
 }
 
@@ -334,8 +336,12 @@ fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         refs_per_sec / 1e6,
         refs_per_cpu_sec / 1e6
     ));
+    let interrupted = dmalab_core::signal::stop_requested();
+    if interrupted {
+        text.push_str(INTERRUPTED_NOTE);
+    }
     print!("{text}");
-    let doc = ResultDoc::new(
+    let mut doc = ResultDoc::new(
         "sim compare",
         HostInfo::collect(),
         SimRunConfig {
@@ -356,6 +362,7 @@ fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         },
         started,
     );
+    mark_interrupted(&mut doc.status, interrupted);
     a.out.write(&doc, &text)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -371,9 +378,11 @@ fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
     let (cfg, schemes) = resolve(&a.p)?;
     // Check every value before the long part starts.
     for v in &a.values {
-        cfg.clone()
-            .set(&a.param, v)
+        let mut c = cfg.clone();
+        c.set(&a.param, v)
             .map_err(|e| UsageError::new("--values", e.to_string()))?;
+        Scheme::check_total(&schemes, c.llc.size_bytes)
+            .map_err(|m| UsageError::new("--values", m))?;
     }
     let started = SystemTime::now();
     let t0 = Instant::now();
@@ -382,14 +391,22 @@ fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
         run::compare_file(c, s, &trace)
     })
     .map_err(|e| trace_err("TRACE", e))?;
-    let text = format!(
+    let mut text = format!(
         "trace {}, params {}; speedup against snooping; pf>sn: dma-cache-256K-pf beats snoop, sh<sn: shared loses, sm<sn: DMA caches under 128K lose\n\n{}",
         a.trace.display(),
         a.p.params,
         run::sweep_table(&a.param, &points)
     );
+    let interrupted = dmalab_core::signal::stop_requested();
+    if interrupted {
+        text.push_str(&format!(
+            "\ninterrupted by a signal: {} of {} values run, the last one on part of the trace\n",
+            points.len(),
+            a.values.len()
+        ));
+    }
     print!("{text}");
-    let doc = ResultDoc::new(
+    let mut doc = ResultDoc::new(
         "sim sweep",
         HostInfo::collect(),
         SimRunConfig {
@@ -405,6 +422,7 @@ fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
         },
         started,
     );
+    mark_interrupted(&mut doc.status, interrupted);
     a.out.write(&doc, &text)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -455,8 +473,44 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
     let w = TraceWriter::create(&bin_path).map_err(&out_err)?;
     let mut n = 0u64;
     let mut sink = |r: &Record| {
+        trace::check_stop(n)?;
         n += 1;
         w.write_record(r)
+    };
+    let generated = generate(&a, size, hash, span, input, &mut sink, &out_err);
+    if interrupted(&generated) {
+        // Dropping the writer removes its temporary file.
+        drop(w);
+        return Ok(nothing_written(&a.output));
+    }
+    generated?;
+    w.finish().map_err(&out_err)?;
+    if a.text {
+        let r = trace::convert(&bin_path, &a.output, Format::Text);
+        if matches!(r, Err(TraceError::Interrupted)) {
+            return Ok(nothing_written(&a.output));
+        }
+        r.map_err(&out_err)?;
+    }
+    println!("{n} records written to {}", a.output.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Generates the workload `a` names into `sink`. Trouble writing names the
+/// output's path (`out_err`); a stop for a signal stays a
+/// `TraceError::Interrupted` so the caller can tell it apart.
+fn generate(
+    a: &SynthArgs,
+    size: u64,
+    hash: u64,
+    span: u64,
+    input: Option<std::fs::File>,
+    sink: dmalab_sim::synth::Sink<'_>,
+    out_err: &dyn Fn(TraceError) -> anyhow::Error,
+) -> anyhow::Result<()> {
+    let wrap = |e: TraceError| match e {
+        TraceError::Interrupted => anyhow::Error::new(e),
+        e => out_err(e),
     };
     match a.workload {
         Workload::FileCopy => FileCopy {
@@ -465,8 +519,8 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
             seed: a.seed,
             ..Default::default()
         }
-        .generate(&mut sink)
-        .map_err(&out_err)?,
+        .generate(sink)
+        .map_err(wrap)?,
         Workload::Tpch => TpchScan {
             total_bytes: size,
             hash_bytes: hash,
@@ -474,8 +528,8 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
             seed: a.seed,
             ..Default::default()
         }
-        .generate(&mut sink)
-        .map_err(&out_err)?,
+        .generate(sink)
+        .map_err(wrap)?,
         Workload::Web => WebServer {
             requests: a.requests,
             ring_entries: a.ring,
@@ -483,8 +537,8 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
             seed: a.seed,
             ..Default::default()
         }
-        .generate(&mut sink)
-        .map_err(&out_err)?,
+        .generate(sink)
+        .map_err(wrap)?,
         Workload::Msr => {
             let p = a.input.clone().unwrap_or_default();
             let f = input.context("msr input")?;
@@ -493,29 +547,49 @@ fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
                 cpu_touch: !a.no_cpu_touch,
                 max_requests: a.max_requests,
             }
-            .generate(
-                std::io::BufReader::new(f),
-                &p.display().to_string(),
-                &mut sink,
-            )
+            .generate(std::io::BufReader::new(f), &p.display().to_string(), sink)
             .map_err(|e| match e {
                 TraceError::Format { path, message } => {
                     anyhow::Error::new(UsageError::new("--input", format!("{path}: {message}")))
                 }
-                o => out_err(o),
+                o => wrap(o),
             })?;
         }
     }
-    let finished = w.finish().map_err(&out_err);
-    if a.text {
-        let r = finished
-            .and_then(|_| trace::convert(&bin_path, &a.output, Format::Text).map_err(&out_err));
-        r?;
-    } else {
-        finished?;
+    Ok(())
+}
+
+/// The line a compare cut short by a signal ends its text with.
+const INTERRUPTED_NOTE: &str =
+    "\ninterrupted by a signal: the figures cover the part of the trace replayed so far\n";
+
+/// Marks a result cut short by a signal: never `completed`.
+fn mark_interrupted(status: &mut RunStatus, interrupted: bool) {
+    if interrupted {
+        *status = RunStatus::Interrupted;
     }
-    println!("{n} records written to {}", a.output.display());
-    Ok(ExitCode::SUCCESS)
+}
+
+/// True when a trace loop stopped for a signal.
+fn interrupted(r: &anyhow::Result<()>) -> bool {
+    r.as_ref().is_err_and(|e| {
+        e.chain().any(|c| {
+            matches!(
+                c.downcast_ref::<TraceError>(),
+                Some(TraceError::Interrupted)
+            )
+        })
+    })
+}
+
+/// A trace is written whole or not at all: after a signal, say that nothing
+/// was written (the exit status says which signal).
+fn nothing_written(output: &Path) -> ExitCode {
+    eprintln!(
+        "dmalab sim: interrupted by a signal; {} was not written",
+        output.display()
+    );
+    ExitCode::SUCCESS
 }
 
 /// A staging file of this process: in the ledger while it may exist,
@@ -568,11 +642,14 @@ fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
     };
     let input = a.input.display().to_string();
     let write_err = out_err("OUT", &a.output);
-    let s = trace::convert(&a.input, &a.output, to).map_err(|e| match e {
-        // Trouble writing: name OUT's path, not its hidden temporary file.
-        TraceError::Io { ref path, .. } if *path != input => write_err(e),
-        e => trace_err("IN", SimError::Trace(e)),
-    })?;
+    let s = match trace::convert(&a.input, &a.output, to) {
+        Err(TraceError::Interrupted) => return Ok(nothing_written(&a.output)),
+        r => r.map_err(|e| match e {
+            // Trouble writing: name OUT's path, not its hidden temporary file.
+            TraceError::Io { ref path, .. } if *path != input => write_err(e),
+            e => trace_err("IN", SimError::Trace(e)),
+        })?,
+    };
     println!("{} records written to {}", s.records, a.output.display());
     Ok(ExitCode::SUCCESS)
 }
