@@ -929,8 +929,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
         axes.sort_by_key(|(_, v)| v.span().start);
         // Every value is checked once, and the size of the product is
         // computed and bounded, before anything is expanded.
-        let mut checked: Vec<Vec<(String, Option<Flag>, Option<dmalab_host::ddio::Setting>)>> =
-            Vec::new();
+        // One value of one axis: its label, its flag, or its DDIO setting.
+        type Item = (String, Option<Flag>, Option<dmalab_host::ddio::Setting>);
+        let mut checked: Vec<Vec<Item>> = Vec::new();
         let mut size: u64 = 1;
         for (k, v) in &axes {
             let items = match v.get_ref() {

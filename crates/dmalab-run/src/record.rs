@@ -315,16 +315,29 @@ struct Kind<'a> {
     record: Option<std::borrow::Cow<'a, str>>,
 }
 
-/// Drops from a run what the report does not use.
+/// Drops from a run what the report does not use: of the victim's document
+/// its latency summary and counters stay, of the aggressor's its `bw_bytes`
+/// and counters.
 fn slim(r: &mut RunRecord) {
+    fn keep(
+        doc: Option<&serde_json::Value>,
+        keys: &[(&str, Option<serde_json::Value>)],
+    ) -> Option<serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        for (k, v) in keys {
+            if let Some(v) = v.clone().or_else(|| doc.and_then(|d| d.get(*k)).cloned()) {
+                m.insert((*k).to_string(), v);
+            }
+        }
+        (!m.is_empty()).then_some(serde_json::Value::Object(m))
+    }
     let lat = crate::report::latency_for(r).cloned();
-    r.victim_result = lat.map(|l| serde_json::json!({ "latency": l }));
+    r.victim_result = keep(
+        r.victim_result.as_ref(),
+        &[("latency", lat), ("counters", None)],
+    );
     if let Some(a) = &mut r.aggressor {
-        a.result = a
-            .result
-            .as_ref()
-            .and_then(|v| v.get("bw_bytes"))
-            .map(|bw| serde_json::json!({ "bw_bytes": bw }));
+        a.result = keep(a.result.as_ref(), &[("bw_bytes", None), ("counters", None)]);
     }
 }
 
