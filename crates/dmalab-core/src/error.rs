@@ -25,8 +25,3 @@ impl UsageError {
         }
     }
 }
-
-/// Shorthand: `Err(usage("--bs", "must be a multiple of 512"))`.
-pub fn usage(option: impl Into<String>, message: impl Into<String>) -> UsageError {
-    UsageError::new(option, message)
-}

@@ -29,12 +29,6 @@ pub fn open(spec: &EngineSpec) -> Result<Box<dyn Engine>, EngineError> {
     Ok(Box::new(NvmeEngine::open(spec)?))
 }
 
-/// Identify data for a result header (None when `target` cannot be
-/// identified, e.g. without the privileges admin passthrough needs).
-pub fn describe(target: &std::path::Path) -> Option<NvmeInfo> {
-    NvmeDevice::open(target, false).ok()?.info().ok()
-}
-
 /// Before a run: Identify `target` and check that a command of
 /// `cmd_blocks` blocks of `bs` bytes fits the namespace (whole logical
 /// blocks, at most the maximum transfer). Errors are (option, message) for
@@ -215,11 +209,6 @@ impl NvmeEngine {
             ready: Vec::new(),
             reaped: Vec::new(),
         })
-    }
-
-    /// Why the ioctl path is in use, if it is.
-    pub fn fallback_reason(&self) -> Option<&str> {
-        self.queue.fallback_reason()
     }
 
     fn build(&self, cmd: &Command) -> Result<(PassthruCmd, Option<u16>), EngineError> {
