@@ -3,6 +3,33 @@
 
 use crate::error::UsageError;
 
+/// The kernel's largest CPU count (CONFIG_NR_CPUS is at most 8192): a CPU or
+/// node number at or past it is not one the kernel wrote.
+const MAX_KERNEL_ID: usize = 8192;
+
+/// Parses a list the kernel wrote (`0-3,8` in `cpulist`, `online`, a PMU's
+/// `cpumask`); empty text is an empty list. Unlike [`parse_cpu_list`] (user
+/// input, checked against this process's affinity) it takes any CPU: the
+/// host's facts and an uncore PMU's CPUs need not be ones this process may
+/// run on. A number at or past [`MAX_KERNEL_ID`], a backwards range or more
+/// than that many entries give None, before anything is expanded.
+pub fn parse_kernel_list(text: &str) -> Option<Vec<usize>> {
+    let text = text.trim();
+    let mut out = Vec::new();
+    if text.is_empty() {
+        return Some(out);
+    }
+    for part in text.split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+        if a > b || b >= MAX_KERNEL_ID || out.len() + (b - a) >= MAX_KERNEL_ID {
+            return None;
+        }
+        out.extend(a..=b);
+    }
+    Some(out)
+}
+
 /// Parses a CPU list such as `0`, `0-3`, `0,2,4-5`. The result is sorted and
 /// free of duplicates. Every CPU must be in [`allowed_cpus`].
 ///
@@ -160,6 +187,19 @@ pub fn current_cpu() -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_lists_parse() {
+        use super::parse_kernel_list as parse;
+        assert_eq!(parse("0-2,5"), Some(vec![0, 1, 2, 5]));
+        assert_eq!(parse("0,20\n"), Some(vec![0, 20]));
+        assert_eq!(parse(""), Some(vec![]));
+        assert_eq!(parse("x"), None);
+        // Found by tests/fuzz.rs: a huge range was expanded (and aborted).
+        assert_eq!(parse("0-18446744073709551615"), None);
+        assert_eq!(parse("3-1"), None);
+        assert_eq!(parse("8192"), None);
+    }
 
     #[test]
     fn parses_and_formats() {

@@ -203,29 +203,10 @@ impl Catalog {
     }
 }
 
-/// A CPU list as the kernel prints it (`0,20`, `0-3`). Unlike
-/// `dmalab_core::cpus::parse_cpu_list` (user input, checked against this
-/// process's affinity), this is the kernel's own text: the CPUs an uncore
-/// PMU is opened on need not be ones this process may run on.
-fn kernel_cpu_list(text: &str) -> Option<Vec<usize>> {
-    /// The kernel's largest NR_CPUS.
-    const MAX_CPUS: usize = 8192;
-    let mut v = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-        if a > b || b >= MAX_CPUS {
-            return None;
-        }
-        v.extend(a..=b);
-    }
-    Some(v)
-}
-
 fn read_pmu(dir: &Path, name: &str) -> Option<Pmu> {
     let type_id = read_trim(&dir.join("type"))?.parse().ok()?;
     let cpumask = read_trim(&dir.join("cpumask"))
-        .and_then(|s| kernel_cpu_list(&s))
+        .and_then(|s| dmalab_core::cpus::parse_kernel_list(&s))
         .unwrap_or_default();
     let mut formats = BTreeMap::new();
     if let Ok(rd) = fs::read_dir(dir.join("format")) {

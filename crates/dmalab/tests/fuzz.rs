@@ -484,7 +484,7 @@ fn option_values(t: &str) {
         let _ = dmalab_core::cpus::parse_cpu_list_within("--cpus-allowed", v, &[0, 1, 2, 3]);
         let _ = dmalab_sim::Scheme::parse(v);
         let _ = dmalab_page::config::SwapSpec::parse(v);
-        let _ = dmalab_probe::mem::parse_list(v);
+        let _ = dmalab_core::cpus::parse_kernel_list(v);
         let mut cfg = dmalab_sim::SimConfig::named("paper").unwrap();
         for key in [
             "llc.size_bytes",

@@ -3,19 +3,10 @@
 
 use super::*;
 
-/// Expands a list the kernel wrote (`0-3,8`), e.g. the online CPUs. Not
-/// `dmalab_core::cpus::parse_cpu_list`, which also checks the CPUs against
-/// this process's affinity: the host's facts must not depend on it.
+/// Expands a list the kernel wrote (`0-3,8`), e.g. the online CPUs; a list
+/// the kernel could not have written gives none.
 pub(super) fn kernel_list(text: &str) -> Vec<usize> {
-    let mut out = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) {
-            // Bounded: the kernel's own limit on CPU numbers (CONFIG_NR_CPUS).
-            out.extend(a..=b.min(a + 8192));
-        }
-    }
-    out
+    dmalab_core::cpus::parse_kernel_list(text).unwrap_or_default()
 }
 
 pub(super) fn cpu_facts(root: &HostRoot, host: &HostInfo) -> CpuFacts {
