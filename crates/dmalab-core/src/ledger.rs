@@ -191,6 +191,24 @@ fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
+/// The ledgers `PREFIX*.json` under `dir` (`proc-`, `page-`, `counters-`),
+/// sorted; none when `dir` cannot be read.
+pub fn ledger_files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let Ok(rd) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix) && n.ends_with(".json"))
+        })
+        .collect();
+    paths.sort();
+    paths
+}
+
 /// Start time of `pid` in clock ticks since boot (/proc/PID/stat field 22).
 pub fn process_start_time(pid: u32) -> Option<u64> {
     let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -297,19 +315,7 @@ pub fn cleanup_dead(dir: &Path) -> Cleanup {
             // SAFETY: flock on a descriptor we own.
             (unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0).then_some(f)
         });
-    let Ok(rd) = fs::read_dir(dir) else {
-        return r;
-    };
-    let mut paths: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("proc-") && n.ends_with(".json"))
-        })
-        .collect();
-    paths.sort();
-    for p in paths {
+    for p in ledger_files(dir, "proc-") {
         let Ok(text) = fs::read_to_string(&p) else {
             continue;
         };

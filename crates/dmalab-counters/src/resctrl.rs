@@ -68,7 +68,7 @@ impl MbmGroup {
         let ledger = ledger_path(state_dir);
         let entry = Ledger {
             owner_pid: std::process::id(),
-            owner_start: dmalab_page::state::start_time(std::process::id()),
+            owner_start: dmalab_core::ledger::process_start_time(std::process::id()),
             groups: vec![dir.clone()],
         };
         let fail = |what: &str, e: io::Error| Absence::Missing {
@@ -166,34 +166,13 @@ impl Drop for MbmGroup {
     }
 }
 
-/// What a cleanup did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Cleanup {
-    /// Steps taken.
-    pub done: Vec<String>,
-    /// Steps that failed.
-    pub errors: Vec<String>,
-    /// Owners still alive (left alone).
-    pub live: Vec<u32>,
-}
+/// What a cleanup did (the ledger's own outcome type).
+pub use dmalab_core::ledger::Cleanup;
 
 /// Removes the resctrl groups of every dead run recorded under `state_dir`.
 pub fn cleanup_leftovers(state_dir: &Path) -> Cleanup {
     let mut r = Cleanup::default();
-    let Ok(rd) = fs::read_dir(state_dir) else {
-        return r;
-    };
-    let mut files: Vec<PathBuf> = rd
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("counters-") && n.ends_with(".json"))
-        })
-        .collect();
-    files.sort();
-    for f in files {
+    for f in dmalab_core::ledger::ledger_files(state_dir, "counters-") {
         let Some(l) = fs::read_to_string(&f)
             .ok()
             .and_then(|t| serde_json::from_str::<Ledger>(&t).ok())
@@ -204,10 +183,7 @@ pub fn cleanup_leftovers(state_dir: &Path) -> Cleanup {
             ));
             continue;
         };
-        let alive = dmalab_page::state::pid_alive(l.owner_pid)
-            && (l.owner_start.is_none()
-                || dmalab_page::state::start_time(l.owner_pid) == l.owner_start);
-        if alive {
+        if dmalab_core::ledger::owner_alive(l.owner_pid, l.owner_start) {
             r.live.push(l.owner_pid);
             continue;
         }
@@ -310,7 +286,7 @@ mod tests {
         fs::create_dir_all(&live_dir).unwrap();
         let live = Ledger {
             owner_pid: std::process::id(),
-            owner_start: dmalab_page::state::start_time(std::process::id()),
+            owner_start: dmalab_core::ledger::process_start_time(std::process::id()),
             groups: vec![live_dir.clone()],
         };
         fs::write(

@@ -244,40 +244,28 @@ pub struct CleanupReport {
 /// orphaned `dmalab-page-<pid>` cgroups no ledger mentioned.
 pub fn cleanup_leftovers(dir: &Path) -> CleanupReport {
     let mut r = CleanupReport::default();
-    if let Ok(rd) = fs::read_dir(dir) {
-        let mut files: Vec<PathBuf> = rd
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("page-") && n.ends_with(".json"))
-            })
-            .collect();
-        files.sort();
-        for f in files {
-            let Some(c) = fs::read_to_string(&f)
-                .ok()
-                .and_then(|t| serde_json::from_str::<HostChanges>(&t).ok())
-            else {
-                r.errors.push(format!(
-                    "{}: unreadable ledger; remove it by hand after checking",
-                    f.display()
-                ));
-                continue;
-            };
-            if owner_alive(&c) {
-                r.live.push(c.owner_pid);
-                continue;
-            }
-            let (done, errors) = undo_changes(&c);
-            r.done.extend(done);
-            if errors.is_empty() {
-                let _ = fs::remove_file(&f);
-            }
-            r.errors.extend(errors);
-            r.ledgers.push(f);
+    for f in dmalab_core::ledger::ledger_files(dir, "page-") {
+        let Some(c) = fs::read_to_string(&f)
+            .ok()
+            .and_then(|t| serde_json::from_str::<HostChanges>(&t).ok())
+        else {
+            r.errors.push(format!(
+                "{}: unreadable ledger; remove it by hand after checking",
+                f.display()
+            ));
+            continue;
+        };
+        if owner_alive(&c) {
+            r.live.push(c.owner_pid);
+            continue;
         }
+        let (done, errors) = undo_changes(&c);
+        r.done.extend(done);
+        if errors.is_empty() {
+            let _ = fs::remove_file(&f);
+        }
+        r.errors.extend(errors);
+        r.ledgers.push(f);
     }
     // The process ledgers of load and probe (hugetlb pools, scratch and
     // temporary files) live in the same directory.
