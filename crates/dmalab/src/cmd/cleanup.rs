@@ -25,26 +25,17 @@ pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
             );
         };
         let r = dmalab_core::ledger::cleanup_dead(&dir);
-        for d in &r.done {
-            println!("{d}");
-        }
-        for pid in &r.live {
-            println!("left alone: run of pid {pid} is still alive");
-        }
-        if r.done.is_empty() && r.errors.is_empty() {
-            println!(
-                "nothing to clean up in {} (leftovers of dmalab page need root: run it with sudo)",
-                dir.display()
-            );
-        }
-        for e in &r.errors {
-            eprintln!("dmalab: error: {e}");
-        }
-        return Ok(if r.errors.is_empty() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        });
+        let nothing = format!(
+            "nothing to clean up in {} (leftovers of dmalab page need root: run it with sudo)",
+            dir.display()
+        );
+        return Ok(print_outcome(
+            &r.done,
+            &r.live,
+            &r.errors,
+            &nothing,
+            |pid| format!("left alone: run of pid {pid} is still alive"),
+        ));
     }
     let mut r =
         dmalab_page::state::cleanup_leftovers(&PathBuf::from(dmalab_page::state::STATE_DIR));
@@ -62,23 +53,42 @@ pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
     r.done.extend(c.done);
     r.errors.extend(c.errors);
     r.live.extend(c.live);
-    for d in &r.done {
+    Ok(print_outcome(
+        &r.done,
+        &r.live,
+        &r.errors,
+        "nothing to clean up",
+        |pid| format!("left alone: run of pid {pid} is still alive"),
+    ))
+}
+
+/// Prints what a cleanup did: each step, each owner left alone
+/// (`live_line`), `nothing` when it found nothing, each error on stderr.
+/// Exit 1 when a step failed.
+pub fn print_outcome(
+    done: &[String],
+    live: &[u32],
+    errors: &[String],
+    nothing: &str,
+    live_line: impl Fn(u32) -> String,
+) -> ExitCode {
+    for d in done {
         println!("{d}");
     }
-    for pid in &r.live {
-        println!("left alone: run of pid {pid} is still alive");
+    for pid in live {
+        println!("{}", live_line(*pid));
     }
-    if r.done.is_empty() && r.errors.is_empty() {
-        println!("nothing to clean up");
+    if done.is_empty() && errors.is_empty() {
+        println!("{nothing}");
     }
-    for e in &r.errors {
+    for e in errors {
         eprintln!("dmalab: error: {e}");
     }
-    Ok(if r.errors.is_empty() {
+    if errors.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
-    })
+    }
 }
 
 extern "C" {

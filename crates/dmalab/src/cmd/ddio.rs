@@ -201,21 +201,11 @@ fn run_command(command: &[String]) -> anyhow::Result<ExitCode> {
 
 fn restore(root: &HostRoot) -> anyhow::Result<ExitCode> {
     let r = ddio::restore_leftovers(root, &Registers::files(root));
-    for d in &r.done {
-        println!("{d}");
-    }
-    for pid in &r.live {
-        println!("left alone: the DDIO change of pid {pid} is still running");
-    }
-    if r.done.is_empty() && r.errors.is_empty() {
-        println!("nothing to restore");
-    }
-    for e in &r.errors {
-        eprintln!("dmalab: error: {e}");
-    }
-    Ok(if r.errors.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(super::cleanup::print_outcome(
+        &r.done,
+        &r.live,
+        &r.errors,
+        "nothing to restore",
+        |pid| format!("left alone: the DDIO change of pid {pid} is still running"),
+    ))
 }
