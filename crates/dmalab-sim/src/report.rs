@@ -193,7 +193,7 @@ mod tests {
     fn results() -> Vec<SchemeResult> {
         let recs: Vec<Record> = (0..4u64)
             .map(|i| Record::cpu(10, i % 2 == 1, i * 64, 64))
-            .chain((0..2u64).map(|i| Record::dma(10, true, 1 << 20 | i * 64, 64)))
+            .chain((0..2u64).map(|i| Record::dma(10, true, (1 << 20) + i * 64, 64)))
             .collect();
         let schemes = [Scheme::Snoop, Scheme::Shared];
         compare_records(&SimConfig::paper(), &schemes, &recs).unwrap()
