@@ -1,5 +1,5 @@
-//! `dmalab sim`: trace tools, synthetic workloads and the cache/DRAM
-//! simulator (docs/sim.md).
+//! `dmalab sim`: the cache/DRAM simulator's runs (compare, sweep, params;
+//! docs/sim.md). The trace tools (synth, convert, stat) are in `sim/tools.rs`.
 
 use crate::cmd::common::OutputArgs;
 use dmalab_core::host::HostInfo;
