@@ -103,7 +103,7 @@ pub struct Plan {
     pub rate_control: Option<PathBuf>,
     /// Workers run under SCHED_FIFO at this priority (None: normal).
     pub realtime_priority: Option<i32>,
-    /// Record every DMA transfer into this dmalab-sim trace file.
+    /// Record every DMA transfer into this dmalab trace file (dmalab-trace).
     pub trace: Option<PathBuf>,
     /// Compute the buffer's SHA-256 after the run (`--buffer-checksum`).
     #[serde(default)]

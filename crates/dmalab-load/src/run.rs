@@ -13,7 +13,7 @@ use crate::result::{CpuResult, LoadResult, Rates, Sample, Totals, TraceResult};
 use crate::worker::{worker_loop, WorkerOut};
 use dmalab_core::hist::LatHist;
 use dmalab_core::schema::CpuUsage;
-use dmalab_sim::trace::TraceWriter;
+use dmalab_trace::TraceWriter;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::time::Duration;

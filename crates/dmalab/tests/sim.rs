@@ -323,3 +323,41 @@ fn output_to_a_fifo_is_written_in_place() {
         );
     }
 }
+
+/// `synth --text` writes the text form directly (it once wrote a hidden
+/// binary trace and converted it): the file is the one `convert --to text`
+/// makes of the binary synth, byte for byte, and nothing else is left.
+#[test]
+fn synth_text_is_the_converted_binary_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, txt, via) = (
+        dir.path().join("w.trace"),
+        dir.path().join("w.txt"),
+        dir.path().join("via.txt"),
+    );
+    for (out, text) in [(&bin, false), (&txt, true)] {
+        let mut c = dmalab();
+        c.args(["sim", "synth", "web", "--requests", "300", "--output"])
+            .arg(out);
+        if text {
+            c.arg("--text");
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{o:?}");
+        assert!(stdout(&o).contains(" records written to "), "{o:?}");
+    }
+    dmalab()
+        .args(["sim", "convert"])
+        .arg(&bin)
+        .arg(&via)
+        .args(["--to", "text"])
+        .assert()
+        .success();
+    let text = std::fs::read(&txt).unwrap();
+    assert!(text.starts_with(b"0 ") && text.contains(&b'\n'));
+    assert_eq!(text, std::fs::read(&via).unwrap());
+    let stat = |p: &Path| stdout(&dmalab().args(["sim", "stat"]).arg(p).output().unwrap());
+    assert_eq!(stat(&bin), stat(&txt));
+    assert!(stat(&txt).contains("dma_transfers "));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+}

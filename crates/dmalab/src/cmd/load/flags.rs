@@ -132,7 +132,7 @@ pub struct LoadArgs {
     #[arg(long)]
     pub realtime: bool,
     /// Record every DMA transfer (buffer address, length, direction, submit
-    /// and completion times) into this dmalab-sim trace file.
+    /// and completion times) into this dmalab trace file.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
     /// Print the resolved plan and exit.
