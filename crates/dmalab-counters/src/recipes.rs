@@ -27,24 +27,13 @@ impl CpuId {
 
     /// Parses cpuinfo text (first processor).
     pub fn parse(text: &str) -> Self {
-        let mut c = CpuId::default();
-        for line in text.lines() {
-            if line.trim().is_empty() && !c.vendor.is_empty() {
-                break;
-            }
-            let Some((k, v)) = line.split_once(':') else {
-                continue;
-            };
-            let v = v.trim();
-            match k.trim() {
-                "vendor_id" => c.vendor = v.to_string(),
-                "cpu family" => c.family = v.parse().unwrap_or(0),
-                "model" => c.model = v.parse().unwrap_or(0),
-                "model name" => c.model_name = v.to_string(),
-                _ => {}
-            }
+        let field = |name| dmalab_core::sys::cpuinfo::cpuinfo_field(text, name).unwrap_or_default();
+        CpuId {
+            vendor: field("vendor_id").to_string(),
+            family: field("cpu family").parse().unwrap_or(0),
+            model: field("model").parse().unwrap_or(0),
+            model_name: field("model name").to_string(),
         }
-        c
     }
 
     fn intel(&self, models: &[u32]) -> bool {

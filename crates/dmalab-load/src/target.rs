@@ -196,9 +196,8 @@ pub fn existing(path: &Path, nvme: bool) -> Result<PreparedTarget, TargetError> 
         TargetKind::File => (meta.len(), logical_block_size(path)),
         TargetKind::Block => {
             let f = File::open(path).map_err(io(format!("open {}", path.display())))?;
-            let mut size = 0u64;
-            // SAFETY: BLKGETSIZE64 writes one u64 into our variable.
-            unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64, &mut size) };
+            let size = dmalab_core::sys::blockdev::block_device_size(&f)
+                .map_err(io(format!("size of {}", path.display())))?;
             (size, logical_block_size(path))
         }
         TargetKind::Char => {
@@ -225,9 +224,6 @@ pub fn existing(path: &Path, nvme: bool) -> Result<PreparedTarget, TargetError> 
         dir: None,
     })
 }
-
-/// `_IOR(0x12, 114, size_t)`.
-const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 
 fn logical_block_size(path: &Path) -> u64 {
     dmalab_core::host::DeviceInfo::describe(path)

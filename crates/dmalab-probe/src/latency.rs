@@ -9,9 +9,10 @@
 use crate::access::{build_chain, index_list, Pattern};
 use crate::kernels;
 use crate::mem::{Buffer, PageKind};
-use crate::tsc::{mono_ns, rdtscp_fenced, TimerCost, TscInfo};
 use crate::ProbeError;
 use dmalab_core::hist::{LatHist, LatencySummary};
+use dmalab_core::sys::clock::monotonic_ns as mono_ns;
+use dmalab_core::sys::tsc::{rdtscp_fenced, TimerCost, TscInfo};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;

@@ -4,9 +4,9 @@
 use crate::bandwidth::{BandwidthPlan, BandwidthResult};
 use crate::latency::{IntervalFigures, LatencyPlan, LatencyResult};
 use crate::loaded::{LoadedPlan, LoadedPoint, LoadedResult};
-use crate::tsc::{TimerCost, TscInfo};
 use dmalab_core::cpus::format_cpu_list;
 use dmalab_core::hist::LatencySummary;
+use dmalab_core::sys::tsc::{TimerCost, TscInfo};
 use dmalab_core::units::{fmt_bytes, fmt_ns};
 use std::fmt::Write;
 

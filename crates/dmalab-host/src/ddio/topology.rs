@@ -44,11 +44,9 @@ impl CpuId {
     /// Parses /proc/cpuinfo text (its first processor).
     pub fn parse(text: &str) -> Self {
         let field = |name: &str| {
-            text.lines()
-                .find(|l| l.split(':').next().map(str::trim) == Some(name))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
+            dmalab_core::sys::cpuinfo::cpuinfo_field(text, name)
                 .unwrap_or_default()
+                .to_string()
         };
         Self {
             vendor: field("vendor_id"),

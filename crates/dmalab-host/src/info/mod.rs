@@ -7,7 +7,7 @@
 use crate::ddio;
 use crate::{dir_names, read_trim, HostRoot};
 use dmalab_core::host::HostInfo;
-use dmalab_page::sysinfo::SwapEntry;
+use dmalab_core::sys::swaps::SwapEntry;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fs;
