@@ -9,6 +9,7 @@
 pub mod cpus;
 pub mod error;
 pub mod hist;
+pub mod hist_table;
 pub mod host;
 pub mod hugetlb;
 pub mod ledger;
