@@ -1,6 +1,42 @@
-//! `/proc/cpuinfo`: a field of the first processor and its flags.
+//! `/proc/cpuinfo`: a field of the first processor, its flags, and the CPU's
+//! identification (vendor, family, model).
 
+use serde::{Deserialize, Serialize};
 use std::fs;
+use std::path::Path;
+
+/// The CPU as /proc/cpuinfo names it (its first processor).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CpuId {
+    /// `GenuineIntel`, `AuthenticAMD`, ...
+    pub vendor: String,
+    /// `cpu family` (decimal in /proc/cpuinfo).
+    pub family: u32,
+    /// `model` number.
+    pub model: u32,
+    /// `model name` string.
+    pub model_name: String,
+}
+
+impl CpuId {
+    /// Reads the first processor's identification from a cpuinfo file
+    /// (empty fields when it cannot be read).
+    pub fn read(path: &Path) -> Self {
+        Self::parse(&fs::read_to_string(path).unwrap_or_default())
+    }
+
+    /// Parses cpuinfo text (its first processor); a missing or bad number
+    /// is 0.
+    pub fn parse(text: &str) -> Self {
+        let field = |name| cpuinfo_field(text, name).unwrap_or_default();
+        Self {
+            vendor: field("vendor_id").to_string(),
+            family: field("cpu family").parse().unwrap_or(0),
+            model: field("model").parse().unwrap_or(0),
+            model_name: field("model name").to_string(),
+        }
+    }
+}
 
 /// The value of the key `name` for the first processor in cpuinfo `text`
 /// (the first line whose key, before the `:`, is exactly `name`: `model`
@@ -50,6 +86,23 @@ mod tests {
         // `vmx flags` and the second processor's flags are not the flags.
         assert!(!f.contains(&"ept") && !f.contains(&"other"));
         assert!(cpu_flags("processor\t: 0\nBogoMIPS\t: 50.00\n").is_empty());
+    }
+
+    #[test]
+    fn cpu_identification_of_the_first_processor() {
+        let c = CpuId::parse(CPUINFO);
+        assert_eq!(c.vendor, "AuthenticAMD");
+        assert_eq!(c.model_name, "AMD EPYC 7551 32-Core Processor");
+        assert_eq!((c.family, c.model), (0, 0), "no such lines here");
+        let skx = CpuId::parse("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 85\nmodel name\t: Intel(R) Xeon(R) Gold 6130\n\nprocessor\t: 1\nvendor_id\t: Other\n");
+        assert_eq!(
+            (skx.vendor.as_str(), skx.family, skx.model),
+            ("GenuineIntel", 6, 85)
+        );
+        assert_eq!(
+            CpuId::read(Path::new("/nonexistent/cpuinfo")),
+            CpuId::default()
+        );
     }
 
     #[test]

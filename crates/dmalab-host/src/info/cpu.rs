@@ -10,7 +10,7 @@ pub(super) fn kernel_list(text: &str) -> Vec<usize> {
 }
 
 pub(super) fn cpu_facts(root: &HostRoot, host: &HostInfo) -> CpuFacts {
-    let id = ddio::topology::CpuId::read(root);
+    let id = ddio::topology::cpu_id(root);
     let cpuinfo = fs::read_to_string(root.path("/proc/cpuinfo")).unwrap_or_default();
     let stepping = dmalab_core::sys::cpuinfo::cpuinfo_field(&cpuinfo, "stepping")
         .and_then(|v| v.parse().ok())
