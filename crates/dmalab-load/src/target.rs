@@ -308,9 +308,8 @@ pub fn existing(path: &Path) -> Result<PreparedTarget, TargetError> {
         (TargetKind::File, meta.len())
     } else if ft.is_block_device() {
         let f = File::open(path).map_err(io(format!("open {}", path.display())))?;
-        let mut size = 0u64;
-        // SAFETY: BLKGETSIZE64 writes one u64 into our variable.
-        unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64, &mut size) };
+        let size = dmalab_core::sys::blockdev::block_device_size(&f)
+            .map_err(io(format!("size of {}", path.display())))?;
         (TargetKind::Block, size)
     } else {
         return Err(UsageError::new(
@@ -333,9 +332,6 @@ pub fn existing(path: &Path) -> Result<PreparedTarget, TargetError> {
         dir: None,
     })
 }
-
-/// `_IOR(0x12, 114, size_t)`.
-const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 
 /// The logical block size of the device holding `path` (512 at least, and
 /// when unknown).

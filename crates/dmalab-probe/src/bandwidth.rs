@@ -337,7 +337,7 @@ pub fn run_workers_intervals(
             });
         }
         barrier.wait();
-        let t0 = crate::tsc::mono_ns();
+        let t0 = dmalab_core::sys::clock::monotonic_ns();
         on_start();
         let end = t0 + runtime_ns;
         let total = || -> u64 {
@@ -349,7 +349,7 @@ pub fn run_workers_intervals(
         };
         let (mut index, mut last_t, mut last_bytes) = (0u64, t0, 0u64);
         loop {
-            let now = crate::tsc::mono_ns();
+            let now = dmalab_core::sys::clock::monotonic_ns();
             if now >= end || halted(stop) {
                 break;
             }
@@ -374,7 +374,7 @@ pub fn run_workers_intervals(
         local_stop.store(true, Ordering::Relaxed);
         t0
     });
-    let elapsed = crate::tsc::mono_ns() - t0;
+    let elapsed = dmalab_core::sys::clock::monotonic_ns() - t0;
     let mut r = BandwidthResult {
         elapsed_ns: elapsed,
         ..Default::default()

@@ -48,7 +48,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 use std::str::FromStr;
-use topology::CpuId;
+use topology::{cpu_id, CpuId, DdioCpu};
 
 /// Config-space offset of a root port's `perfctrlsts_0`.
 pub const PERFCTRLSTS_0: u64 = 0x180;
@@ -264,7 +264,7 @@ pub fn status(
     regs: &Registers,
     device: Option<&str>,
 ) -> Result<Status, UsageError> {
-    let cpu = CpuId::read(root);
+    let cpu = cpu_id(root);
     let mut st = Status {
         generation: cpu.ddio_generation().map(str::to_string),
         llc_ways: topology::llc_ways(root),
@@ -452,7 +452,7 @@ pub fn plan(
     setting: Setting,
     device: Option<&str>,
 ) -> Result<Plan, UsageError> {
-    let cpu = CpuId::read(root);
+    let cpu = cpu_id(root);
     if cpu.ddio_generation().is_none() {
         return Err(UsageError::new("ddio", cpu.refusal()));
     }

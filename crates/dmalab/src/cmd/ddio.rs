@@ -7,7 +7,7 @@ use anyhow::Context;
 use dmalab_core::host::HostInfo;
 use dmalab_core::schema::ResultDoc;
 use dmalab_core::UsageError;
-use dmalab_host::ddio::{self, regs::Registers, DdioError, Session, Setting};
+use dmalab_host::ddio::{self, regs::Registers, topology::DdioCpu, DdioError, Session, Setting};
 use dmalab_host::HostRoot;
 use serde::Serialize;
 use std::path::PathBuf;

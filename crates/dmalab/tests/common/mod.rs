@@ -24,13 +24,7 @@ pub fn need(what: &str, present: bool) -> bool {
 
 /// True when running as root.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    unsafe { libc_geteuid() == 0 }
-}
-
-extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
+    dmalab_core::sys::is_root()
 }
 
 /// Skips (or fails under CI) unless root.
