@@ -2,6 +2,7 @@
 //! binary.
 
 mod common;
+mod load_util;
 
 use common::dmalab_bin;
 use dmalab_core::ratecontrol::{Limits, RateControl};
@@ -341,10 +342,73 @@ fn throttle_holds_a_latency_slo_against_storage_reads_on_this_machine() {
 
 /// Most intervals past the bound that the end-to-end test accepts: the
 /// share scripts/bench-throttle.sh measured for the same SLO on this 2-core
-/// VM (24 of 40, docs/bench/throttle-2026-11-24.md). The VM is shared:
-/// most of those intervals were other tenants' doing, which no rate limit
-/// on the aggressor can undo.
-const SHARE_ON_THIS_VM: f64 = 0.60;
+/// VM (11 of 40, docs/bench/throttle-2026-11-24.md, 05:17 UTC; 24 of 40
+/// with the first, linear PI). The VM is shared: those intervals were
+/// other tenants' doing (the frontier of that run does not rise with the
+/// rate), which no rate limit on the aggressor can undo.
+const SHARE_ON_THIS_VM: f64 = 0.275;
+
+#[test]
+fn throttle_holds_a_bandwidth_slo_against_a_tmpfs_loop_aggressor_on_this_machine() {
+    // The plant on this VM whose victim does slow with the rate: reads of a
+    // loop device over a sparse file in tmpfs (the kernel copies every
+    // block into the aggressor's 512 MiB buffer, on whichever CPU its
+    // worker runs) against `probe bandwidth` on CPU 0. In the benchmark the
+    // victim's bandwidth fell from 1.41x to 0.71x of its baseline between
+    // 20 MiB/s and 1.2 GiB/s (docs/bench/throttle-2026-11-24.md, 05:20 UTC).
+    if !common::need(
+        "root and loop devices (losetup)",
+        load_util::loop_devices_available(),
+    ) {
+        return;
+    }
+    let _m = machine();
+    let lo = load_util::LoopDev::new(1 << 30, true, |_| {}, false);
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let aggressor = format!(
+        "--target {} --pattern random --direction write --buffer 512M --workers 2 --cpus-allowed 1",
+        lo.dev.display()
+    );
+    let (code, err, doc) = throttle(
+        dir.path(),
+        &[
+            "--victim",
+            "probe bandwidth --size 64M --cpus-allowed 0",
+            "--aggressor",
+            &aggressor,
+            "--slo",
+            "bw >= 0.8 x baseline",
+            "--intervals",
+            "40",
+            "--baseline-intervals",
+            "5",
+            "--min-rate",
+            "20M",
+            "--max-rate",
+            "1200M",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let l = doc.unwrap()["result"]["loops"][0].clone();
+    let series = l["series"].as_array().unwrap();
+    assert_eq!(series.len(), 40);
+    for p in series {
+        let r = p["rate_target_bytes_per_s"].as_f64().unwrap();
+        assert!((20.0 * 1048576.0..=1200.0 * 1048576.0).contains(&r), "{p}");
+        assert!(p["victim_metric"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    let share = l["violation_share"].as_f64().unwrap();
+    assert!(
+        share <= LOOP_SHARE_ON_THIS_VM,
+        "violations in {share} of the intervals: {l}"
+    );
+}
+
+/// Most intervals past `bw >= 0.8 x baseline` the loop-aggressor test
+/// accepts: what scripts/bench-throttle.sh measured for that SLO and
+/// aggressor (10 of 40, docs/bench/throttle-2026-11-24.md, 05:20 UTC, on a
+/// machine shared with other builds).
+const LOOP_SHARE_ON_THIS_VM: f64 = 0.25;
 
 /// Live children of `parent`: (pid, command line); zombies excluded.
 fn children_of(parent: u32) -> Vec<(u32, String)> {
