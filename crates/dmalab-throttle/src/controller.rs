@@ -19,7 +19,7 @@
 //!   `u` is the same factor on the rate anywhere in the range, so the loop
 //!   gain at the set point of a power-law plant does not depend on how much
 //!   interference there is, and 20 MiB/s is as reachable as 1.2 GiB/s.
-//!   `b`, the **climb boost**, doubles (up to [`PI_BOOST_MAX`]) every
+//!   `b`, the **climb boost**, doubles (up to `boost_max`, default 4) every
 //!   interval the victim stays far inside its bound (`e > margin / 2`) below
 //!   the top of the range, and returns to 1 otherwise: a victim the
 //!   aggressor barely affects would hold the error small and constant and
@@ -30,9 +30,6 @@
 //!   `min` or `max` leaves no stored error.
 
 use serde::{Deserialize, Serialize};
-
-/// PI: the largest factor the climb boost multiplies the integral gain by.
-pub const PI_BOOST_MAX: f64 = 4.0;
 
 /// PI: the error is bounded below by this (an interval more than 100% past
 /// its bound counts as 100% past), so one outlier of a steep plant does not
@@ -70,6 +67,15 @@ pub struct Params {
     pub pi_ki: f64,
     /// PI: slack the controller aims for (0.1 = 10% inside the bound).
     pub pi_margin: f64,
+    /// PI: the largest factor the climb boost multiplies the integral gain
+    /// by (1: no boost).
+    #[serde(default = "default_boost_max")]
+    pub pi_boost_max: f64,
+}
+
+/// `pi_boost_max` of results written before it existed (and the default).
+fn default_boost_max() -> f64 {
+    4.0
 }
 
 impl Params {
@@ -84,6 +90,7 @@ impl Params {
             pi_kp: 0.1,
             pi_ki: 0.15,
             pi_margin: 0.1,
+            pi_boost_max: default_boost_max(),
         }
     }
 
@@ -119,6 +126,9 @@ impl Params {
         if !(0.0..1.0).contains(&self.pi_margin) {
             return Err(U::new("--pi-margin", "must be in [0, 1)"));
         }
+        if !(1.0..=64.0).contains(&self.pi_boost_max) {
+            return Err(U::new("--pi-boost-max", "must be in [1, 64] (1: no boost)"));
+        }
         Ok(())
     }
 }
@@ -129,7 +139,7 @@ pub struct Controller {
     p: Params,
     rate: f64,
     integral: f64,
-    /// PI: the climb boost (1 to [`PI_BOOST_MAX`]).
+    /// PI: the climb boost (1 to `pi_boost_max`).
     boost: f64,
 }
 
@@ -177,7 +187,7 @@ impl Controller {
                     self.integral = clamped - p.pi_kp * e;
                 }
                 if far_below {
-                    self.boost = (self.boost * 2.0).min(PI_BOOST_MAX);
+                    self.boost = (self.boost * 2.0).min(p.pi_boost_max);
                 }
                 p.rate_at_share(clamped)
             }
@@ -450,5 +460,8 @@ mod tests {
         let mut p = pi();
         p.aimd_decrease = 1.0;
         assert_eq!(p.validate().unwrap_err().option, "--aimd-decrease");
+        let mut p = pi();
+        p.pi_boost_max = 0.5;
+        assert_eq!(p.validate().unwrap_err().option, "--pi-boost-max");
     }
 }

@@ -58,6 +58,8 @@ pub struct Options {
     pub pi_ki: f64,
     /// `--pi-margin`.
     pub pi_margin: f64,
+    /// `--pi-boost-max`.
+    pub pi_boost_max: f64,
     /// `--settle-band`.
     pub settle_band: f64,
     /// `--sweep`.
@@ -372,6 +374,7 @@ pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
     params.pi_kp = o.pi_kp;
     params.pi_ki = o.pi_ki;
     params.pi_margin = o.pi_margin;
+    params.pi_boost_max = o.pi_boost_max;
     params.validate()?;
     for (name, v, lo) in [
         ("--intervals", o.intervals, 3),
@@ -442,6 +445,7 @@ mod tests {
             pi_kp: 0.1,
             pi_ki: 0.15,
             pi_margin: 0.1,
+            pi_boost_max: 4.0,
             settle_band: 0.1,
             sweep_points: 5,
             sweep_repeat: 2,

@@ -291,6 +291,34 @@ fn throttle_bad_input_exits_2_and_names_the_option() {
             ],
             "--aggressor",
         ),
+        (
+            vec![
+                "--aggressor",
+                NULL_AGGRESSOR,
+                "--slo",
+                "p99 <= 2 x baseline",
+                "--max-rate",
+                "8M",
+                "--pi-boost-max",
+                "0.5",
+            ],
+            "--pi-boost-max",
+        ),
+        (
+            vec![
+                "--victim-exec",
+                "sleep 100",
+                "--victim-counters",
+                "software:nosuch",
+                "--aggressor",
+                NULL_AGGRESSOR,
+                "--slo",
+                "value <= 2 x baseline",
+                "--max-rate",
+                "8M",
+            ],
+            "--victim-counters",
+        ),
     ] {
         let (code, err, doc) = throttle(dir.path(), &args);
         assert_eq!(code, Some(2), "{args:?}: {err}");

@@ -102,6 +102,10 @@ pub struct Args {
     /// PI: slack aimed for (0.1: 10% inside the bound).
     #[arg(long, default_value_t = 0.1, value_name = "SHARE")]
     pub pi_margin: f64,
+    /// PI: largest factor on the integral gain while the victim stays far
+    /// inside its bound (doubles each such interval; 1: no boost).
+    #[arg(long, default_value_t = 4.0, value_name = "FACTOR")]
+    pub pi_boost_max: f64,
     /// Settled: the rate target stays within this share of the settled rate
     /// (the median of the loop's last third).
     #[arg(long, default_value_t = 0.1, value_name = "SHARE")]
@@ -163,6 +167,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         pi_kp: a.pi_kp,
         pi_ki: a.pi_ki,
         pi_margin: a.pi_margin,
+        pi_boost_max: a.pi_boost_max,
         settle_band: a.settle_band,
         sweep: a.sweep,
         sweep_points: a.sweep_points,
