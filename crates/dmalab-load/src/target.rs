@@ -17,22 +17,21 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     /// The user's input is at fault.
-    #[error(transparent)]
+    #[error("{0}")]
     Usage(#[from] UsageError),
     /// A system call failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// OS error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TargetError {
     let what = what.into();
-    move |source| TargetError::Io { what, source }
+    move |cause| TargetError::Io { what, cause }
 }
 
 /// What kind of target.

@@ -126,7 +126,7 @@ pub fn header_line(n: &NvmeInfo) -> String {
 
 fn nvme_err(e: dmalab_nvme::Error) -> EngineError {
     match e {
-        dmalab_nvme::Error::Io { what, source } => EngineError::Io { what, source },
+        dmalab_nvme::Error::Io { what, cause } => EngineError::Io { what, cause },
         dmalab_nvme::Error::Unsupported { what, detail } => EngineError::Unsupported {
             feature: what,
             detail,
