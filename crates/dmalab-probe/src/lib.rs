@@ -19,6 +19,7 @@ pub mod kernels;
 pub mod latency;
 pub mod loaded;
 pub mod mem;
+pub mod options;
 pub mod text;
 pub mod tsc;
 
