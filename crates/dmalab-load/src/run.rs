@@ -23,10 +23,10 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// The buffer.
-    #[error("DMA buffer: {0}")]
+    #[error("DMA buffer")]
     Buffer(#[from] crate::buffer::BufferError),
     /// An engine.
-    #[error("worker {worker}: {source}")]
+    #[error("worker {worker}")]
     Engine {
         /// Which worker.
         worker: usize,
@@ -35,7 +35,7 @@ pub enum RunError {
         source: engine::EngineError,
     },
     /// The pattern stream.
-    #[error("{0}")]
+    #[error(transparent)]
     Stream(#[from] crate::pattern::StreamError),
     /// Anything else.
     #[error("{0}")]

@@ -21,16 +21,15 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     /// The user's input is at fault.
-    #[error(transparent)]
+    #[error("{0}")]
     Usage(#[from] UsageError),
     /// A system call failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// OS error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The engine could not ready the device (formatting, connecting).
     #[error(transparent)]
@@ -39,7 +38,7 @@ pub enum TargetError {
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TargetError {
     let what = what.into();
-    move |source| TargetError::Io { what, source }
+    move |cause| TargetError::Io { what, cause }
 }
 
 /// What kind of target.

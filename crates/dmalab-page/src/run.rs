@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, thiserror::Error)]
 pub enum PageError {
     /// Bad input (exit 2).
-    #[error(transparent)]
+    #[error("{0}")]
     Usage(#[from] UsageError),
     /// Missing privilege.
     #[error("{0}")]
@@ -645,6 +645,23 @@ pub fn worker_main() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn page_errors_print_each_cause_once() {
+        let e = PageError::from(UsageError::new("--map", "bad"));
+        let u = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<UsageError>());
+        assert_eq!(u, Some(&UsageError::new("--map", "bad")));
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let e = crate::cgroup::CgroupError::Io {
+            what: "create cgroup",
+            path: "/sys/fs/cgroup/x".into(),
+            cause: io,
+        };
+        assert_eq!(
+            dmalab_core::error::chain_line(&e),
+            "create cgroup /sys/fs/cgroup/x: denied"
+        );
+    }
 
     #[test]
     fn oom_message_does_not_advise_the_swap_already_given() {

@@ -21,23 +21,28 @@ use crate::kernels;
 use crate::latency::halted;
 use crate::mem::{Buffer, PageKind, LINE};
 use crate::ProbeError;
-use dmalab_core::UsageError;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
 /// A traffic type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Traffic {
     /// All reads.
+    #[cfg_attr(feature = "clap", value(name = "R"))]
     R,
     /// 2 reads : 1 write.
+    #[cfg_attr(feature = "clap", value(name = "W2"))]
     W2,
     /// 3 reads : 1 write.
+    #[cfg_attr(feature = "clap", value(name = "W3"))]
     W3,
     /// 1 read : 1 write, in place.
+    #[cfg_attr(feature = "clap", value(name = "W5"))]
     W5,
     /// Non-temporal writes only.
+    #[cfg_attr(feature = "clap", value(name = "W6"))]
     W6,
     /// b = a.
     #[serde(rename = "copy")]
@@ -48,25 +53,6 @@ pub enum Traffic {
 }
 
 impl Traffic {
-    /// Parses `R`, `W2`, `W3`, `W5`, `W6`, `copy`, `triad`.
-    pub fn parse(option: &str, text: &str) -> Result<Self, UsageError> {
-        Ok(match text.to_ascii_lowercase().as_str() {
-            "r" => Self::R,
-            "w2" => Self::W2,
-            "w3" => Self::W3,
-            "w5" => Self::W5,
-            "w6" => Self::W6,
-            "copy" => Self::Copy,
-            "triad" => Self::Triad,
-            _ => {
-                return Err(UsageError::new(
-                    option,
-                    format!("'{text}' is not a traffic type; use R, W2, W3, W5, W6, copy or triad"),
-                ))
-            }
-        })
-    }
-
     /// Name as in MLC.
     pub fn name(self) -> &'static str {
         match self {
@@ -443,17 +429,6 @@ pub fn run_intervals(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn traffic_names_roundtrip() {
-        for t in ["R", "W2", "W3", "W5", "W6", "copy", "triad"] {
-            assert_eq!(Traffic::parse("--traffic", t).unwrap().name(), t);
-        }
-        assert_eq!(
-            Traffic::parse("--traffic", "W9").unwrap_err().option,
-            "--traffic"
-        );
-    }
 
     #[test]
     fn counts_bytes_by_ratio() {

@@ -20,6 +20,7 @@ pub mod kernels;
 pub mod latency;
 pub mod loaded;
 pub mod mem;
+pub mod options;
 pub mod text;
 
 use dmalab_core::UsageError;

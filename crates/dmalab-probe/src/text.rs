@@ -1,7 +1,7 @@
 //! Human summaries of probe results (what goes to stdout and to
 //! `--output-format text`).
 
-use crate::bandwidth::{BandwidthPlan, BandwidthResult};
+use crate::bandwidth::{BandwidthInterval, BandwidthPlan, BandwidthResult};
 use crate::latency::{IntervalFigures, LatencyPlan, LatencyResult};
 use crate::loaded::{LoadedPlan, LoadedPoint, LoadedResult};
 use dmalab_core::cpus::format_cpu_list;
@@ -89,6 +89,16 @@ pub fn interval_line(f: &IntervalFigures) -> String {
         o(f.p99_ns),
         o(f.p99_9_ns),
         o(f.max_ns)
+    )
+}
+
+/// One line of `probe bandwidth --interval`.
+pub fn bandwidth_interval_line(i: &BandwidthInterval) -> String {
+    format!(
+        "{:>5} {:>8.2} s  {}/s",
+        i.index,
+        i.start_ns as f64 / 1e9,
+        fmt_bytes(i.bw_bytes)
     )
 }
 

@@ -365,7 +365,7 @@ impl MsrReplay {
         for (i, line) in inp.lines().enumerate() {
             let line = line.map_err(|e| TraceError::Io {
                 path: path.into(),
-                source: e,
+                cause: e,
             })?;
             let t = line.trim();
             if t.is_empty() || t.starts_with('#') {

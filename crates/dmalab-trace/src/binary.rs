@@ -135,7 +135,7 @@ impl<R: Read> BinaryDecoder<R> {
                 Err(e) => {
                     return Err(TraceError::Io {
                         path: self.path.clone(),
-                        source: e,
+                        cause: e,
                     })
                 }
             }

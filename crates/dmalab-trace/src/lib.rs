@@ -76,12 +76,12 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum TraceError {
     /// An I/O error on the named file.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// The file.
         path: String,
-        /// What the OS said.
-        source: std::io::Error,
+        /// What the OS said (printed in the message, so not a `source()`).
+        cause: std::io::Error,
     },
     /// The input is not a valid trace.
     #[error("{path}: {message}")]
@@ -114,10 +114,10 @@ pub fn check_stop(n: u64) -> Result<(), TraceError> {
 }
 
 impl TraceError {
-    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+    pub(crate) fn io(path: &Path, cause: std::io::Error) -> Self {
         TraceError::Io {
             path: path.display().to_string(),
-            source,
+            cause,
         }
     }
 }
@@ -373,6 +373,15 @@ pub fn convert(input: &Path, output: &Path, to: Format) -> Result<ConvertStats, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_io_error_prints_its_cause_once() {
+        let e = TraceError::io(
+            Path::new("a.trace"),
+            std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied"),
+        );
+        assert_eq!(dmalab_core::error::chain_line(&e), "a.trace: denied");
+    }
 
     fn sample() -> Vec<Record> {
         let mut x = Record::transfer(Kind::Xfer, 5, DmaDir::FromMemory, 0x9000, 8192);

@@ -122,7 +122,7 @@ impl<R: BufRead> RecordSource for TextDecoder<R> {
                 .read_until(b'\n', &mut self.line)
                 .map_err(|e| TraceError::Io {
                     path: self.path.clone(),
-                    source: e,
+                    cause: e,
                 })?;
             if n == 0 {
                 return Ok(false);

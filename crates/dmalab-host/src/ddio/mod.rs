@@ -122,12 +122,12 @@ pub enum DdioError {
     #[error("{0}")]
     Usage(#[from] UsageError),
     /// A register or journal access failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// The error.
-        source: io::Error,
+        cause: io::Error,
     },
     /// A register did not hold the value written.
     #[error("{0}")]
@@ -139,7 +139,7 @@ pub enum DdioError {
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> DdioError {
     let what = what.into();
-    move |source| DdioError::Io { what, source }
+    move |cause| DdioError::Io { what, cause }
 }
 
 /// DDIO state of one root port.
@@ -670,7 +670,7 @@ impl Session {
             Err(e) => {
                 return Err(DdioError::Io {
                     what: format!("remove the DDIO journal {}", self.path.display()),
-                    source: e,
+                    cause: e,
                 })
             }
         }

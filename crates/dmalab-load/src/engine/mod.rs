@@ -197,22 +197,21 @@ pub enum EngineError {
         detail: String,
     },
     /// A system call failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// The OS error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
 impl EngineError {
     /// Shorthand for an [`EngineError::Io`].
-    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+    pub fn io(what: impl Into<String>, cause: std::io::Error) -> Self {
         EngineError::Io {
             what: what.into(),
-            source,
+            cause,
         }
     }
 }

@@ -36,6 +36,7 @@ use worker::run_thread;
 
 /// How accesses are timed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// Clock around many steps; mean only.
@@ -216,6 +217,27 @@ pub fn run(
         threads,
         intervals,
         matrix: Vec::new(),
+    };
+    Ok((result, warnings))
+}
+
+/// The NUMA latency matrix over every online node ([`matrix`]), with the
+/// timing calibration it was measured with, and warnings.
+pub fn run_matrix(plan: &LatencyPlan) -> Result<(LatencyResult, Vec<String>), ProbeError> {
+    let nodes = crate::mem::numa_nodes();
+    let (tsc, timer, mut warnings) = measure_timing();
+    if nodes.len() == 1 {
+        warnings.push(format!(
+            "this host has one NUMA node (node {}); the matrix is 1x1",
+            nodes[0]
+        ));
+    }
+    let matrix = matrix(plan, &nodes, &tsc, &timer)?;
+    let result = LatencyResult {
+        tsc,
+        timer,
+        matrix,
+        ..Default::default()
     };
     Ok((result, warnings))
 }

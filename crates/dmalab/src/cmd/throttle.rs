@@ -5,7 +5,7 @@ use crate::cmd::common::OutputArgs;
 use anyhow::Context;
 use dmalab_throttle::controller::Kind;
 use dmalab_throttle::plan::{resolve, Options};
-use dmalab_throttle::session::{self, SessionError, Setup};
+use dmalab_throttle::session::{self, Setup};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -199,10 +199,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             progress: &mut progress,
         },
     )
-    .map_err(|e| match e {
-        SessionError::Usage(u) => anyhow::Error::new(u),
-        other => anyhow::anyhow!(other),
-    })
     .context("dmalab throttle")?;
     let text = dmalab_throttle::report::text(&cfg, &result);
     print!("{text}");

@@ -141,7 +141,7 @@ fn nothing_written(output: &Path) -> ExitCode {
 fn out_err(option: &str, path: &Path) -> impl Fn(TraceError) -> anyhow::Error {
     let (option, path) = (option.to_string(), path.display().to_string());
     move |e| match e {
-        TraceError::Io { source, .. } => anyhow::anyhow!("{option}: cannot write {path}: {source}"),
+        TraceError::Io { cause, .. } => anyhow::anyhow!("{option}: cannot write {path}: {cause}"),
         other => anyhow::anyhow!("{option}: {path}: {other}"),
     }
 }
