@@ -187,6 +187,15 @@ mod tests {
         }
     }
 
+    /// clap's own consistency checks (duplicate flags, bad defaults,
+    /// conflicting settings) on the command as `main` builds it.
+    #[test]
+    fn cli_passes_clap_debug_assert() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        negative_values(Cli::command()).debug_assert();
+    }
+
     #[test]
     fn a_cause_already_in_the_message_is_not_repeated() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
