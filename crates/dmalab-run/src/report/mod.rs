@@ -149,54 +149,15 @@ fn bar_plot(res: &Results, victim: &str, cells: &[&Cell]) -> Option<String> {
             let x0 = cv.fx(group_w * gi as f64 + group_w * 0.1 + bar_w * li as f64);
             let bw = bar_w * cv.plot_w();
             let col = color(&labels, l);
-            if let Some(s) = &cell.summary {
-                let (y0, y1) = (cv.py(0.0), cv.py(s.mean));
-                let _ = write!(
-                    cv.body,
-                    r##"<rect x="{:.1}" y="{y1:.1}" width="{:.1}" height="{:.1}" fill="{col}" fill-opacity="0.55" stroke="{col}"><title>{} / {}: mean {} (n={})</title></rect>"##,
-                    x0 + 2.0,
-                    (bw - 4.0).max(1.0),
-                    (y0 - y1).max(0.0),
-                    esc(c),
-                    esc(l),
-                    esc(&fmt_value(s.mean, &unit)),
-                    s.n
-                );
-                let xm = x0 + bw / 2.0;
-                let _ = write!(
-                    cv.body,
-                    r##"<line x1="{xm:.1}" x2="{xm:.1}" y1="{:.1}" y2="{:.1}" class="whisker"/><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" class="whisker"/><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" class="whisker"/>"##,
-                    cv.py(s.ci_lo),
-                    cv.py(s.ci_hi),
-                    xm - 5.0,
-                    xm + 5.0,
-                    cv.py(s.ci_lo),
-                    cv.py(s.ci_lo),
-                    xm - 5.0,
-                    xm + 5.0,
-                    cv.py(s.ci_hi),
-                    cv.py(s.ci_hi)
-                );
-            }
-            for v in &cell.values {
-                k += 1;
-                let x = x0 + bw / 2.0 + jitter(k) * bw * 0.25;
-                let _ = write!(
-                    cv.body,
-                    r##"<circle cx="{x:.1}" cy="{:.1}" r="3" class="dot"><title>{}</title></circle>"##,
-                    cv.py(*v),
-                    esc(&fmt_value(*v, &unit))
-                );
-            }
-            if let Some(s) = cell.slowdown {
-                let _ = write!(
-                    cv.body,
-                    r##"<text x="{:.1}" y="{:.1}" class="small" text-anchor="middle">{:+.1}%</text>"##,
-                    x0 + bw / 2.0,
-                    cv.py(0.0) - 4.0,
-                    (s - 1.0) * 100.0
-                );
-            }
+            draw_bar(
+                &mut cv,
+                cell,
+                (x0, bw),
+                col,
+                (c.as_str(), l.as_str()),
+                &unit,
+                &mut k,
+            );
         }
     }
     cv.legend(
@@ -206,6 +167,68 @@ fn bar_plot(res: &Results, victim: &str, cells: &[&Cell]) -> Option<String> {
             .collect::<Vec<_>>(),
     );
     Some(cv.finish(&format!("bars: {victim}")))
+}
+
+/// One bar of a bar plot at `x0` and `bw` wide: the mean with its 95%
+/// interval, each run as a dot (`k` numbers the dots for their jitter),
+/// and the change against plain; `names` are the configuration and load.
+fn draw_bar(
+    cv: &mut Canvas,
+    cell: &Cell,
+    (x0, bw): (f64, f64),
+    col: &str,
+    names: (&str, &str),
+    unit: &str,
+    k: &mut usize,
+) {
+    if let Some(s) = &cell.summary {
+        let (y0, y1) = (cv.py(0.0), cv.py(s.mean));
+        let _ = write!(
+            cv.body,
+            r##"<rect x="{:.1}" y="{y1:.1}" width="{:.1}" height="{:.1}" fill="{col}" fill-opacity="0.55" stroke="{col}"><title>{} / {}: mean {} (n={})</title></rect>"##,
+            x0 + 2.0,
+            (bw - 4.0).max(1.0),
+            (y0 - y1).max(0.0),
+            esc(names.0),
+            esc(names.1),
+            esc(&fmt_value(s.mean, unit)),
+            s.n
+        );
+        let xm = x0 + bw / 2.0;
+        let _ = write!(
+            cv.body,
+            r##"<line x1="{xm:.1}" x2="{xm:.1}" y1="{:.1}" y2="{:.1}" class="whisker"/><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" class="whisker"/><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" class="whisker"/>"##,
+            cv.py(s.ci_lo),
+            cv.py(s.ci_hi),
+            xm - 5.0,
+            xm + 5.0,
+            cv.py(s.ci_lo),
+            cv.py(s.ci_lo),
+            xm - 5.0,
+            xm + 5.0,
+            cv.py(s.ci_hi),
+            cv.py(s.ci_hi)
+        );
+    }
+    for v in &cell.values {
+        *k += 1;
+        let x = x0 + bw / 2.0 + jitter(*k) * bw * 0.25;
+        let _ = write!(
+            cv.body,
+            r##"<circle cx="{x:.1}" cy="{:.1}" r="3" class="dot"><title>{}</title></circle>"##,
+            cv.py(*v),
+            esc(&fmt_value(*v, unit))
+        );
+    }
+    if let Some(s) = cell.slowdown {
+        let _ = write!(
+            cv.body,
+            r##"<text x="{:.1}" y="{:.1}" class="small" text-anchor="middle">{:+.1}%</text>"##,
+            x0 + bw / 2.0,
+            cv.py(0.0) - 4.0,
+            (s - 1.0) * 100.0
+        );
+    }
 }
 
 /// The first latency summary (an object with `buckets` of `lo_ns`/`hi_ns`/
