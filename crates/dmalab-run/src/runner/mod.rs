@@ -5,13 +5,11 @@
 //! reaches only `dmalab run`, which finishes the current run and stops;
 //! and a parent-death signal, so a killed `dmalab run` leaves no aggressor
 //! behind.
-
 //!
-//! One concern per module: [`validate`] (everything checked before the
-//! first run), [`results`] (the results file: header, resume, restart),
-//! [`spawn`] (child processes), [`aggressor`] and [`victim`] (with
-//! [`redis`], the redis recipe), [`evidence`] (the aggressor's live
-//! counters around the victim).
+//! One concern per module: `validate` (everything checked before the first
+//! run), `results` (the results file: header, resume, restart), `spawn`
+//! (child processes), `aggressor` and `victim` (with `redis`, the redis
+//! recipe), `evidence` (the aggressor's live counters around the victim).
 
 mod aggressor;
 mod evidence;
