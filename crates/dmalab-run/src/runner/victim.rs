@@ -360,10 +360,13 @@ pub(super) fn lookup_number(doc: &serde_json::Value, pointer: &str) -> Result<f6
     }
 }
 
+/// A value's JSON text, cut to 80 bytes (at a character boundary) with an
+/// ellipsis.
 fn short(v: &serde_json::Value) -> String {
     let s = v.to_string();
     if s.len() > 80 {
-        format!("{}…", &s[..80])
+        let end = (0..=80).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+        format!("{}…", &s[..end])
     } else {
         s
     }
@@ -386,6 +389,20 @@ mod tests {
         let e = lookup_number(&doc, "/result/nothing/here").unwrap_err();
         assert!(e.contains("keys at '/result': per_access, threads"), "{e}");
         assert!(lookup_number(&doc, "/result/threads")
+            .unwrap_err()
+            .contains("not a number"));
+    }
+
+    /// Regression: the summary of a non-number cut the JSON text at byte
+    /// 80, which panicked when a character straddled it.
+    #[test]
+    fn short_does_not_split_a_character() {
+        let v = serde_json::json!([format!("{}é", "x".repeat(77))]);
+        assert_eq!(v.to_string().len(), 83);
+        let s = short(&v);
+        assert_eq!(s, format!("[\"{}…", "x".repeat(77)));
+        let doc = serde_json::json!({"result": {"name": v}});
+        assert!(lookup_number(&doc, "/result/name")
             .unwrap_err()
             .contains("not a number"));
     }
