@@ -80,6 +80,24 @@ fn unknown_flag_of_a_dmalab_command_is_refused_with_its_line() {
     assert!(err.contains("--no-such-flag"), "{err}");
 }
 
+/// Regression: a value the aggressor's command refuses through clap was
+/// reported with the last line of clap's message ("For more information,
+/// try '--help'.") instead of its error line.
+#[test]
+fn aggressor_value_refused_by_clap_names_the_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = write(
+        dir.path(),
+        "e.toml",
+        "[[aggressor]]\nname = \"x\"\nengine = \"null\"\nworkers = \"zz\"\n\n[[victim]]\nname = \"a\"\ncommand = \"idle\"\nduration = \"1s\"\n",
+    );
+    let err = common::assert_usage_error([Path::new("run"), exp.as_path()], "e.toml:1:");
+    assert!(
+        err.contains("refused it: invalid value 'zz' for '--workers"),
+        "{err}"
+    );
+}
+
 #[test]
 fn failing_and_timed_out_victims_are_recorded() {
     let dir = tempfile::tempdir().unwrap();

@@ -290,13 +290,7 @@ fn dry_run_aggressors(exp: &Experiment, exe: &Path, val: &Validated) -> Result<(
                     .map_err(|e| RunError::Other(format!("cannot run {}: {e}", exe.display())))?;
                 if !out.status.success() {
                     let err = String::from_utf8_lossy(&out.stderr);
-                    let last = err
-                        .lines()
-                        .rev()
-                        .find(|l| !l.trim().is_empty())
-                        .unwrap_or("")
-                        .trim();
-                    let last = last.strip_prefix("dmalab: error: ").unwrap_or(last);
+                    let last = refusal(&err);
                     return Err(usage(
                         at(exp, a.line),
                         format!("aggressor '{}' in configuration '{}': `dmalab {} --dry-run` refused it: {last}", a.name, c.name, w.join(" ")),
@@ -306,6 +300,26 @@ fn dry_run_aggressors(exp: &Experiment, exe: &Path, val: &Validated) -> Result<(
         }
     }
     Ok(())
+}
+
+/// Why a child refused, from its stderr: its error line (dmalab's own
+/// `dmalab: error: ...`, or clap's `error: ...` above its usage hint)
+/// without the prefix, else its last line.
+fn refusal(stderr: &str) -> &str {
+    let lines = || {
+        stderr
+            .lines()
+            .rev()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+    };
+    lines()
+        .find_map(|l| {
+            l.strip_prefix("dmalab: error: ")
+                .or_else(|| l.strip_prefix("error: "))
+        })
+        .or_else(|| lines().next())
+        .unwrap_or("")
 }
 
 #[cfg(test)]
@@ -328,6 +342,24 @@ mod tests {
         assert!(v.accepts(&["probe", "latency"], "runtime"));
         assert!(!v.accepts(&["probe", "latency"], "bs"));
         assert!(!v.accepts(&["load"], "runtime"), "another command");
+    }
+
+    /// Regression: a value clap refused (`workers = "zz"`) was reported as
+    /// "refused it: For more information, try '--help'.", the last line
+    /// of clap's message, instead of clap's error line.
+    #[test]
+    fn dry_run_refusal_is_the_error_line_not_clap_help_hint() {
+        let clap = "error: invalid value 'zz' for '--workers <N>': invalid digit found in string\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            refusal(clap),
+            "invalid value 'zz' for '--workers <N>': invalid digit found in string"
+        );
+        assert_eq!(
+            refusal("dmalab: warning: x\ndmalab: error: --bs: must be a power of two\n"),
+            "--bs: must be a power of two"
+        );
+        assert_eq!(refusal("something odd\n\n"), "something odd");
+        assert_eq!(refusal(""), "");
     }
 
     #[test]
