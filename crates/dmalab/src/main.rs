@@ -263,6 +263,15 @@ mod tests {
         }
     }
 
+    /// clap's own consistency checks (duplicate flags, bad defaults,
+    /// conflicting settings) on the command as `main` builds it.
+    #[test]
+    fn cli_passes_clap_debug_assert() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        negative_values(Cli::command()).debug_assert();
+    }
+
     #[test]
     fn a_chain_prints_each_cause_once() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");

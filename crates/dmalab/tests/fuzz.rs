@@ -221,7 +221,7 @@ fn seeds(ext: &str) -> Vec<Vec<u8>> {
         fuzz_dir().join("seeds"),
         fuzz_dir().join("regressions"),
         repo().join("examples"),
-        repo().join("tests/fixtures"),
+        repo().join("tests/fixtures/page"),
     ] {
         let Ok(rd) = std::fs::read_dir(&dir) else {
             continue;

@@ -17,7 +17,7 @@ static HOST: Mutex<()> = Mutex::new(());
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
+        .join("../../tests/fixtures/page")
         .join(name)
 }
 

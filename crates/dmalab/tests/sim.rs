@@ -11,7 +11,7 @@ fn stdout(out: &std::process::Output) -> String {
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../dmalab-sim/tests/fixtures")
+        .join("../../tests/fixtures/sim")
         .join(name)
 }
 
