@@ -31,6 +31,9 @@ pub struct MockConfig {
     pub devices: u32,
     /// Memory per device, bytes.
     pub mem_bytes: u64,
+    /// Memory per device already in use by others, bytes (an allocation
+    /// fails with `CUDA_ERROR_OUT_OF_MEMORY` beyond `mem_bytes - used_bytes`).
+    pub used_bytes: u64,
     /// The copy (counted from 1 over the process) that fails.
     pub fail_copy: Option<u64>,
     /// The directory that stands for `/sys` when reading the devices' link
@@ -44,6 +47,7 @@ impl Default for MockConfig {
             gbps: 25.0,
             devices: 1,
             mem_bytes: 16 << 30,
+            used_bytes: 0,
             fail_copy: None,
             sysfs: None,
         }
@@ -52,8 +56,8 @@ impl Default for MockConfig {
 
 impl MockConfig {
     /// Parses the options after `mock:`, comma separated: a bare number is
-    /// the bandwidth in GB/s; `devices=N`, `mem=SIZE`, `fail-copy=N`,
-    /// `sysfs=DIR`.
+    /// the bandwidth in GB/s; `devices=N`, `mem=SIZE`, `used=SIZE`,
+    /// `fail-copy=N`, `sysfs=DIR`.
     pub fn parse(opts: &str) -> Result<Self, String> {
         let mut c = MockConfig::default();
         for o in opts.split(',').filter(|o| !o.is_empty()) {
@@ -73,6 +77,10 @@ impl MockConfig {
                     c.mem_bytes =
                         dmalab_core::units::parse_size("mem", v).map_err(|e| bad(&e.message))?;
                 }
+                Some(("used", v)) => {
+                    c.used_bytes =
+                        dmalab_core::units::parse_size("used", v).map_err(|e| bad(&e.message))?;
+                }
                 Some(("fail-copy", v)) => {
                     c.fail_copy = Some(
                         v.parse()
@@ -82,11 +90,9 @@ impl MockConfig {
                     );
                 }
                 Some(("sysfs", v)) => c.sysfs = Some(PathBuf::from(v)),
-                Some(_) => {
-                    return Err(bad(
-                        "unknown; use GBPS, devices=N, mem=SIZE, fail-copy=N or sysfs=DIR",
-                    ))
-                }
+                Some(_) => return Err(bad(
+                    "unknown; use GBPS, devices=N, mem=SIZE, used=SIZE, fail-copy=N or sysfs=DIR",
+                )),
             }
         }
         Ok(c)
@@ -173,7 +179,7 @@ impl MockDriver {
                 init: false,
                 retained: vec![0; n],
                 allocs: HashMap::new(),
-                used: vec![0; n],
+                used: vec![cfg.used_bytes; n],
                 next_dptr: 0x7f00_0000_0000,
                 registered: HashMap::new(),
                 streams: HashMap::new(),
@@ -536,7 +542,8 @@ mod tests {
 
     #[test]
     fn options_parse_and_bad_ones_are_named() {
-        let c = MockConfig::parse("12.5,devices=2,mem=1G,fail-copy=3").unwrap();
+        let c = MockConfig::parse("12.5,devices=2,mem=1G,used=512M,fail-copy=3").unwrap();
+        assert_eq!(c.used_bytes, 512 << 20);
         assert_eq!(c.gbps, 12.5);
         assert_eq!(c.devices, 2);
         assert_eq!(c.mem_bytes, 1 << 30);
@@ -572,7 +579,8 @@ mod tests {
         });
         assert_eq!(m.init(), Err(CuError::NO_DEVICE));
         let m = MockDriver::new(MockConfig {
-            mem_bytes: 1 << 20,
+            mem_bytes: 2 << 20,
+            used_bytes: 1 << 20,
             ..MockConfig::default()
         });
         m.init().unwrap();
