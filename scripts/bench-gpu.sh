@@ -115,11 +115,20 @@ C
 have_loop=1
 cc -O2 -o "$out/memcpy-loop" "$out/memcpy-loop.c" -ldl 2>"$out/cc.err" || { have_loop=0; echo "no C compiler for the cuMemcpyAsync loop: $(head -1 "$out/cc.err")" >&2; }
 
-load() { # DIRECTION JSON [extra flags...]
+load() { # DIRECTION JSON [extra flags...]; $lrt: seconds, default --runtime
   local dir=$1 json=$2; shift 2
   "$dmalab" load --engine gpu --target "gpu:$gpu" --direction "$dir" --pattern single \
     --bs "$bs" --max-blocks 1 --buffer "$buffer" --size "$(( bs_b * iodepth ))" \
-    --iodepth "$iodepth" --runtime "${runtime}s" -q --output "$json" "$@" >/dev/null
+    --iodepth "$iodepth" --runtime "${lrt:-$runtime}s" -q --output "$json" "$@" >/dev/null
+}
+rate_line() { # PCT JSON
+  python3 - "$@" <<'PY'
+import json, sys
+pct, path = sys.argv[1], sys.argv[2]
+c = json.load(open(path))["result"]["rate_check"]
+print(f"  {pct}% ({c['target_per_s'] / 1e9:.2f} GB/s): max window error "
+      f"{c['window_max_error_pct']:.3f}% over {len(c['windows_per_s'])} windows")
+PY
 }
 field() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; print(eval(sys.argv[2], {}, {"r": r}))' "$@"; }
 
@@ -150,13 +159,13 @@ echo "rate error in 1 s windows (direction write), goal <= 1%:"
 for pct in 10 50 90; do
   rate=$(python3 -c "print(int(${peak[write]} * $pct / 100))")
   load write "$out/rate-$pct.json" --rate "$rate"
-  field "$out/rate-$pct.json" 'f"  {'"$pct"'}% ({r[\"rate_check\"][\"target_per_s\"]/1e9:.2f} GB/s): max window error {r[\"rate_check\"][\"window_max_error_pct\"]:.3f}% over {len(r[\"rate_check\"][\"windows_per_s\"])} windows"'
+  rate_line "$pct" "$out/rate-$pct.json"
 done
 
 echo "probe latency beside a full-speed device-to-host load:"
-load write "$out/beside.json" --runtime "$(( runtime + 4 ))s" &
+lrt=$((runtime + 4)) load write "$out/beside.json" &
 lp=$!
 sleep 2
 "$dmalab" probe latency --interval 1s --runtime "${runtime}s" 2>&1 | sed 's/^/  /'
 wait "$lp"
-echo "  (load beside it: $(field "$out/beside.json" 'f"{r[\"rates\"][\"data_bw_bytes\"]/1e9:.2f} GB/s"'))"
+echo "  (load beside it: $(field "$out/beside.json" 'round(r["rates"]["data_bw_bytes"] / 1e9, 2)') GB/s)"
