@@ -218,10 +218,12 @@ fn a_rate_limit_paces_the_copies() {
             "100M/s",
             "--runtime",
             "3",
-            "-q",
         ],
     );
     assert_eq!(code, 0, "{err}");
+    // The per-second lines on stderr, as for every engine.
+    let lines = err.lines().filter(|l| l.contains("commands/s")).count();
+    assert!(lines >= 2, "{err}");
     let j = json.unwrap();
     let c = &j["result"]["rate_check"];
     assert_eq!(c["unit"], "bytes", "{c}");
