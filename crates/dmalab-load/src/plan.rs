@@ -113,6 +113,9 @@ pub struct Plan {
     /// (errors name `--size`, not `--region`). Not part of the result.
     #[serde(skip)]
     pub region_from_target: bool,
+    /// The GPU engine's part (`--gpus`); None for other engines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<crate::engine::gpu::GpuPlan>,
 }
 
 impl Plan {
@@ -335,6 +338,7 @@ mod tests {
             trace: None,
             buffer_checksum: false,
             region_from_target: false,
+            gpu: None,
         }
     }
 

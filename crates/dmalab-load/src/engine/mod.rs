@@ -62,6 +62,7 @@ use dmalab_core::UsageError;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub mod gpu;
 pub mod null;
 pub mod nvme;
 pub mod uring;
@@ -140,6 +141,8 @@ pub enum EngineKind {
     Nvme,
     /// Moves no data; every command completes at once (tests the tool itself).
     Null,
+    /// GPU copy engines: copies between the buffer and GPU memory (CUDA driver).
+    Gpu,
 }
 
 impl EngineKind {
@@ -149,6 +152,7 @@ impl EngineKind {
             EngineKind::IoUring => "io_uring",
             EngineKind::Nvme => "nvme",
             EngineKind::Null => "null",
+            EngineKind::Gpu => "gpu",
         }
     }
 }
@@ -335,6 +339,7 @@ pub fn driver(kind: EngineKind) -> Box<dyn Driver> {
         EngineKind::IoUring => Box::new(uring::UringDriver::default()),
         EngineKind::Nvme => Box::new(nvme::NvmeDriver::default()),
         EngineKind::Null => Box::new(null::NullDriver),
+        EngineKind::Gpu => Box::new(gpu::GpuDriver::default()),
     }
 }
 
