@@ -375,7 +375,8 @@ extern "C" {
 /// 1 MiB and 256 commands per 10 ms, until killed.
 #[test]
 fn fake_aggressor_entry() {
-    use dmalab_load::live::{monotonic_ns, LiveStats};
+    use dmalab_core::sys::clock::monotonic_ns;
+    use dmalab_load::live::LiveStats;
     let Ok(path) = std::env::var("DMALAB_FAKE_LIVE_STATS") else {
         return;
     };
