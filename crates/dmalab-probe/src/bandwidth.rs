@@ -456,10 +456,14 @@ mod tests {
         let mut seen = Vec::new();
         let r = run_intervals(&plan, &mut |i| seen.push(i.clone())).unwrap();
         assert!(seen.len() >= 3, "{seen:?}");
+        // A 20 ms interval may see nothing on a loaded 2-CPU machine (the
+        // thread was not scheduled in it): numbering and the sum are the
+        // rules, not a non-zero figure in every interval.
         assert!(seen
             .iter()
             .enumerate()
-            .all(|(k, i)| i.index == k as u64 && i.bw_bytes > 0.0));
+            .all(|(k, i)| i.index == k as u64 && i.bw_bytes >= 0.0));
+        assert!(seen.iter().any(|i| i.bw_bytes > 0.0), "{seen:?}");
         let moved: f64 = seen
             .iter()
             .map(|i| i.bw_bytes * i.interval_ns as f64 / 1e9)
