@@ -256,8 +256,14 @@ impl DramConfig {
     /// A preset by name: `ddr4-3200`, `ddr5-4800`, `ddr2-800`.
     pub fn preset(name: &str) -> Result<Self, ConfigError> {
         let (timing, bank_groups, banks_per_group, row_bytes) = match name {
-            // JEDEC DDR4-3200AA (22-22-22), x8 devices, 8-chip rank: 1 KiB
-            // page a chip, 8 KiB a rank.
+            // JEDEC DDR4-3200AA (22-22-22), x8 8 Gb devices, 8-chip rank: 1
+            // KiB page a chip, 8 KiB a rank. JESD79-4 speed bin and AC
+            // timing tables (as in Micron's 8Gb DDR4 x8 datasheet,
+            // MT40A1G8): tRRD_S 4 nCK, tRRD_L max(4 nCK, 4.9 ns) = 8,
+            // tFAW (1 KiB page) 21 ns = 34, tWTR_S max(2 nCK, 2.5 ns) = 4,
+            // tWTR_L max(4 nCK, 7.5 ns) = 12, tRFC1 (8 Gb) 350 ns = 560,
+            // tREFI 7.8 us = 12480. DRAMsim3's DDR4_8Gb_x8_3200.ini has the
+            // same values; Ramulator 2's DDR4_3200AA too, but tRFC 360 ns.
             "ddr4-3200" => (
                 DramTiming {
                     tck_ps: 625,
@@ -285,6 +291,11 @@ impl DramConfig {
             ),
             // JEDEC DDR5-4800B (40-39-39), one 32-bit sub-channel of x8
             // devices: 4 chips, 4 KiB a row; BL16 moves a 64-byte line.
+            // JESD79-5 (as in Micron's 16Gb DDR5 datasheet): tRRD_S 8 nCK,
+            // tRRD_L max(8 nCK, 5 ns) = 12, tFAW (1 KiB page) 32 nCK,
+            // tWTR_S max(4 nCK, 2.5 ns) = 6, tWTR_L max(16 nCK, 10 ns) =
+            // 24, tRFC1 (16 Gb) 295 ns = 710, tREFI 3.9 us = 9375 (all-bank
+            // refresh; DDR5's same-bank refresh is not modelled).
             "ddr5-4800" => (
                 DramTiming {
                     tck_ps: 416,
@@ -311,7 +322,9 @@ impl DramConfig {
                 4096,
             ),
             // DDR2-800 (5-5-5), the paper's memory generation; 8 banks, no
-            // bank groups, 8 KiB rank rows.
+            // bank groups, 8 KiB rank rows. JESD79-2F, 1 Gb x8 (1 KiB
+            // page): tRRD 7.5 ns = 3, tFAW 37.5 ns = 15, tWTR 7.5 ns = 3,
+            // tRFC 127.5 ns = 51, tREFI 7.8 us = 3120.
             "ddr2-800" => (
                 DramTiming {
                     tck_ps: 2500,

@@ -247,6 +247,7 @@ fn resolve(p: &ParamArgs) -> anyhow::Result<(SimConfig, Vec<Scheme>)> {
                 .map_err(|e| UsageError::new("--params", format!("{file}: {}", e.message)))?
         }
     };
+    let mut pairs = Vec::new();
     for s in &p.sets {
         let (k, v) = s.split_once('=').ok_or_else(|| {
             UsageError::new(
@@ -254,9 +255,11 @@ fn resolve(p: &ParamArgs) -> anyhow::Result<(SimConfig, Vec<Scheme>)> {
                 format!("'{s}' is not KEY=VALUE (e.g. llc.size_bytes=4M)"),
             )
         })?;
-        cfg.set(k.trim(), v.trim())
-            .map_err(|e| UsageError::new("--set", e.to_string()))?;
+        pairs.push((k.trim(), v.trim()));
     }
+    // Checked once after all are applied, so their order does not matter.
+    cfg.set_all(pairs)
+        .map_err(|e| UsageError::new("--set", e.to_string()))?;
     let schemes = if p.schemes.is_empty() {
         Scheme::paper_set()
     } else {
