@@ -9,10 +9,13 @@
 //!   [`engine`] replays a trace through one [`scheme::Scheme`] and counts.
 //! - [`synth`]: fixed-seed synthetic workloads and MSR Cambridge replay.
 //! - [`run`]: every scheme on one trace, parameter sweeps, paper orderings.
+//! - [`dramcheck`]: request streams that check [`dram`] against DRAMsim3
+//!   and Ramulator 2.
 
 pub mod cache;
 pub mod config;
 pub mod dram;
+pub mod dramcheck;
 pub mod engine;
 pub mod run;
 pub mod scheme;
