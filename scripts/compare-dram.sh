@@ -66,7 +66,7 @@ timed() { # FILE CMD...: runs CMD, appends its JSON line with the run's seconds
     t0=$(date +%s.%N)
     line=$("$@")
     t1=$(date +%s.%N)
-    echo "${line%\}},\"wall_s\":$(echo "$t1 - $t0" | bc)}" >>"$out"
+    echo "${line%\}},\"wall_s\":$(printf "%.3f" "$(echo "$t1 - $t0" | bc)")}" >>"$out"
 }
 : >"$work/rows.jsonl"
 for s in $STREAMS; do

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
   }
   const uint64_t gap = std::stoull(argv[3]);
   const uint64_t slots = std::stoull(argv[4]);
-  auto config = Ramulator::parse_config_file(argv[1]);
+  auto config = Ramulator::Config::parse_config_file(argv[1]);
   auto* fe = Ramulator::Factory::create_frontend(config);
   auto* ms = Ramulator::Factory::create_memory_system(config);
   fe->connect_memory_system(ms);
@@ -60,7 +60,9 @@ int main(int argc, char** argv) {
       const uint64_t at = clk;
       bool ok = fe->receive_external_requests(
           w ? Ramulator::Request::Type::Write : Ramulator::Request::Type::Read, a, 0,
-          [&, at](Ramulator::Request&) {
+          // Ramulator 2 calls back for writes too, when their WR issues.
+          [&, at, w](Ramulator::Request&) {
+            if (w) return;
             lat_sum += double(clk - at);
             reads_done++;
             outstanding--;

@@ -237,9 +237,9 @@ pub struct DramConfig {
     #[serde(default)]
     pub write_policy: WritePolicy,
     /// With FR-FCFS, the most column commands a row serves after its ACT
-    /// while a request to another row of the bank waits; then the row may
-    /// be precharged although hits wait (DRAMsim3 uses 4). 0: no cap (as
-    /// Ramulator 2).
+    /// while a request to another row of the bank waits; then no more hits
+    /// to it are scheduled and the waiting request's PRE goes next
+    /// (DRAMsim3 uses 4). 0: no cap (as Ramulator 2).
     #[serde(default)]
     pub row_hit_cap: u32,
     /// At most one command (ACT, PRE, RD, WR, REF) per clock on the command

@@ -270,6 +270,8 @@ struct Bank {
     hits: u32,
     /// Plan stamp: a queued request hits the open row (see `plan`).
     hit_waits: u64,
+    /// Plan stamp: a queued request wants another row of this bank.
+    conflict_waits: u64,
 }
 
 /// Constraints of a bank group (same-group tCCD_L, tWTR_L, tRRD_L) or of
@@ -418,6 +420,7 @@ impl Dram {
                     closed_for_conflict: false,
                     hits: 0,
                     hit_waits: 0,
+                    conflict_waits: 0,
                 };
                 nbanks
             ],
@@ -588,6 +591,14 @@ impl Dram {
         let b = &self.banks[r.bank as usize];
         let g = &self.groups[(r.bank >> self.bg_shift) as usize];
         let at = if b.open == r.row {
+            if self.hit_cap > 0
+                && b.hits >= self.hit_cap
+                && b.conflict_waits == self.stamp
+                && self.sched == Scheduler::FrFcfs
+            {
+                // The row has had its share: the waiting conflict goes next.
+                return (Cmd::Col, NEVER);
+            }
             let (x, y, z) = if write {
                 (b.wr, g.wr, self.rank.wr)
             } else {
@@ -639,7 +650,8 @@ impl Dram {
         }
     }
 
-    /// Marks the banks whose open row a queued request of `q` hits.
+    /// Marks the banks whose open row a queued request of `q` hits, and
+    /// those for which one wants another row.
     #[inline]
     fn mark_hits(&mut self, write: bool) {
         let q = if write { &self.wq } else { &self.rq };
@@ -648,6 +660,8 @@ impl Dram {
             let b = &mut self.banks[r.bank as usize];
             if b.open == r.row {
                 b.hit_waits = self.stamp;
+            } else if b.open != NO_ROW {
+                b.conflict_waits = self.stamp;
             }
         }
     }
