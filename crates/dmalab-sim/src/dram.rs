@@ -950,4 +950,51 @@ mod tests {
         assert!(d.finish() > 0);
         assert_eq!(d.stats().writes, 4);
     }
+
+    #[test]
+    fn refresh_holds_off_activates_for_trfc() {
+        let mut c = ddr4();
+        let tck = 625;
+        let (refi, rfc) = (u64::from(c.timing.trefi), u64::from(c.timing.trfc));
+        let mut d = Dram::new(&c, 64).unwrap();
+        // A read to a closed bank arriving just as the refresh is due: REF
+        // at tREFI, then ACT tRFC later.
+        let (a, _) = d.read(0, refi * tck);
+        assert_eq!(d.completion(a), (refi + rfc + 22 + 22 + 4) * tck);
+        assert_eq!(d.stats().refreshes, 1);
+        // Switched off: the same read is served at once.
+        c.timing.trefi = 0;
+        let mut d = Dram::new(&c, 64).unwrap();
+        let (a, _) = d.read(0, refi * tck);
+        assert_eq!(d.completion(a), (refi + 22 + 22 + 4) * tck);
+        assert_eq!(d.stats().refreshes, 0);
+    }
+
+    #[test]
+    fn tfaw_and_trrd_space_activates() {
+        let mut c = ddr4();
+        c.timing.trefi = 0;
+        let tck = 625;
+        // Five reads to five banks of different groups where possible, all
+        // at 0: ACTs at 0, 4 (tRRD_S), 8, 12, then the fifth waits for the
+        // first's tFAW window (34).
+        let lines = [0u64, 8192, 2 * 8192, 3 * 8192, 4 * 8192];
+        let mut d = Dram::new(&c, 64).unwrap();
+        let t: Vec<_> = lines.iter().map(|&a| d.read(a, 0).0).collect();
+        let done: Vec<u64> = t.iter().map(|&k| d.completion(k) / tck).collect();
+        // Bank 4 * 8192 is bank 1 of group 0 (after groups 0-3): tRRD_L
+        // from the ACT at 0 is long past; tFAW decides (34), and the fourth
+        // read's RD (12 + 22) holds the command bus then, so the ACT issues
+        // at 35.
+        assert_eq!(done[..4], [48, 52, 56, 60]);
+        assert_eq!(done[4], 35 + 22 + 22 + 4, "{done:?}");
+        // Without tFAW (and tRRD) the fifth ACT follows the fourth at once.
+        c.timing.tfaw = 0;
+        c.timing.trrd_s = 0;
+        c.timing.trrd_l = 0;
+        let mut d = Dram::new(&c, 64).unwrap();
+        let t: Vec<_> = lines.iter().map(|&a| d.read(a, 0).0).collect();
+        let done2: Vec<u64> = t.iter().map(|&k| d.completion(k) / tck).collect();
+        assert!(done2[4] < done[4], "{done2:?} vs {done:?}");
+    }
 }
