@@ -997,4 +997,24 @@ mod tests {
         let done2: Vec<u64> = t.iter().map(|&k| d.completion(k) / tck).collect();
         assert!(done2[4] < done[4], "{done2:?} vs {done:?}");
     }
+
+    #[test]
+    fn write_policies_differ_on_a_lone_write() {
+        use crate::config::WritePolicy;
+        // One write, then a read much later: under `watermark` the write
+        // waits for company (below the low watermark), under `ramulator`
+        // and `drain` it is written while no read waits.
+        for (policy, written) in [
+            (WritePolicy::Watermark, 0),
+            (WritePolicy::Ramulator, 1),
+            (WritePolicy::Drain, 1),
+        ] {
+            let mut c = ddr4();
+            c.write_policy = policy;
+            let mut d = Dram::new(&c, 64).unwrap();
+            d.write(1 << 20, 0);
+            d.advance(1_000_000);
+            assert_eq!(d.stats().writes, written, "{policy:?}");
+        }
+    }
 }
