@@ -13,10 +13,13 @@
 //! - [`select`]: the parameter set, overrides and schemes a run asks for,
 //!   checked as user input; [`report`]: the result documents of
 //!   `dmalab sim compare` and `sweep` and their text.
+//! - [`dramcheck`]: request streams that check [`dram`] against DRAMsim3
+//!   and Ramulator 2.
 
 pub mod cache;
 pub mod config;
 pub mod dram;
+pub mod dramcheck;
 pub mod engine;
 pub mod report;
 pub mod run;

@@ -48,6 +48,7 @@ impl ParamChoice {
                 })?
             }
         };
+        let mut pairs = Vec::new();
         for s in &self.sets {
             let (k, v) = s.split_once('=').ok_or_else(|| {
                 UsageError::new(
@@ -55,9 +56,11 @@ impl ParamChoice {
                     format!("'{s}' is not KEY=VALUE (e.g. llc.size_bytes=4M)"),
                 )
             })?;
-            cfg.set(k.trim(), v.trim())
-                .map_err(|e| UsageError::new("--set", e.to_string()))?;
+            pairs.push((k.trim(), v.trim()));
         }
+        // Checked once after all are applied, so their order does not matter.
+        cfg.set_all(pairs)
+            .map_err(|e| UsageError::new("--set", e.to_string()))?;
         let schemes = if self.schemes.is_empty() {
             Scheme::paper_set()
         } else {

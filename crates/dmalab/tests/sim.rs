@@ -360,4 +360,37 @@ fn synth_text_is_the_converted_binary_trace() {
     assert_eq!(stat(&bin), stat(&txt));
     assert!(stat(&txt).contains("dma_transfers "));
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+/// Issue 16 item 7: `--set` options were checked one by one, so
+/// `--set llc.ways=1 --set llc.ddio_ways=1` failed on the first (ddio_ways
+/// still 4 > ways 1) while the reverse order worked. The set is now checked
+/// once, after all of them.
+#[test]
+fn set_llc_ways_1_then_ddio_ways_1_was_refused() {
+    for order in [
+        ["llc.ways=1", "llc.ddio_ways=1"],
+        ["llc.ddio_ways=1", "llc.ways=1"],
+    ] {
+        let out = dmalab()
+            .args(["sim", "params", "--set", order[0], "--set", order[1]])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{order:?}: {err}");
+        let text = stdout(&out);
+        assert!(text.contains("ddio_ways = 1"), "{text}");
+    }
+    // A set that is wrong after all of them still fails, naming --set.
+    let out = dmalab()
+        .args([
+            "sim",
+            "params",
+            "--set",
+            "llc.ways=1",
+            "--set",
+            "llc.ddio_ways=2",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("llc.ddio_ways"));
 }
