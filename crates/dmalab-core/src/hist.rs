@@ -149,6 +149,26 @@ pub struct LatencySummary {
     pub hdr_v2_base64: String,
 }
 
+impl LatencySummary {
+    /// A summary holding only `(lo_ns, hi_ns, count)` buckets and their
+    /// sample count: what the text tables read (their tests, and results
+    /// rebuilt from exported buckets).
+    pub fn from_buckets(buckets: &[(u64, u64, u64)]) -> Self {
+        LatencySummary {
+            samples: buckets.iter().map(|b| b.2).sum(),
+            buckets: buckets
+                .iter()
+                .map(|&(lo_ns, hi_ns, count)| Bucket {
+                    lo_ns,
+                    hi_ns,
+                    count,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+}
+
 /// fio's percentile key format: `99.900000`.
 pub fn percentile_key(p: f64) -> String {
     format!("{p:.6}")

@@ -117,21 +117,9 @@ pub fn columns(hists: &[(&str, &LatencySummary)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hist::Bucket;
 
     fn summary(buckets: &[(u64, u64, u64)]) -> LatencySummary {
-        LatencySummary {
-            samples: buckets.iter().map(|b| b.2).sum(),
-            buckets: buckets
-                .iter()
-                .map(|&(lo_ns, hi_ns, count)| Bucket {
-                    lo_ns,
-                    hi_ns,
-                    count,
-                })
-                .collect(),
-            ..Default::default()
-        }
+        LatencySummary::from_buckets(buckets)
     }
 
     #[test]

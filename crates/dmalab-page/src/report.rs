@@ -550,18 +550,7 @@ mod tests {
     }
 
     fn summary(buckets: &[(u64, u64, u64)]) -> LatencySummary {
-        LatencySummary {
-            samples: buckets.iter().map(|b| b.2).sum(),
-            buckets: buckets
-                .iter()
-                .map(|&(lo_ns, hi_ns, count)| dmalab_core::hist::Bucket {
-                    lo_ns,
-                    hi_ns,
-                    count,
-                })
-                .collect(),
-            ..Default::default()
-        }
+        LatencySummary::from_buckets(buckets)
     }
 
     #[test]

@@ -316,21 +316,8 @@ mod tests {
         assert!(percentiles(&sum).contains("p99"));
     }
 
-    /// Buckets spread over several half-octaves, one of them merged from
-    /// two buckets, and a gap.
     fn sample_summary(buckets: &[(u64, u64, u64)]) -> LatencySummary {
-        LatencySummary {
-            samples: buckets.iter().map(|b| b.2).sum(),
-            buckets: buckets
-                .iter()
-                .map(|&(lo_ns, hi_ns, count)| dmalab_core::hist::Bucket {
-                    lo_ns,
-                    hi_ns,
-                    count,
-                })
-                .collect(),
-            ..Default::default()
-        }
+        LatencySummary::from_buckets(buckets)
     }
 
     #[test]

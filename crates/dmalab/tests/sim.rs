@@ -360,6 +360,8 @@ fn synth_text_is_the_converted_binary_trace() {
     assert_eq!(stat(&bin), stat(&txt));
     assert!(stat(&txt).contains("dma_transfers "));
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+}
+
 /// Issue 16 item 7: `--set` options were checked one by one, so
 /// `--set llc.ways=1 --set llc.ddio_ways=1` failed on the first (ddio_ways
 /// still 4 > ways 1) while the reverse order worked. The set is now checked
