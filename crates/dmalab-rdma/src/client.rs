@@ -82,18 +82,6 @@ impl std::fmt::Display for RdmaOp {
     }
 }
 
-/// Where the remote offset of each command comes from (`--device-offsets`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RemoteOffsets {
-    /// Always offset 0 (perftest's one address).
-    Same,
-    /// Advancing by each message's length, wrapping at the buffer's end.
-    Sequential,
-    /// A uniformly random message-aligned offset.
-    Random,
-}
-
 /// `--target` of the rdma engine.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -139,11 +127,9 @@ pub struct ClientConfig {
     pub iodepth: u32,
     /// The largest message, bytes (`--bs` x the most blocks of a command).
     pub max_msg_bytes: u32,
-    /// Remote buffer: loopback allocates it; with a peer, the range of the
-    /// server's buffer used (None: all of it).
-    pub remote_buffer_bytes: Option<u64>,
-    /// Remote offsets.
-    pub offsets: RemoteOffsets,
+    /// The remote region commands address (`--rdma-remote-buffer`):
+    /// loopback allocates it; a peer must serve at least this much.
+    pub remote_buffer_bytes: u64,
     /// Post writes no longer than the QP's inline limit as inline data (the
     /// CPU copies them; the NIC does not read memory for them).
     pub inline: bool,
@@ -151,8 +137,8 @@ pub struct ClientConfig {
     pub sysfs_root: PathBuf,
 }
 
-/// Default remote buffer in loopback.
-pub const DEFAULT_LOOPBACK_BUFFER: u64 = 64 << 20;
+/// Default remote region (`dmalab rdma serve`'s default buffer).
+pub const DEFAULT_REMOTE_BUFFER: u64 = 64 << 20;
 
 impl ClientConfig {
     /// Checks what can be checked without the device.
@@ -178,23 +164,17 @@ impl ClientConfig {
                 "an RDMA message carries at least one byte",
             ));
         }
-        if let Some(r) = self.remote_buffer_bytes {
-            if r < u64::from(self.max_msg_bytes) {
-                return Err(UsageError::new(
-                    "--rdma-remote-buffer",
-                    format!(
-                        "{r} bytes is smaller than one {}-byte message: use at least the message size",
-                        self.max_msg_bytes
-                    ),
-                ));
-            }
+        let r = self.remote_buffer_bytes;
+        if r < u64::from(self.max_msg_bytes) {
+            return Err(UsageError::new(
+                "--rdma-remote-buffer",
+                format!(
+                    "{r} bytes is smaller than one {}-byte message: use at least the message size",
+                    self.max_msg_bytes
+                ),
+            ));
         }
         Ok(())
-    }
-
-    fn remote_len_loopback(&self) -> u64 {
-        self.remote_buffer_bytes
-            .unwrap_or(DEFAULT_LOOPBACK_BUFFER.max(u64::from(self.max_msg_bytes)))
     }
 }
 
@@ -233,7 +213,6 @@ pub struct Client {
     before: Option<Snapshot>,
     moved: Mutex<Moved>,
     first_error: Mutex<Option<String>>,
-    remote_len: Mutex<Option<u64>>,
 }
 
 impl Client {
@@ -252,7 +231,7 @@ impl Client {
         }
         let (loop_buf, loop_mr) = match cfg.target {
             PeerTarget::Loopback => {
-                let b = RawBuffer::new(cfg.remote_len_loopback(), 0, "--rdma-remote-buffer")?;
+                let b = RawBuffer::new(cfg.remote_buffer_bytes, 0, "--rdma-remote-buffer")?;
                 // SAFETY: b outlives the MR (field order in Client).
                 let mr = unsafe {
                     MemoryRegion::register(&ctx, b.ptr(), b.len(), "--rdma-remote-buffer")?
@@ -271,7 +250,6 @@ impl Client {
             before,
             moved: Mutex::new(Moved::default()),
             first_error: Mutex::new(None),
-            remote_len: Mutex::new(None),
         })
     }
 
@@ -304,7 +282,6 @@ impl Client {
             slot_qp: Vec::new(),
             slot_len: Vec::new(),
             rng: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
-            next_offset: 0,
             next_qp: 0,
             moved: Moved::default(),
             wc: vec![sys::ibv_wc::default(); self.cfg.iodepth.max(1) as usize],
@@ -343,18 +320,17 @@ impl Client {
                     let mut s = connect_tcp(addr)?;
                     let ours = qp.endpoint(&self.local[0], self.cfg.max_msg_bytes);
                     let theirs = handshake::client(addr, &mut s, &ours)?;
-                    if let Some(want) = self.cfg.remote_buffer_bytes {
-                        if want > theirs.len {
-                            return Err(UsageError::new(
-                                "--rdma-remote-buffer",
-                                format!(
-                                    "{want} bytes is more than the {} bytes {addr} serves: use at most that, \
-                                     or serve a larger --buffer",
-                                    theirs.len
-                                ),
-                            )
-                            .into());
-                        }
+                    let want = self.cfg.remote_buffer_bytes;
+                    if want > theirs.len {
+                        return Err(UsageError::new(
+                            "--rdma-remote-buffer",
+                            format!(
+                                "{want} bytes is more than the {} bytes {addr} serves: use \
+                                 --rdma-remote-buffer {} or less, or serve a larger --buffer",
+                                theirs.len, theirs.len
+                            ),
+                        )
+                        .into());
                     }
                     qp.connect(&theirs)?;
                     w.remote.push(theirs);
@@ -362,9 +338,6 @@ impl Client {
                     w.streams.push(s);
                 }
             }
-        }
-        if let (Ok(mut r), Some(e)) = (self.remote_len.lock(), w.remote.first()) {
-            *r = Some(w.remote_len(e));
         }
         w.slot_op = vec![sys::IBV_WR_RDMA_WRITE; self.cfg.iodepth as usize];
         w.slot_qp = vec![0; self.cfg.iodepth as usize];
@@ -388,10 +361,9 @@ impl Client {
                 PeerTarget::Peer(p) => p.clone(),
             },
             op: self.cfg.op.to_string(),
-            remote_offsets: self.cfg.offsets,
             qps_per_worker: self.cfg.qps,
             qps: self.cfg.qps as usize * workers,
-            remote_buffer_bytes: self.remote_len.lock().ok().and_then(|r| *r),
+            remote_buffer_bytes: self.cfg.remote_buffer_bytes,
             inline: self.cfg.inline,
             moved,
             memory: MemorySides {
@@ -467,14 +439,12 @@ pub struct ClientFacts {
     pub target: String,
     /// `--rdma-op`.
     pub op: String,
-    /// `--device-offsets` as applied to the remote buffer.
-    pub remote_offsets: RemoteOffsets,
     /// Queue pairs per worker.
     pub qps_per_worker: u32,
     /// Queue pairs in all.
     pub qps: usize,
-    /// Bytes of the remote buffer used.
-    pub remote_buffer_bytes: Option<u64>,
+    /// Bytes of the remote region addressed.
+    pub remote_buffer_bytes: u64,
     /// Small writes posted inline.
     pub inline: bool,
     /// Operations and bytes each way, counted from successful completions.
@@ -507,7 +477,6 @@ pub struct Worker {
     slot_qp: Vec<u16>,
     slot_len: Vec<u32>,
     rng: u64,
-    next_offset: u64,
     next_qp: usize,
     moved: Moved,
     wc: Vec<sys::ibv_wc>,
@@ -533,32 +502,6 @@ impl Worker {
         x.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
-    fn remote_len(&self, e: &Endpoint) -> u64 {
-        match (
-            self.client.cfg.target.clone(),
-            self.client.cfg.remote_buffer_bytes,
-        ) {
-            (PeerTarget::Peer(_), Some(want)) => want.min(e.len),
-            _ => e.len,
-        }
-    }
-
-    fn remote_offset(&mut self, len: u64, remote_len: u64) -> u64 {
-        let slots = (remote_len / len.max(1)).max(1);
-        match self.client.cfg.offsets {
-            RemoteOffsets::Same => 0,
-            RemoteOffsets::Sequential => {
-                if self.next_offset + len > remote_len {
-                    self.next_offset = 0;
-                }
-                let o = self.next_offset;
-                self.next_offset += len;
-                o
-            }
-            RemoteOffsets::Random => (self.next_rand() % slots) * len,
-        }
-    }
-
     fn choose_op(&mut self) -> u32 {
         match self.client.cfg.op {
             RdmaOp::Write => sys::IBV_WR_RDMA_WRITE,
@@ -574,7 +517,7 @@ impl Worker {
     }
 
     /// Posts one message of `len` bytes at `addr`, inside local piece
-    /// `piece`, for `slot`.
+    /// `piece`, to `remote_offset` in the remote region, for `slot`.
     ///
     /// # Safety
     /// `addr..addr+len` lies inside that piece of the registered buffer.
@@ -584,6 +527,7 @@ impl Worker {
         piece: usize,
         addr: *mut u8,
         len: u32,
+        remote_offset: u64,
     ) -> Result<(), RdmaError> {
         let s = slot as usize;
         if s >= self.slot_op.len() {
@@ -620,8 +564,13 @@ impl Worker {
             )));
         }
         let remote = self.remote[q];
-        let rlen = self.remote_len(&remote);
-        let off = self.remote_offset(u64::from(len), rlen);
+        let off = remote_offset;
+        if off.saturating_add(u64::from(len)) > self.client.cfg.remote_buffer_bytes {
+            return Err(RdmaError::Usage(UsageError::new(
+                "--rdma-remote-buffer",
+                format!("a {len}-byte message at remote offset {off} ends past the remote region"),
+            )));
+        }
         let op = self.choose_op();
         let mut sge = sys::ibv_sge {
             addr: addr as u64,
@@ -662,6 +611,7 @@ impl Worker {
     ) -> Result<(), RdmaError> {
         let start = Instant::now();
         let mut got = 0;
+        let mut idle = 0u32;
         let mut fatal = None;
         loop {
             let n = self.cq.poll(&mut self.wc)?;
@@ -713,7 +663,16 @@ impl Worker {
                 break;
             }
             if n == 0 {
-                std::hint::spin_loop();
+                // Soft-RoCE completes in the kernel on the same CPUs: after
+                // a short spin, give them up rather than starve it.
+                idle += 1;
+                if idle > 64 {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            } else {
+                idle = 0;
             }
         }
         if let Some(f) = fatal {
@@ -816,8 +775,7 @@ mod tests {
             qps: 2,
             iodepth: 8,
             max_msg_bytes: 65536,
-            remote_buffer_bytes: None,
-            offsets: RemoteOffsets::Sequential,
+            remote_buffer_bytes: DEFAULT_REMOTE_BUFFER,
             inline: false,
             sysfs_root: PathBuf::from("/sys/class/infiniband"),
         }
@@ -833,7 +791,7 @@ mod tests {
         c.iodepth = 1;
         assert_eq!(c.validate().unwrap_err().option, "--iodepth");
         let mut c = cfg();
-        c.remote_buffer_bytes = Some(4096);
+        c.remote_buffer_bytes = 4096;
         let e = c.validate().unwrap_err();
         assert_eq!(e.option, "--rdma-remote-buffer");
         assert!(

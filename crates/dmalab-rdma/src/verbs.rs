@@ -244,9 +244,10 @@ impl Context {
                 let g = (i < len).then(|| self.query_gid(i)).flatten();
                 match g {
                     Some(g) if g != [0; 16] || !roce => (i, g),
-                    _ => return Err(UsageError::new(
-                        "--gid-index",
-                        format!(
+                    _ => {
+                        return Err(UsageError::new(
+                            "--gid-index",
+                            format!(
                             "{} port {} has no GID at index {i} (valid: {}): see `show_gids` or \
                                  /sys/class/infiniband/{}/ports/{}/gids/",
                             self.name,
@@ -255,8 +256,9 @@ impl Context {
                             self.name,
                             self.port
                         ),
-                    )
-                    .into()),
+                        )
+                        .into())
+                    }
                 }
             }
             None if !roce => (0, self.query_gid(0).unwrap_or([0; 16])),

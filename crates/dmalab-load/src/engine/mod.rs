@@ -52,6 +52,7 @@ use std::time::Duration;
 
 pub mod null;
 pub mod nvme;
+pub mod rdma;
 pub mod uring;
 
 /// What a command does, from the *device's* point of view.
