@@ -383,6 +383,12 @@ impl Client {
     }
 }
 
+/// Checks that a `dmalab rdma serve` listens at `addr` (connects and
+/// closes; the server does not count it as a client). Errors name `--target`.
+pub fn check_reachable(addr: &str) -> Result<(), RdmaError> {
+    connect_tcp(addr).map(drop)
+}
+
 fn connect_tcp(addr: &str) -> Result<TcpStream, RdmaError> {
     let addrs: Vec<_> = addr
         .to_socket_addrs()

@@ -147,9 +147,10 @@ pub fn serve(
                 Ok((stream, peer)) => {
                     let (ctx, mr, records) = (&ctx, &mr, &records);
                     scope.spawn(move || {
-                        let rec = serve_client(ctx, mr, stream, peer, stop, log);
-                        if let Ok(mut r) = records.lock() {
-                            r.push(rec);
+                        if let Some(rec) = serve_client(ctx, mr, stream, peer, stop, log) {
+                            if let Ok(mut r) = records.lock() {
+                                r.push(rec);
+                            }
                         }
                     });
                 }
@@ -198,7 +199,7 @@ fn serve_client(
     peer: SocketAddr,
     stop: &AtomicBool,
     log: &(dyn Fn(&str) + Sync),
-) -> ClientRecord {
+) -> Option<ClientRecord> {
     let start = Instant::now();
     let name = peer.to_string();
     let mut rec = ClientRecord {
@@ -209,6 +210,13 @@ fn serve_client(
         done: None,
         error: None,
     };
+    // A client's reachability check connects and closes at once: not a
+    // client, nothing to record.
+    let _ = s.set_nonblocking(false);
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    if matches!(s.peek(&mut [0u8; 1]), Ok(0)) {
+        return None;
+    }
     let r = (|| -> Result<Option<Done>, RdmaError> {
         s.set_nonblocking(false)
             .map_err(|e| RdmaError::io("socket", e))?;
@@ -302,7 +310,7 @@ fn serve_client(
             rec.error = Some(e.to_string());
         }
     }
-    rec
+    Some(rec)
 }
 
 impl ServeReport {
