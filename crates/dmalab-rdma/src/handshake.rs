@@ -457,7 +457,8 @@ mod tests {
 
     #[test]
     fn every_endpoint_field_is_checked() {
-        let cases: Vec<(Box<dyn Fn(&mut Endpoint)>, &str)> = vec![
+        type Spoil = Box<dyn Fn(&mut Endpoint)>;
+        let cases: Vec<(Spoil, &str)> = vec![
             (Box::new(|e| e.link_layer = 7), "link layer 7"),
             (Box::new(|e| e.qp_num = 0), "QP number 0"),
             (Box::new(|e| e.qp_num = 1 << 24), "QP number"),

@@ -350,6 +350,18 @@ fn library() -> String {
     std::env::var("DMALAB_IBVERBS_LIB").unwrap_or_else(|_| LIBRARY.to_string())
 }
 
+/// A symbol's address as the function pointer type `F`.
+///
+/// # Safety
+/// `p` is the address of a function whose C prototype `F` spells; `F` is a
+/// function pointer type (the size check below holds on every target Linux
+/// runs on).
+unsafe fn fn_from<F: Copy>(p: *mut c_void) -> F {
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: same size (checked); the caller guarantees the prototype.
+    unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) }
+}
+
 fn load() -> Result<Verbs, String> {
     let name = std::ffi::CString::new(library())
         .map_err(|_| "a library name with a NUL byte".to_string())?;
@@ -368,9 +380,8 @@ fn load() -> Result<Verbs, String> {
                 return Err(format!("symbol {} missing: {}", $name, dl_error()));
             }
             // SAFETY: the symbol is the libibverbs function of that name,
-            // whose C prototype the field's type spells (verbs.h); function
-            // and data pointers have the same size on the targets Linux runs on.
-            unsafe { std::mem::transmute::<*mut c_void, _>(p) }
+            // whose C prototype the field's type spells (verbs.h).
+            unsafe { fn_from(p) }
         }};
     }
     Ok(Verbs {
