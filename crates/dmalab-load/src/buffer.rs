@@ -12,7 +12,8 @@ use std::path::PathBuf;
 pub const PIECE_LIMIT: u64 = 1 << 30;
 
 /// `--hugepages`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum HugePages {
     /// Ordinary 4 KiB pages.
@@ -20,11 +21,11 @@ pub enum HugePages {
     /// Transparent huge pages (madvise(MADV_HUGEPAGE) on a 2 MiB aligned range).
     Thp,
     /// 2 MiB hugetlb pages (reserved for the run, given back afterwards).
-    #[value(name = "2m")]
+    #[cfg_attr(feature = "clap", value(name = "2m"))]
     #[serde(rename = "2m")]
     H2m,
     /// 1 GiB hugetlb pages (reserved for the run, given back afterwards).
-    #[value(name = "1g")]
+    #[cfg_attr(feature = "clap", value(name = "1g"))]
     #[serde(rename = "1g")]
     H1g,
 }
@@ -51,6 +52,27 @@ pub enum Fill {
         /// The seed.
         seed: u64,
     },
+}
+
+impl Fill {
+    /// Parses `zero`, `random` or `random:SEED`; `option` names the flag in
+    /// errors.
+    pub fn parse(option: &str, text: &str) -> Result<Fill, dmalab_core::UsageError> {
+        use dmalab_core::UsageError;
+        match text.split_once(':') {
+            None if text == "zero" => Ok(Fill::Zero),
+            None if text == "random" => Ok(Fill::Random { seed: 0 }),
+            Some(("random", seed)) => {
+                seed.parse().map(|seed| Fill::Random { seed }).map_err(|_| {
+                    UsageError::new(option, format!("'{seed}' is not a seed; use random:NUMBER"))
+                })
+            }
+            _ => Err(UsageError::new(
+                option,
+                format!("'{text}' is not a fill; use zero, random or random:SEED"),
+            )),
+        }
+    }
 }
 
 /// Errors setting the buffer up.
@@ -379,6 +401,24 @@ fn reserve_hugetlb(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fill_spellings() {
+        assert_eq!(Fill::parse("--fill", "zero").unwrap(), Fill::Zero);
+        assert_eq!(
+            Fill::parse("--fill", "random").unwrap(),
+            Fill::Random { seed: 0 }
+        );
+        assert_eq!(
+            Fill::parse("--fill", "random:7").unwrap(),
+            Fill::Random { seed: 7 }
+        );
+        assert_eq!(
+            Fill::parse("--fill", "random:x").unwrap_err().option,
+            "--fill"
+        );
+        assert_eq!(Fill::parse("--fill", "ones").unwrap_err().option, "--fill");
+    }
 
     #[test]
     fn pieces_cover_buffer() {

@@ -13,6 +13,8 @@ pub mod engine;
 pub mod limiter;
 pub mod live;
 pub mod pattern;
+pub mod plan;
 pub mod result;
 pub mod run;
 pub mod target;
+pub mod worker;

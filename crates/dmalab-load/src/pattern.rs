@@ -13,7 +13,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 /// `--pattern`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum Pattern {
     /// One block per command, walking the buffer sequentially.
@@ -37,7 +38,8 @@ impl Pattern {
 }
 
 /// `--device-offsets`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum DeviceOffsets {
     /// Always offset 0 (the thesis' reads of block 0).
@@ -70,6 +72,25 @@ pub struct StreamConfig {
     pub device_offsets: DeviceOffsets,
     /// Seed of the random choices.
     pub seed: u64,
+}
+
+impl StreamConfig {
+    /// Blocks of `bs` in one command: 1 for `single`, `max_blocks` for
+    /// `random` and `full`, 0 for patterns that move no data. The one rule
+    /// of command size: the stream, [`Plan::validate`](crate::plan::Plan::validate)
+    /// and the engines' transfer-limit checks all use it.
+    pub fn command_blocks(&self) -> u64 {
+        match self.pattern {
+            Pattern::Single => 1,
+            Pattern::Random | Pattern::Full => u64::from(self.max_blocks),
+            Pattern::Flush | Pattern::Noop => 0,
+        }
+    }
+
+    /// Bytes one data command moves (0 for flush and noop).
+    pub fn command_bytes(&self) -> u64 {
+        self.command_blocks() * self.bs_bytes
+    }
 }
 
 /// Why a stream cannot be built (the caller maps these to usage errors).
@@ -114,12 +135,8 @@ impl PatternStream {
     /// a piece) and the region.
     pub fn new(cfg: StreamConfig) -> Result<Self, StreamError> {
         let bs = cfg.bs_bytes;
-        let cmd_blocks = match cfg.pattern {
-            Pattern::Single => 1,
-            Pattern::Random | Pattern::Full => u64::from(cfg.max_blocks),
-            Pattern::Flush | Pattern::Noop => 0,
-        };
-        let command_bytes = cmd_blocks * bs;
+        let cmd_blocks = cfg.command_blocks();
+        let command_bytes = cfg.command_bytes();
         let mut starts = Vec::new();
         if cmd_blocks > 0 {
             let piece_blocks = cfg.piece_bytes / bs;

@@ -226,9 +226,11 @@ pub struct LoadResult {
     /// brings back the same checksum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffer_sha256: Option<String>,
-    /// Identify Controller/Namespace of the target (nvme engine only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nvme: Option<dmalab_nvme::NvmeInfo>,
+    /// What the engine reports about its device, each under its own key
+    /// (`nvme`: Identify Controller/Namespace of the target; see
+    /// [`Driver::facts`](crate::engine::Driver::facts)).
+    #[serde(flatten)]
+    pub engine_facts: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// What `--trace` recorded.

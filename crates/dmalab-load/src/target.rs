@@ -6,6 +6,10 @@
 //! all, which would make storage reads a memset. It is removed afterwards
 //! (on drop, also after an error or an interrupt) unless `keep`.
 
+use crate::engine::{parent_dir, EngineKind, TargetInfo, TargetRequest};
+use crate::plan::Plan;
+use dmalab_core::host::DeviceInfo;
+use dmalab_core::safety::{check_write_target, Origin};
 use dmalab_core::UsageError;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -28,6 +32,9 @@ pub enum TargetError {
         #[source]
         source: std::io::Error,
     },
+    /// The engine could not ready the device (formatting, connecting).
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TargetError {
@@ -154,73 +161,174 @@ pub fn create(path: &Path, size: u64, option: &str) -> Result<PreparedTarget, Ta
     Ok(t)
 }
 
-/// An existing file or device.
-pub fn existing(path: &Path, nvme: bool) -> Result<PreparedTarget, TargetError> {
+/// What a file or block device target is, for the engines that take one
+/// (`io_uring`, and `null`, which never creates it). `engine` names the
+/// engine in messages. A path that does not exist is a file to create with
+/// `--size` bytes; no path is a scratch file (or nothing, for `null`).
+pub fn inspect_file_or_block(
+    req: &TargetRequest,
+    engine: EngineKind,
+) -> Result<TargetInfo, UsageError> {
+    let creates = engine != EngineKind::Null;
+    let create_size = || -> Result<u64, UsageError> {
+        match req.size_bytes {
+            Some(0) => Err(UsageError::new("--size", "must be greater than 0")),
+            _ => Ok(req.create_bytes()),
+        }
+    };
+    let Some(path) = &req.target else {
+        return Ok(TargetInfo {
+            path: None,
+            exists: false,
+            kind: if creates { "file" } else { "none" }.into(),
+            size_bytes: create_size()?,
+            logical_block_size: logical_block_size(&std::env::temp_dir()),
+            creates,
+        });
+    };
+    if !path.exists() {
+        let parent = parent_dir(path);
+        if !parent.is_dir() {
+            return Err(UsageError::new(
+                "--target",
+                format!(
+                    "{} does not exist, so a file cannot be created in it",
+                    parent.display()
+                ),
+            ));
+        }
+        return Ok(TargetInfo {
+            path: Some(path.clone()),
+            exists: false,
+            kind: "file".into(),
+            size_bytes: create_size()?,
+            logical_block_size: logical_block_size(&parent),
+            creates,
+        });
+    }
+    if path.is_dir() {
+        return Err(UsageError::new(
+            "--target",
+            format!(
+                "{} is a directory; name a file in it (dmalab creates and removes it) or a block device",
+                path.display()
+            ),
+        ));
+    }
+    let d = DeviceInfo::describe(path)
+        .ok_or_else(|| UsageError::new("--target", format!("cannot use {}", path.display())))?;
+    if d.kind == "char" {
+        return Err(UsageError::new(
+            "--target",
+            format!(
+                "{} is a character device; only --engine nvme takes one (/dev/ngXnY)",
+                path.display()
+            ),
+        ));
+    }
+    let info = TargetInfo {
+        path: Some(path.clone()),
+        exists: true,
+        kind: if d.kind == "block" { "block" } else { "file" }.into(),
+        size_bytes: d.size_bytes,
+        logical_block_size: d.logical_block_size.max(512),
+        creates: false,
+    };
+    check_size_of_existing(req, &info)?;
+    Ok(info)
+}
+
+/// `--size` only sizes a file dmalab creates: naming another size for an
+/// existing target is a mistake worth stopping for.
+pub fn check_size_of_existing(req: &TargetRequest, info: &TargetInfo) -> Result<(), UsageError> {
+    if let (Some(s), Some(p)) = (req.size_bytes, &info.path) {
+        if s != info.size_bytes {
+            return Err(UsageError::new(
+                "--size",
+                format!(
+                    "{} already exists ({} bytes); --size only sizes a file dmalab creates: use --region to limit the part used",
+                    p.display(),
+                    info.size_bytes
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The safety guard before a run that makes the device write host data
+/// to an existing target: only what the user named with `--allow-destroy`
+/// and what passes every check of `dmalab_core::safety`.
+pub fn check_storage_write(
+    plan: &Plan,
+    exists: bool,
+    allow_destroy: Option<&Path>,
+) -> Result<(), UsageError> {
+    if !plan.writes_storage() || !exists {
+        return Ok(());
+    }
+    let Some(p) = &plan.target else {
+        return Ok(());
+    };
+    check_write_target(p, Origin::Existing, allow_destroy).map_err(|r| {
+        UsageError::new(
+            if allow_destroy.is_some() {
+                "--allow-destroy"
+            } else {
+                "--target"
+            },
+            r.to_string(),
+        )
+    })?;
+    Ok(())
+}
+
+/// The prepared target of a file or block device run: a scratch file, a
+/// file created at the path, or the existing file or device.
+pub fn prepare_file_or_block(info: &TargetInfo, keep: bool) -> Result<PreparedTarget, TargetError> {
+    let mut t = match (&info.path, info.exists) {
+        (None, _) => scratch(info.size_bytes)?,
+        (Some(p), false) => create(p, info.size_bytes, "--target")?,
+        (Some(p), true) => existing(p)?,
+    };
+    if t.created && keep {
+        t.keep();
+        eprintln!("dmalab: keeping {}", t.path.display());
+    }
+    Ok(t)
+}
+
+/// An existing regular file or block device, opened once with O_DIRECT to
+/// see that it takes direct I/O.
+pub fn existing(path: &Path) -> Result<PreparedTarget, TargetError> {
     let meta = fs::metadata(path)
         .map_err(|e| UsageError::new("--target", format!("cannot use {}: {e}", path.display())))?;
     let ft = meta.file_type();
-    let kind = if ft.is_file() {
-        TargetKind::File
+    let (kind, size) = if ft.is_file() {
+        (TargetKind::File, meta.len())
     } else if ft.is_block_device() {
-        TargetKind::Block
-    } else if ft.is_char_device() {
-        if !nvme {
-            return Err(UsageError::new(
-                "--target",
-                format!("{} is a character device; only --engine nvme takes one (an NVMe generic device /dev/ngXnY)", path.display()),
-            )
-            .into());
-        }
-        TargetKind::Char
+        let f = File::open(path).map_err(io(format!("open {}", path.display())))?;
+        let mut size = 0u64;
+        // SAFETY: BLKGETSIZE64 writes one u64 into our variable.
+        unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64, &mut size) };
+        (TargetKind::Block, size)
     } else {
         return Err(UsageError::new(
             "--target",
             format!(
-                "{} is neither a regular file nor a device; name a file or a block device",
+                "{} is neither a regular file nor a block device; name a file or a block device",
                 path.display()
             ),
         )
         .into());
     };
-    if nvme && kind != TargetKind::Char {
-        return Err(UsageError::new(
-            "--target",
-            format!(
-                "--engine nvme needs an NVMe generic character device (/dev/ngXnY), not {}",
-                path.display()
-            ),
-        )
-        .into());
-    }
-    let (size, lbs) = match kind {
-        TargetKind::File => (meta.len(), logical_block_size(path)),
-        TargetKind::Block => {
-            let f = File::open(path).map_err(io(format!("open {}", path.display())))?;
-            let mut size = 0u64;
-            // SAFETY: BLKGETSIZE64 writes one u64 into our variable.
-            unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64, &mut size) };
-            (size, logical_block_size(path))
-        }
-        TargetKind::Char => {
-            let block = dmalab_core::safety::block_device_for_nvme_generic(path);
-            let d = block
-                .as_deref()
-                .and_then(dmalab_core::host::DeviceInfo::describe);
-            (
-                d.as_ref().map_or(0, |d| d.size_bytes),
-                d.map_or(512, |d| d.logical_block_size.max(512)),
-            )
-        }
-    };
-    if kind != TargetKind::Char {
-        check_direct(path, "--target")?;
-    }
+    check_direct(path, "--target")?;
     Ok(PreparedTarget {
         path: path.to_path_buf(),
         kind,
         created: false,
         size_bytes: size,
-        logical_block_size: lbs,
+        logical_block_size: logical_block_size(path),
         keep: true,
         dir: None,
     })
@@ -229,8 +337,10 @@ pub fn existing(path: &Path, nvme: bool) -> Result<PreparedTarget, TargetError> 
 /// `_IOR(0x12, 114, size_t)`.
 const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 
-fn logical_block_size(path: &Path) -> u64 {
-    dmalab_core::host::DeviceInfo::describe(path)
+/// The logical block size of the device holding `path` (512 at least, and
+/// when unknown).
+pub fn logical_block_size(path: &Path) -> u64 {
+    DeviceInfo::describe(path)
         .map(|d| d.logical_block_size)
         .filter(|&b| b >= 512)
         .unwrap_or(512)

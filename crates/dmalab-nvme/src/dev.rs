@@ -332,6 +332,22 @@ fn fmt_bytes(b: u64) -> String {
 }
 
 impl NvmeInfo {
+    /// One line naming the namespace, for the head of a load summary.
+    pub fn summary_line(&self) -> String {
+        let f = self.namespace.current_format();
+        format!(
+            "nvme: {} (serial {}, firmware {}), nsid {}, LBA format {} = {} B blocks ({}), max {} B per command (MDTS)\n",
+            self.controller.model,
+            self.controller.serial,
+            self.controller.firmware,
+            self.nsid,
+            f.map_or(0, |f| f.index),
+            self.lba_size_bytes,
+            f.map_or("?", |f| f.relative_performance.label()),
+            self.max_transfer_bytes,
+        )
+    }
+
     /// The human view (`dmalab info nvme`, and the head of a load summary).
     pub fn render_text(&self) -> String {
         let c = &self.controller;

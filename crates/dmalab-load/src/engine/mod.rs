@@ -1,7 +1,15 @@
-//! The engine interface: how one worker's commands reach a device.
+//! The engine interface: what a target is for an engine, and how one
+//! worker's commands reach the device.
 //!
-//! One small trait, one module per engine, one factory `match` ([`open`]).
-//! An engine owns one submission/completion queue (an io_uring ring, or a
+//! Two small traits, one module per engine, one factory `match`
+//! ([`driver`]). A [`Driver`] owns an engine's whole lifecycle for one run:
+//! it inspects the target, checks the resolved plan against the device,
+//! prepares the target, describes the device for the result, and opens one
+//! [`Engine`] per worker. The binary calls these steps in order and knows
+//! no engine by name; adding an engine is one module plus one arm here
+//! (see `docs/engines.md`).
+//!
+//! An [`Engine`] owns one submission/completion queue (an io_uring ring, or a
 //! synchronous ioctl loop) for one worker. The worker loop above it knows
 //! nothing about rings: it queues commands into free slots, then asks the
 //! engine to submit and hand back completions.
@@ -11,8 +19,8 @@
 //! **What an engine gets** ([`EngineSpec`], handed to its `open` function):
 //! * `target`: the path to open. For `io_uring` a regular file or block
 //!   device (opened `O_DIRECT`); for `nvme` the NVMe generic character
-//!   device `/dev/ngXnY`. **The caller has already applied the safety guard**
-//!   (`dmalab_core::safety::check_write_target`, which for `/dev/ngXnY`
+//!   device `/dev/ngXnY`. **The driver's preflight has already applied the
+//!   safety guard** (`target::check_storage_write`, which for `/dev/ngXnY`
 //!   checks `/dev/nvmeXnY`) when `writes` is true; an engine never writes
 //!   anywhere else and need not repeat the checks.
 //! * `pieces`: the one shared DMA buffer, split into registration pieces of
@@ -47,7 +55,11 @@
 //! must return early (possibly with nothing) once `timeout` has passed; a
 //! synchronous engine simply runs what is queued and returns it all.
 
-use std::path::PathBuf;
+use crate::plan::Plan;
+use crate::target::TargetError;
+use dmalab_core::host::DeviceInfo;
+use dmalab_core::UsageError;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub mod null;
@@ -118,13 +130,12 @@ unsafe impl Send for BufferPiece {}
 unsafe impl Sync for BufferPiece {}
 
 /// Which engine (`--engine`).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum EngineKind {
     /// io_uring, O_DIRECT, registered buffers and file (files, block devices).
-    #[value(name = "io_uring")]
+    #[cfg_attr(feature = "clap", value(name = "io_uring"))]
     IoUring,
     /// NVMe passthrough on /dev/ngXnY (io_uring URING_CMD, ioctl fallback).
     Nvme,
@@ -227,11 +238,123 @@ pub trait Engine: Send {
     ) -> Result<(), EngineError>;
 }
 
-/// The factory: opens the engine `kind` for one worker.
-pub fn open(kind: EngineKind, spec: &EngineSpec) -> Result<Box<dyn Engine>, EngineError> {
+/// What the command line says about the target, before anything is
+/// inspected (flags parsed, nothing checked against the system yet).
+#[derive(Clone, Debug, Default)]
+pub struct TargetRequest {
+    /// `--target` (None: the engine's default target).
+    pub target: Option<PathBuf>,
+    /// `--size`: the size of a file dmalab creates (None: [`DEFAULT_CREATE_BYTES`]).
+    pub size_bytes: Option<u64>,
+    /// `--allow-destroy`: the exact existing file or device that may be written.
+    pub allow_destroy: Option<PathBuf>,
+    /// `--format-before`: format the device before a storage-write run.
+    pub format_before: bool,
+}
+
+/// Size of a file dmalab creates when `--size` is not given (the scratch
+/// file too).
+pub const DEFAULT_CREATE_BYTES: u64 = 256 << 20;
+
+impl TargetRequest {
+    /// `--size`, or the default for a file dmalab creates.
+    pub fn create_bytes(&self) -> u64 {
+        self.size_bytes.unwrap_or(DEFAULT_CREATE_BYTES)
+    }
+}
+
+/// What an engine found its target to be. Nothing is created yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetInfo {
+    /// The path engines open (None: a scratch file, or no target at all).
+    pub path: Option<PathBuf>,
+    /// True when the target exists (dmalab creates it in `prepare` otherwise).
+    pub exists: bool,
+    /// `file`, `block`, `char`, `none`, or the engine's own word.
+    pub kind: String,
+    /// Size of the target: the space device offsets move in, bytes.
+    pub size_bytes: u64,
+    /// Logical block size of the target, bytes (`--bs` is a multiple).
+    pub logical_block_size: u64,
+    /// True when `prepare` will create the target (and remove it afterwards
+    /// unless kept).
+    pub creates: bool,
+}
+
+/// One engine's whole lifecycle for one run. The binary calls, in order:
+/// [`inspect`](Driver::inspect) (flags known, nothing created), then
+/// [`Plan::validate`], then [`preflight`](Driver::preflight), then (unless a
+/// dry run) [`prepare`](Driver::prepare), then the run, which calls
+/// [`open`](Driver::open) once per worker from the worker's thread; the
+/// result is then described with [`header`](Driver::header),
+/// [`device`](Driver::device) and [`facts`](Driver::facts). State found in one
+/// step (an Identify, a connection, a created file) is kept in the driver;
+/// what `prepare` created is undone when the driver drops.
+pub trait Driver: Send + Sync {
+    /// The engine this drives.
+    fn kind(&self) -> EngineKind;
+
+    /// What the requested target is for this engine, with the engine's own
+    /// refusals (a path of the wrong kind, a flag the engine does not
+    /// take). Opens nothing for writing and creates nothing.
+    fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError>;
+
+    /// Checks the validated plan against the device (transfer limits, the
+    /// safety guard before storage writes). Creates nothing.
+    fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError>;
+
+    /// Makes the target ready (creates and fills a file, formats a device
+    /// when asked, connects to a peer) and sets `plan.target` to what the
+    /// workers open. What it creates is removed when the driver drops,
+    /// unless `plan.keep`.
+    fn prepare(&mut self, plan: &mut Plan) -> Result<(), TargetError>;
+
+    /// Opens one worker's queue (see the contract above).
+    fn open(&self, spec: &EngineSpec) -> Result<Box<dyn Engine>, EngineError>;
+
+    /// Lines printed above the result text (e.g. the NVMe namespace), each
+    /// ending in a newline; empty when the engine has nothing to add.
+    fn header(&self) -> String {
+        String::new()
+    }
+
+    /// The target's description for the result header; by default what the
+    /// system says about the prepared path.
+    fn device(&self, plan: &Plan) -> Option<DeviceInfo> {
+        plan.target.as_deref().and_then(DeviceInfo::describe)
+    }
+
+    /// Facts the engine adds to the load result under their own key
+    /// (`nvme`, ...), gathered after the run.
+    fn facts(&self) -> Option<(&'static str, serde_json::Value)> {
+        None
+    }
+}
+
+/// The factory: the driver of engine `kind`, fresh for one run.
+pub fn driver(kind: EngineKind) -> Box<dyn Driver> {
     match kind {
-        EngineKind::IoUring => Ok(Box::new(uring::UringEngine::open(spec)?)),
-        EngineKind::Nvme => nvme::open(spec),
-        EngineKind::Null => Ok(Box::new(null::NullEngine::new(spec))),
+        EngineKind::IoUring => Box::new(uring::UringDriver::default()),
+        EngineKind::Nvme => Box::new(nvme::NvmeDriver::default()),
+        EngineKind::Null => Box::new(null::NullDriver),
+    }
+}
+
+/// The refusal of `--format-before` by an engine that cannot format.
+pub(crate) fn refuse_format_before(req: &TargetRequest) -> Result<(), UsageError> {
+    if req.format_before {
+        return Err(UsageError::new(
+            "--format-before",
+            "only formats before a storage-write run of the nvme engine; use it with --engine nvme --direction read",
+        ));
+    }
+    Ok(())
+}
+
+/// The directory a file at `path` would be created in.
+pub(crate) fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
     }
 }

@@ -2,8 +2,42 @@
 //! full length. Like fio's null ioengine it lets the tool itself (patterns,
 //! pacing, accounting) run, and be measured, without a device.
 
-use super::{Command, Completion, Engine, EngineError, EngineSpec};
+use super::{
+    refuse_format_before, Command, Completion, Driver, Engine, EngineError, EngineKind, EngineSpec,
+    TargetInfo, TargetRequest,
+};
+use crate::plan::Plan;
+use crate::target::{inspect_file_or_block, TargetError};
+use dmalab_core::UsageError;
 use std::time::Duration;
+
+/// The null engine's lifecycle: a target is only described (its size
+/// bounds the device offsets), never created, opened or written.
+#[derive(Default)]
+pub struct NullDriver;
+
+impl Driver for NullDriver {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Null
+    }
+
+    fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError> {
+        refuse_format_before(req)?;
+        inspect_file_or_block(req, EngineKind::Null)
+    }
+
+    fn preflight(&mut self, _plan: &Plan) -> Result<(), UsageError> {
+        Ok(())
+    }
+
+    fn prepare(&mut self, _plan: &mut Plan) -> Result<(), TargetError> {
+        Ok(())
+    }
+
+    fn open(&self, spec: &EngineSpec) -> Result<Box<dyn Engine>, EngineError> {
+        Ok(Box::new(NullEngine::new(spec)))
+    }
+}
 
 /// Completes everything queued on the next `submit_and_reap`.
 pub struct NullEngine {

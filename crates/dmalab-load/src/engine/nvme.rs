@@ -18,30 +18,176 @@
 //! The caller has applied the safety guard to the namespace's block device
 //! (`dmalab_core::safety`) before opening a writing engine.
 
-use super::{BufferPiece, Command, Completion, Engine, EngineError, EngineSpec, Op};
+use super::{
+    BufferPiece, Command, Completion, Driver, Engine, EngineError, EngineKind, EngineSpec, Op,
+    TargetInfo, TargetRequest,
+};
+use crate::plan::Plan;
+use crate::target::{check_size_of_existing, check_storage_write, TargetError};
+use dmalab_core::host::DeviceInfo;
+use dmalab_core::UsageError;
 use dmalab_nvme::{
     IdNamespace, NvmeDevice, NvmeInfo, NvmeQueue, PassthruCmd, PathChoice, UringCompletion,
 };
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Opens the NVMe engine for one worker (see the contract in `engine/mod.rs`).
-pub fn open(spec: &EngineSpec) -> Result<Box<dyn Engine>, EngineError> {
-    Ok(Box::new(NvmeEngine::open(spec)?))
+/// The NVMe engine's lifecycle: the target is a namespace's generic
+/// character device; preflight identifies it and checks one command
+/// against its maximum transfer, so a run is refused up front rather than
+/// failing on its first command.
+#[derive(Default)]
+pub struct NvmeDriver {
+    info: Option<NvmeInfo>,
+    target: Option<TargetInfo>,
+    allow_destroy: Option<PathBuf>,
+    format_before: bool,
 }
 
-/// Before a run: Identify `target` and check that a command of
-/// `cmd_blocks` blocks of `bs` bytes fits the namespace (whole logical
-/// blocks, at most the maximum transfer). Errors are (option, message) for
-/// a usage error.
-pub fn preflight(
-    target: &std::path::Path,
-    bs: u64,
-    cmd_blocks: u64,
-) -> Result<NvmeInfo, (&'static str, String)> {
+impl Driver for NvmeDriver {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Nvme
+    }
+
+    fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError> {
+        let Some(path) = &req.target else {
+            return Err(UsageError::new(
+                "--target",
+                "--engine nvme needs --target /dev/ngXnY",
+            ));
+        };
+        if !path.exists() {
+            return Err(UsageError::new(
+                "--target",
+                format!("{} does not exist", path.display()),
+            ));
+        }
+        let is_char = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_char_device());
+        if !is_char {
+            return Err(UsageError::new(
+                "--target",
+                format!(
+                    "--engine nvme needs an NVMe generic character device (/dev/ngXnY), not {}",
+                    path.display()
+                ),
+            ));
+        }
+        let Some(block) = dmalab_core::safety::block_device_for_nvme_generic(path)
+            .and_then(|b| DeviceInfo::describe(&b))
+        else {
+            return Err(UsageError::new(
+                "--target",
+                format!(
+                    "{} is not an NVMe generic namespace device (/dev/ngXnY with a matching /dev/nvmeXnY)",
+                    path.display()
+                ),
+            ));
+        };
+        let info = TargetInfo {
+            path: Some(path.clone()),
+            exists: true,
+            kind: "char".into(),
+            size_bytes: block.size_bytes,
+            logical_block_size: block.logical_block_size.max(512),
+            creates: false,
+        };
+        check_size_of_existing(req, &info)?;
+        self.allow_destroy = req.allow_destroy.clone();
+        self.format_before = req.format_before;
+        self.target = Some(info.clone());
+        Ok(info)
+    }
+
+    fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError> {
+        let Some(target) = &plan.target else {
+            return Err(UsageError::new(
+                "--target",
+                "--engine nvme needs --target /dev/ngXnY",
+            ));
+        };
+        let info = preflight(target, plan.stream.bs_bytes, plan.stream.command_blocks())?;
+        self.info = Some(info);
+        check_storage_write(plan, true, self.allow_destroy.as_deref())?;
+        if self.format_before && !plan.writes_storage() {
+            return Err(UsageError::new(
+                "--format-before",
+                "only formats before a storage-write run of the nvme engine; use it with --engine nvme --direction read",
+            ));
+        }
+        Ok(())
+    }
+
+    fn prepare(&mut self, plan: &mut Plan) -> Result<(), TargetError> {
+        let (Some(path), Some(_)) = (&plan.target, &self.target) else {
+            return Err(EngineError::io(
+                "prepare before inspect",
+                std::io::Error::from(std::io::ErrorKind::InvalidInput),
+            )
+            .into());
+        };
+        if self.format_before {
+            // preflight passed the safety guard and --allow-destroy named
+            // the device.
+            let idx = format_before(path).map_err(|e| match e {
+                EngineError::Io { what, source } => EngineError::Io {
+                    what: format!("--format-before: Format NVM of {}: {what}", path.display()),
+                    source,
+                },
+                other => other,
+            })?;
+            eprintln!(
+                "dmalab: formatted {} (Format NVM, LBA format {idx}, no secure erase)",
+                path.display()
+            );
+        }
+        Ok(())
+    }
+
+    fn open(&self, spec: &EngineSpec) -> Result<Box<dyn Engine>, EngineError> {
+        Ok(Box::new(NvmeEngine::open(spec)?))
+    }
+
+    fn header(&self) -> String {
+        self.info
+            .as_ref()
+            .map(NvmeInfo::summary_line)
+            .unwrap_or_default()
+    }
+
+    fn device(&self, plan: &Plan) -> Option<DeviceInfo> {
+        let mut t = plan.target.as_deref().and_then(DeviceInfo::describe)?;
+        if let Some(n) = &self.info {
+            t.model = n.controller.model.clone();
+            t.size_bytes = n.capacity_bytes;
+            t.logical_block_size = n.lba_size_bytes;
+            if t.physical_block_size == 0 {
+                t.physical_block_size = n.lba_size_bytes;
+            }
+            if t.block_device.is_none() {
+                t.block_device = n
+                    .block_device
+                    .as_ref()
+                    .map(|b| b.trim_start_matches("/dev/").to_string());
+            }
+        }
+        Some(t)
+    }
+
+    fn facts(&self) -> Option<(&'static str, serde_json::Value)> {
+        let v = serde_json::to_value(self.info.as_ref()?).ok()?;
+        Some(("nvme", v))
+    }
+}
+
+/// Identifies `target` and checks that a command of `cmd_blocks` blocks of
+/// `bs` bytes fits the namespace: whole logical blocks, at most the
+/// maximum transfer (MDTS and the kernel's limit).
+pub fn preflight(target: &Path, bs: u64, cmd_blocks: u64) -> Result<NvmeInfo, UsageError> {
     let info = NvmeDevice::open(target, false)
         .and_then(|d| d.info())
         .map_err(|e| {
-            (
+            UsageError::new(
                 "--target",
                 format!("cannot identify the NVMe namespace: {e} (the nvme engine needs root for admin passthrough)"),
             )
@@ -49,7 +195,7 @@ pub fn preflight(
     let lba = info.lba_size_bytes;
     let max = info.max_transfer_bytes;
     if !bs.is_multiple_of(lba) {
-        return Err((
+        return Err(UsageError::new(
             "--bs",
             format!(
                 "{bs} is not a multiple of {}'s {lba}-byte logical blocks",
@@ -58,7 +204,7 @@ pub fn preflight(
         ));
     }
     if bs > max {
-        return Err((
+        return Err(UsageError::new(
             "--bs",
             format!(
                 "{bs} bytes exceeds {}'s maximum transfer of {max} bytes per command (MDTS); use a smaller --bs",
@@ -67,7 +213,7 @@ pub fn preflight(
         ));
     }
     if bs * cmd_blocks > max {
-        return Err((
+        return Err(UsageError::new(
             "--max-blocks",
             format!(
                 "{cmd_blocks} blocks of {bs} bytes exceed {}'s maximum transfer of {max} bytes per command (MDTS); use --max-blocks {} or less",
@@ -84,44 +230,12 @@ pub fn preflight(
 /// format's index. Destroys every block of the namespace: the caller has
 /// applied the safety guard and the user named the device with
 /// --allow-destroy.
-pub fn format_before(target: &std::path::Path) -> Result<u8, EngineError> {
+fn format_before(target: &Path) -> Result<u8, EngineError> {
     let dev = NvmeDevice::open(target, true).map_err(nvme_err)?;
     let ns = dev.identify_namespace().map_err(nvme_err)?;
     let index = IdNamespace::format_index(ns.nlbaf, ns.flbas);
     dev.format_nvm(index).map_err(nvme_err)?;
     Ok(index)
-}
-
-/// Fills a result header's target description from Identify.
-pub fn fill_device_info(n: &NvmeInfo, t: &mut dmalab_core::host::DeviceInfo) {
-    t.model = n.controller.model.clone();
-    t.size_bytes = n.capacity_bytes;
-    t.logical_block_size = n.lba_size_bytes;
-    if t.physical_block_size == 0 {
-        t.physical_block_size = n.lba_size_bytes;
-    }
-    if t.block_device.is_none() {
-        t.block_device = n
-            .block_device
-            .as_ref()
-            .map(|b| b.trim_start_matches("/dev/").to_string());
-    }
-}
-
-/// One line for the top of the text summary.
-pub fn header_line(n: &NvmeInfo) -> String {
-    let f = n.namespace.current_format();
-    format!(
-        "nvme: {} (serial {}, firmware {}), nsid {}, LBA format {} = {} B blocks ({}), max {} B per command (MDTS)\n",
-        n.controller.model,
-        n.controller.serial,
-        n.controller.firmware,
-        n.nsid,
-        f.map_or(0, |f| f.index),
-        n.lba_size_bytes,
-        f.map_or("?", |f| f.relative_performance.label()),
-        n.max_transfer_bytes,
-    )
 }
 
 fn nvme_err(e: dmalab_nvme::Error) -> EngineError {

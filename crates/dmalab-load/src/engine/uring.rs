@@ -3,7 +3,15 @@
 //! `WRITE_FIXED`, one buffer index per piece) and the file registered
 //! (`IOSQE_FIXED_FILE`), as fio's `fixedbufs=1`, `registerfiles=1`.
 
-use super::{Command, Completion, Engine, EngineError, EngineSpec, Op};
+use super::{
+    refuse_format_before, Command, Completion, Driver, Engine, EngineError, EngineKind, EngineSpec,
+    Op, TargetInfo, TargetRequest,
+};
+use crate::plan::Plan;
+use crate::target::{
+    check_storage_write, inspect_file_or_block, prepare_file_or_block, PreparedTarget, TargetError,
+};
+use dmalab_core::UsageError;
 use io_uring::{opcode, types, IoUring};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
@@ -57,6 +65,52 @@ pub fn open_direct(path: &std::path::Path, write: bool) -> std::io::Result<File>
         .write(write)
         .custom_flags(libc::O_DIRECT)
         .open(path)
+}
+
+/// The io_uring engine's lifecycle: files and block devices.
+#[derive(Default)]
+pub struct UringDriver {
+    exists: bool,
+    allow_destroy: Option<std::path::PathBuf>,
+    info: Option<TargetInfo>,
+    prepared: Option<PreparedTarget>,
+}
+
+impl Driver for UringDriver {
+    fn kind(&self) -> EngineKind {
+        EngineKind::IoUring
+    }
+
+    fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError> {
+        refuse_format_before(req)?;
+        let info = inspect_file_or_block(req, EngineKind::IoUring)?;
+        self.exists = info.exists;
+        self.allow_destroy = req.allow_destroy.clone();
+        self.info = Some(info.clone());
+        Ok(info)
+    }
+
+    fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError> {
+        check_storage_write(plan, self.exists, self.allow_destroy.as_deref())
+    }
+
+    fn prepare(&mut self, plan: &mut Plan) -> Result<(), TargetError> {
+        let Some(info) = &self.info else {
+            return Err(EngineError::io(
+                "prepare before inspect",
+                std::io::Error::from(std::io::ErrorKind::InvalidInput),
+            )
+            .into());
+        };
+        let t = prepare_file_or_block(info, plan.keep)?;
+        plan.target = Some(t.path.clone());
+        self.prepared = Some(t);
+        Ok(())
+    }
+
+    fn open(&self, spec: &EngineSpec) -> Result<Box<dyn Engine>, EngineError> {
+        Ok(Box::new(UringEngine::open(spec)?))
+    }
 }
 
 impl UringEngine {

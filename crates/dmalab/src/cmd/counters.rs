@@ -147,3 +147,44 @@ pub fn attach_probe<R>(result: R) -> WithCounters<R> {
     });
     WithCounters { result, counters }
 }
+
+/// The load's own accounting for the thesis' expected-vs-counted check
+/// (engines that move data through a device; the null engine moves
+/// nothing).
+pub fn load_accounting(
+    plan: &dmalab_load::plan::Plan,
+    r: &dmalab_load::result::LoadResult,
+) -> Option<LoadAccounting> {
+    use dmalab_load::pattern::Pattern;
+    use dmalab_load::plan::Direction;
+    if plan.engine == dmalab_load::engine::EngineKind::Null {
+        return None;
+    }
+    let blocks = if plan.stream.pattern.moves_data() {
+        r.totals.blocks
+    } else {
+        0
+    };
+    // noop commands never reach the device: the thesis' baseline, whose
+    // expected counts are zero.
+    let commands = if plan.stream.pattern == Pattern::Noop {
+        0
+    } else {
+        r.totals.commands
+    };
+    Some(LoadAccounting {
+        bs_bytes: plan.stream.bs_bytes,
+        commands,
+        completions: commands,
+        blocks_read_from_memory: if plan.direction == Direction::Read {
+            blocks
+        } else {
+            0
+        },
+        blocks_written_to_memory: if plan.direction == Direction::Write {
+            blocks
+        } else {
+            0
+        },
+    })
+}

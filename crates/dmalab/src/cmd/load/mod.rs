@@ -1,0 +1,107 @@
+//! `dmalab load`: flags into a target request and a plan (`flags.rs`), the
+//! plan's rules, the engine's lifecycle, the run, its output. Everything
+//! an engine knows lives behind its driver in `dmalab_load::engine`; this
+//! file names no engine.
+
+mod flags;
+
+use anyhow::Context;
+use dmalab_core::host::HostInfo;
+use dmalab_core::output::{Accept, OutputGuard};
+use dmalab_core::schema::{ResultDoc, RunStatus};
+use dmalab_load::engine::{self, Driver};
+use dmalab_load::target::TargetError;
+pub use flags::Args;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+fn target_error(e: TargetError) -> anyhow::Error {
+    match e {
+        TargetError::Usage(u) => u.into(),
+        other => anyhow::Error::new(other),
+    }
+}
+
+/// Runs `dmalab load`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let a = *args.inner;
+    let started = SystemTime::now();
+    let mut driver = engine::driver(a.engine);
+    let target = driver.inspect(&a.target_request()?)?;
+    let mut plan = a.plan(&target)?;
+    plan.validate()?;
+    let counters = super::counters::request("--counters", a.counters.as_deref())?;
+    driver.preflight(&plan)?;
+    // Every output before anything runs: none may be the target (or its
+    // loop backing file), and --live-stats is a regular file or new.
+    let mut guard = OutputGuard::new();
+    if let Some(t) = &target.path {
+        guard.protect("--target", t);
+    }
+    a.output.check(&mut guard)?;
+    if let Some(o) = &a.trace {
+        guard.check("--trace", o, Accept::FileOrStream)?;
+    }
+    if let Some(o) = &a.live_stats {
+        guard.check("--live-stats", o, Accept::RegularFile)?;
+    }
+    if a.dry_run {
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    // Pools and files a killed run left (its ledger) go first.
+    dmalab_core::ledger::cleanup_at_start();
+    // Ready the target (this may create and fill a file, or format).
+    driver.prepare(&mut plan).map_err(target_error)?;
+    let driver: Arc<dyn Driver> = Arc::from(driver);
+    let mut host = HostInfo::collect();
+    host.target = driver.device(&plan);
+    let quiet = a.quiet;
+    let mut on_sample = |s: &dmalab_load::result::Sample| {
+        if !quiet {
+            eprintln!("{}", s.line());
+        }
+    };
+    // Only a live-stats file this run creates may be removed on failure.
+    let live_stats_new = plan
+        .live_stats
+        .as_deref()
+        .is_some_and(|p| std::fs::symlink_metadata(p).is_err());
+    let mut counting = super::counters::LoadCounting::new(counters, &mut on_sample);
+    let stop = dmalab_core::signal::stop_flag();
+    let result = dmalab_load::run::run_observed(&plan, driver.clone(), stop, &mut counting);
+    if let (Some(ls), true) = (&plan.live_stats, live_stats_new) {
+        let ours = std::fs::symlink_metadata(ls).is_ok_and(|m| m.file_type().is_file());
+        if result.is_err() && ours {
+            let _ = std::fs::remove_file(ls);
+        }
+    }
+    let result = result.context("dmalab load")?;
+    let mut text = driver.header();
+    text.push_str(&result.text(plan.stream.bs_bytes));
+    let counters = counting.finish(super::counters::load_accounting(&plan, &result));
+    if let Some(c) = &counters {
+        text.push_str(&c.text());
+    }
+    let failed = result.first_error.is_some();
+    let interrupted = result.interrupted;
+    let result = super::counters::WithCounters { result, counters };
+    let mut doc = ResultDoc::new("load", host, plan, result, started);
+    doc.status = if failed {
+        RunStatus::Failed
+    } else if interrupted {
+        RunStatus::Interrupted
+    } else {
+        RunStatus::Completed
+    };
+    print!("{text}");
+    a.output.write(&doc, &text)?;
+    // What the driver created (a scratch file) goes now.
+    drop(driver);
+    if failed {
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
