@@ -113,6 +113,9 @@ pub struct Plan {
     /// (errors name `--size`, not `--region`). Not part of the result.
     #[serde(skip)]
     pub region_from_target: bool,
+    /// `--engine rdma`'s own flags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma: Option<crate::engine::rdma::RdmaPlan>,
 }
 
 impl Plan {
@@ -214,7 +217,11 @@ impl Plan {
         }
         if s.region_bytes < command_bytes {
             return Err(UsageError::new(
-                if self.region_from_target { "--size" } else { "--region" },
+                match (self.region_from_target, self.rdma.is_some()) {
+                    (true, true) => "--rdma-remote-buffer",
+                    (true, false) => "--size",
+                    (false, _) => "--region",
+                },
                 format!(
                     "the target region ({} bytes) is smaller than one command ({command_bytes} bytes)",
                     s.region_bytes
@@ -335,6 +342,7 @@ mod tests {
             trace: None,
             buffer_checksum: false,
             region_from_target: false,
+            rdma: None,
         }
     }
 

@@ -30,9 +30,9 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// `--rdma-op`: which one-sided operations to issue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "op")]
+/// `--rdma-op`: which one-sided operations to issue (serialised as its
+/// command-line text, `mixed:50`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RdmaOp {
     /// RDMA WRITE only (this host's memory is read).
     Write,
@@ -69,6 +69,20 @@ impl FromStr for RdmaOp {
                 }
             }
         }
+    }
+}
+
+impl Serialize for RdmaOp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RdmaOp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse()
+            .map_err(|e: UsageError| serde::de::Error::custom(e.message))
     }
 }
 
@@ -285,6 +299,7 @@ impl Client {
             next_qp: 0,
             moved: Moved::default(),
             wc: vec![sys::ibv_wc::default(); self.cfg.iodepth.max(1) as usize],
+            last_progress: Instant::now(),
             cq,
         };
         match &self.cfg.target {
@@ -383,10 +398,15 @@ impl Client {
     }
 }
 
-/// Checks that a `dmalab rdma serve` listens at `addr` (connects and
-/// closes; the server does not count it as a client). Errors name `--target`.
-pub fn check_reachable(addr: &str) -> Result<(), RdmaError> {
-    connect_tcp(addr).map(drop)
+/// Asks the `dmalab rdma serve` at `addr` what it serves (no QP is made,
+/// and the server does not count it as a client). Every failure is a
+/// [`UsageError`] naming `--target`: the peer is the user's input.
+pub fn query_server(addr: &str) -> Result<handshake::ServerInfo, RdmaError> {
+    let mut s = connect_tcp(addr)?;
+    handshake::query(addr, &mut s).map_err(|e| match e {
+        RdmaError::Usage(u) => RdmaError::Usage(u),
+        other => UsageError::new("--target", other.to_string()).into(),
+    })
 }
 
 fn connect_tcp(addr: &str) -> Result<TcpStream, RdmaError> {
@@ -486,7 +506,12 @@ pub struct Worker {
     next_qp: usize,
     moved: Moved,
     wc: Vec<sys::ibv_wc>,
+    last_progress: Instant,
 }
+
+/// How long a worker waits without any completion, requests in flight,
+/// before it gives the peer up.
+pub const STALL: Duration = Duration::from_secs(10);
 
 /// One finished work request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -598,6 +623,9 @@ impl Worker {
         // SAFETY: the SGE lies in a registered piece (the caller's promise);
         // the remote range lies inside the buffer the peer registered.
         unsafe { self.qps[q].post(&mut wr)? };
+        if self.inflight.iter().all(|&f| f == 0) {
+            self.last_progress = Instant::now();
+        }
         self.inflight[q] += 1;
         self.slot_op[s] = op;
         self.slot_qp[s] = q as u16;
@@ -661,6 +689,20 @@ impl Worker {
                 };
                 out.push(Finished { slot, result });
                 got += 1;
+            }
+            if n > 0 {
+                self.last_progress = Instant::now();
+            } else if self.inflight.iter().any(|&f| f > 0)
+                && self.last_progress.elapsed() >= STALL
+                && fatal.is_none()
+            {
+                // A peer that vanished without a trace (its QP gone, no
+                // NAK) must still end the run: retries alone may not.
+                fatal = Some(format!(
+                    "no completion for {} s with {} work requests in flight: the peer stopped answering",
+                    STALL.as_secs(),
+                    self.inflight.iter().sum::<u32>()
+                ));
             }
             if fatal.is_some() || got >= min {
                 break;

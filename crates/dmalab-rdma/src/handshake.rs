@@ -30,6 +30,8 @@ const KIND_HELLO: u8 = 1;
 const KIND_ACCEPT: u8 = 2;
 const KIND_REFUSE: u8 = 3;
 const KIND_DONE: u8 = 4;
+const KIND_QUERY: u8 = 5;
+const KIND_INFO: u8 = 6;
 
 /// One side's queue pair and buffer, as the peer needs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,6 +219,26 @@ enum Msg {
     Endpoint(u8, Endpoint),
     Refuse(String),
     Done(Done),
+    Query,
+    Info(ServerInfo),
+}
+
+/// What a server says about itself when asked (before any QP exists).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// 1 InfiniBand, 2 Ethernet (RoCE).
+    pub link_layer: u8,
+    /// Bytes of the served buffer.
+    pub buffer_bytes: u64,
+}
+
+/// What a client opens a connection with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opening {
+    /// A QP to connect.
+    Hello(Endpoint),
+    /// A question about the server (then the connection closes).
+    Query,
 }
 
 fn read_msg(peer: &str, s: &mut impl Read, what: &str) -> Result<Msg, RdmaError> {
@@ -254,9 +276,25 @@ fn read_msg(peer: &str, s: &mut impl Read, what: &str) -> Result<Msg, RdmaError>
                 read_bytes: be_u64(&b, 24),
             }))
         }
+        KIND_QUERY => Ok(Msg::Query),
+        KIND_INFO => {
+            let mut b = [0u8; 9];
+            read_exact(peer, s, &mut b, "server info")?;
+            let link_layer = b[0];
+            if link_layer != 1 && link_layer != 2 {
+                return Err(peer_err(
+                    peer,
+                    format!("sent link layer {link_layer} (expected 1 InfiniBand or 2 Ethernet)"),
+                ));
+            }
+            Ok(Msg::Info(ServerInfo {
+                link_layer,
+                buffer_bytes: be_u64(&b, 1),
+            }))
+        }
         k => Err(peer_err(
             peer,
-            format!("sent message kind {k} (expected 1..=4)"),
+            format!("sent message kind {k} (expected 1..=6)"),
         )),
     }
 }
@@ -303,11 +341,32 @@ pub fn client<S: Read + Write>(
             peer,
             format!("answered with message kind {k} (expected 2, accept)"),
         )),
-        Msg::Done(_) => Err(peer_err(
+        Msg::Done(_) | Msg::Query | Msg::Info(_) => Err(peer_err(
             peer,
-            "answered with message kind 4 (expected 2, accept)",
+            "answered with a message of the wrong kind (expected 2, accept)",
         )),
     }
+}
+
+/// Client side: asks the server about itself (no QP is made).
+pub fn query<S: Read + Write>(peer: &str, s: &mut S) -> Result<ServerInfo, RdmaError> {
+    write_all(peer, s, &header(KIND_QUERY), "query")?;
+    match read_msg(peer, s, "the server's answer")? {
+        Msg::Info(i) => Ok(i),
+        Msg::Refuse(r) => Err(peer_err(peer, format!("refused the query: {r}"))),
+        _ => Err(peer_err(
+            peer,
+            "answered a query with a message of the wrong kind (expected 6, info)",
+        )),
+    }
+}
+
+/// Server side: answers a query.
+pub fn server_info<W: Write>(peer: &str, s: &mut W, info: &ServerInfo) -> Result<(), RdmaError> {
+    let mut b = header(KIND_INFO);
+    b.push(info.link_layer);
+    b.extend_from_slice(&info.buffer_bytes.to_be_bytes());
+    write_all(peer, s, &b, "server info")
 }
 
 /// Client side: reports what it moved before closing.
@@ -319,10 +378,11 @@ pub fn send_done<W: Write>(peer: &str, s: &mut W, done: &Done) -> Result<(), Rdm
     write_all(peer, s, &b, "done message")
 }
 
-/// Server side, first step: reads and checks the client's hello.
-pub fn server_read_hello<R: Read>(peer: &str, s: &mut R) -> Result<Endpoint, RdmaError> {
+/// Server side, first step: reads and checks the client's opening.
+pub fn server_read_opening<R: Read>(peer: &str, s: &mut R) -> Result<Opening, RdmaError> {
     match read_msg(peer, s, "hello")? {
-        Msg::Endpoint(KIND_HELLO, e) => Ok(e),
+        Msg::Endpoint(KIND_HELLO, e) => Ok(Opening::Hello(e)),
+        Msg::Query => Ok(Opening::Query),
         Msg::Endpoint(k, _) => Err(peer_err(
             peer,
             format!("sent message kind {k} first (expected 1, hello)"),
@@ -331,9 +391,9 @@ pub fn server_read_hello<R: Read>(peer: &str, s: &mut R) -> Result<Endpoint, Rdm
             peer,
             "sent message kind 3 first (expected 1, hello)",
         )),
-        Msg::Done(_) => Err(peer_err(
+        Msg::Done(_) | Msg::Info(_) => Err(peer_err(
             peer,
-            "sent message kind 4 first (expected 1, hello)",
+            "sent a message of the wrong kind first (expected 1, hello)",
         )),
     }
 }
@@ -370,7 +430,10 @@ pub fn server_wait_done<R: Read>(peer: &str, s: &mut R) -> Result<Option<Done>, 
             peer,
             format!("sent message kind {k} (expected 4, done)"),
         )),
-        Msg::Refuse(_) => Err(peer_err(peer, "sent message kind 3 (expected 4, done)")),
+        _ => Err(peer_err(
+            peer,
+            "sent a message of the wrong kind (expected 4, done)",
+        )),
     }
 }
 
@@ -533,7 +596,10 @@ mod tests {
         };
         send_done("p", &mut wire, &done).unwrap();
         let mut r = std::io::Cursor::new(wire);
-        assert_eq!(server_read_hello("p", &mut r).unwrap(), ep(8));
+        assert_eq!(
+            server_read_opening("p", &mut r).unwrap(),
+            Opening::Hello(ep(8))
+        );
         assert_eq!(server_wait_done("p", &mut r).unwrap(), Some(done));
         assert_eq!(server_wait_done("p", &mut r).unwrap(), None);
     }
@@ -541,8 +607,32 @@ mod tests {
     #[test]
     fn the_server_refuses_an_accept_as_hello() {
         let mut r = std::io::Cursor::new(encode(KIND_ACCEPT, &ep(8)).to_vec());
-        let e = server_read_hello("p", &mut r).unwrap_err().to_string();
+        let e = server_read_opening("p", &mut r).unwrap_err().to_string();
         assert!(e.contains("expected 1, hello"), "{e}");
+    }
+
+    #[test]
+    fn a_query_gets_the_served_size() {
+        let info = ServerInfo {
+            link_layer: 2,
+            buffer_bytes: 4096,
+        };
+        let mut answer = Vec::new();
+        server_info("p", &mut answer, &info).unwrap();
+        let (addr, h) = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap().to_string();
+            let h = std::thread::spawn(move || {
+                let (mut s, _) = l.accept().unwrap();
+                let got = server_read_opening("c", &mut s).unwrap();
+                s.write_all(&answer).unwrap();
+                got
+            });
+            (addr, h)
+        };
+        let mut s = TcpStream::connect(&addr).unwrap();
+        assert_eq!(query(&addr, &mut s).unwrap(), info);
+        assert_eq!(h.join().unwrap(), Opening::Query);
     }
 
     #[test]
@@ -551,13 +641,13 @@ mod tests {
         let mut wire = encode(KIND_HELLO, &ep(8)).to_vec();
         send_done("p", &mut wire, &Done::default()).unwrap();
         for cut in 0..wire.len() {
-            let _ = server_read_hello("p", &mut std::io::Cursor::new(&wire[..cut]));
+            let _ = server_read_opening("p", &mut std::io::Cursor::new(&wire[..cut]));
         }
         for i in 0..wire.len() {
             let mut w = wire.clone();
             w[i] ^= 0xa5;
             let mut r = std::io::Cursor::new(w);
-            let _ = server_read_hello("p", &mut r).and_then(|_| server_wait_done("p", &mut r));
+            let _ = server_read_opening("p", &mut r).and_then(|_| server_wait_done("p", &mut r));
         }
     }
 }

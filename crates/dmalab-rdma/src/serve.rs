@@ -9,7 +9,7 @@
 use crate::buffer::RawBuffer;
 use crate::counters::{self, Delta};
 use crate::error::RdmaError;
-use crate::handshake::{self, Done};
+use crate::handshake::{self, Done, Opening, ServerInfo};
 use crate::verbs::{
     gid_text, CompletionQueue, Context, DeviceConfig, MemoryRegion, QpParams, QueuePair,
 };
@@ -217,12 +217,26 @@ fn serve_client(
     if matches!(s.peek(&mut [0u8; 1]), Ok(0)) {
         return None;
     }
-    let r = (|| -> Result<Option<Done>, RdmaError> {
+    enum Answered {
+        Query,
+        Served(Option<Done>),
+    }
+    let r = (|| -> Result<Answered, RdmaError> {
         s.set_nonblocking(false)
             .map_err(|e| RdmaError::io("socket", e))?;
         s.set_read_timeout(Some(Duration::from_secs(10)))
             .map_err(|e| RdmaError::io("socket", e))?;
-        let hello = handshake::server_read_hello(&name, &mut s)?;
+        let hello = match handshake::server_read_opening(&name, &mut s)? {
+            Opening::Hello(h) => h,
+            Opening::Query => {
+                let info = ServerInfo {
+                    link_layer: ctx.link_layer(),
+                    buffer_bytes: mr.len(),
+                };
+                handshake::server_info(&name, &mut s, &info)?;
+                return Ok(Answered::Query);
+            }
+        };
         rec.peer_qp_num = hello.qp_num;
         if u64::from(hello.msg_bytes) > mr.len() {
             let why = format!(
@@ -272,7 +286,7 @@ fn serve_client(
             .map_err(|e| RdmaError::io("socket", e))?;
         loop {
             match handshake::server_wait_done(&name, &mut s) {
-                Ok(d) => return Ok(d),
+                Ok(d) => return Ok(Answered::Served(d)),
                 Err(RdmaError::Io { source, .. })
                     if matches!(
                         source.kind(),
@@ -280,13 +294,13 @@ fn serve_client(
                     ) =>
                 {
                     if stop.load(Ordering::Relaxed) {
-                        return Ok(None);
+                        return Ok(Answered::Served(None));
                     }
                 }
                 Err(RdmaError::Io { source, .. })
                     if source.kind() == std::io::ErrorKind::ConnectionReset =>
                 {
-                    return Ok(None)
+                    return Ok(Answered::Served(None))
                 }
                 Err(e) => return Err(e),
             }
@@ -294,14 +308,15 @@ fn serve_client(
     })();
     rec.duration_s = start.elapsed().as_secs_f64();
     match r {
-        Ok(Some(d)) => {
+        Ok(Answered::Query) => return None,
+        Ok(Answered::Served(Some(d))) => {
             log(&format!(
                 "client {name} done after {:.2} s: {} RDMA WRITEs ({} bytes), {} RDMA READs ({} bytes)",
                 rec.duration_s, d.writes, d.write_bytes, d.reads, d.read_bytes
             ));
             rec.done = Some(d.into());
         }
-        Ok(None) => log(&format!(
+        Ok(Answered::Served(None)) => log(&format!(
             "client {name} went away after {:.2} s without reporting",
             rec.duration_s
         )),

@@ -141,6 +141,9 @@ pub enum EngineKind {
     Nvme,
     /// Moves no data; every command completes at once (tests the tool itself).
     Null,
+    /// RDMA WRITE/READ over RC queue pairs to a `dmalab rdma serve` peer or
+    /// in loopback (libibverbs, loaded at run time).
+    Rdma,
 }
 
 impl EngineKind {
@@ -150,6 +153,7 @@ impl EngineKind {
             EngineKind::IoUring => "io_uring",
             EngineKind::Nvme => "nvme",
             EngineKind::Null => "null",
+            EngineKind::Rdma => "rdma",
         }
     }
 }
@@ -337,6 +341,7 @@ pub fn driver(kind: EngineKind) -> Box<dyn Driver> {
         EngineKind::IoUring => Box::new(uring::UringDriver::default()),
         EngineKind::Nvme => Box::new(nvme::NvmeDriver::default()),
         EngineKind::Null => Box::new(null::NullDriver),
+        EngineKind::Rdma => Box::new(rdma::RdmaDriver::default()),
     }
 }
 

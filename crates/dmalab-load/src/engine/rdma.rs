@@ -13,8 +13,22 @@
 //! memory (and the peer's NIC write the peer's); an RDMA READ makes this
 //! NIC write this host's memory (and the peer's NIC read the peer's).
 
-use super::{BufferPiece, Command, Completion, Engine, EngineError, Op};
-use dmalab_rdma::client::{Finished, Worker};
+use super::{
+    refuse_format_before, BufferPiece, Command, Completion, Driver, Engine, EngineError,
+    EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
+};
+use crate::plan::Plan;
+use crate::target::TargetError;
+use dmalab_core::host::DeviceInfo;
+use dmalab_core::UsageError;
+use dmalab_rdma::client::{
+    Client, ClientConfig, Finished, LocalPiece, PeerTarget, RdmaOp, Worker, DEFAULT_REMOTE_BUFFER,
+};
+use dmalab_rdma::verbs::{Context, DeviceConfig};
+use dmalab_rdma::RdmaError;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// One worker's queue pairs behind the engine interface.
@@ -108,5 +122,254 @@ impl Engine for RdmaEngine {
             self.deferred = Some(e.to_string());
         }
         Ok(())
+    }
+}
+
+/// `--engine rdma`'s own flags, resolved (the plan's `rdma` field).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RdmaPlan {
+    /// `--rdma-op`.
+    pub op: RdmaOp,
+    /// `--qps`: queue pairs per worker.
+    pub qps: u32,
+    /// `--rdma-device` (None: the first).
+    pub device: Option<String>,
+    /// `--rdma-port`.
+    pub port: u8,
+    /// `--gid-index` (None: chosen).
+    pub gid_index: Option<u8>,
+    /// `--rdma-inline`.
+    pub inline: bool,
+}
+
+/// The rdma engine's lifecycle: the peer is checked in `preflight` (the
+/// device opened, the server asked what it serves), the shared buffer is
+/// registered once when the first worker opens, each worker connects its
+/// own QPs.
+#[derive(Default)]
+pub struct RdmaDriver {
+    cfg: Option<ClientConfig>,
+    seed: u64,
+    workers: usize,
+    client: Mutex<Option<Arc<Client>>>,
+}
+
+fn usage(option: &str, e: RdmaError) -> UsageError {
+    match e {
+        RdmaError::Usage(u) => u,
+        other => UsageError::new(option, other.to_string()),
+    }
+}
+
+fn engine_error(e: RdmaError) -> EngineError {
+    EngineError::io("rdma", std::io::Error::other(e.to_string()))
+}
+
+impl RdmaDriver {
+    fn client(&self) -> Option<Arc<Client>> {
+        self.client.lock().ok().and_then(|c| c.clone())
+    }
+}
+
+impl Driver for RdmaDriver {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Rdma
+    }
+
+    fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError> {
+        refuse_format_before(req)?;
+        if req.allow_destroy.is_some() {
+            return Err(UsageError::new(
+                "--allow-destroy",
+                "the rdma engine writes no storage: leave it out",
+            ));
+        }
+        let Some(t) = &req.target else {
+            return Err(UsageError::new(
+                "--target",
+                "--engine rdma needs --target HOST:PORT of a `dmalab rdma serve`, or --target loopback",
+            ));
+        };
+        let text = t.to_string_lossy().into_owned();
+        let _peer: PeerTarget = text.parse()?;
+        let size = req.size_bytes.unwrap_or(DEFAULT_REMOTE_BUFFER);
+        if size == 0 {
+            return Err(UsageError::new(
+                "--rdma-remote-buffer",
+                "must be greater than 0",
+            ));
+        }
+        Ok(TargetInfo {
+            path: Some(PathBuf::from(text)),
+            exists: true,
+            kind: "rdma".into(),
+            size_bytes: size,
+            logical_block_size: 1,
+            creates: false,
+        })
+    }
+
+    fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError> {
+        let Some(r) = &plan.rdma else {
+            return Err(UsageError::new(
+                "--engine",
+                "the rdma engine's flags are missing from the plan",
+            ));
+        };
+        let target: PeerTarget = plan
+            .target
+            .as_deref()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default()
+            .parse()?;
+        let max_msg_bytes = u32::try_from(plan.stream.command_bytes()).map_err(|_| {
+            UsageError::new(
+                "--bs",
+                "one RDMA message carries at most 4 GiB - 1: use fewer blocks per command",
+            )
+        })?;
+        let cfg = ClientConfig {
+            device: DeviceConfig {
+                device: r.device.clone(),
+                port: r.port,
+                gid_index: r.gid_index,
+                device_flag: "--rdma-device",
+            },
+            target: target.clone(),
+            op: r.op,
+            qps: r.qps,
+            iodepth: plan.iodepth,
+            max_msg_bytes,
+            remote_buffer_bytes: plan.target_size_bytes,
+            inline: r.inline,
+            sysfs_root: PathBuf::from("/sys/class/infiniband"),
+        };
+        cfg.validate()?;
+        // The device, port and GID now, so their errors are one line and
+        // exit 2 before anything runs.
+        let ctx = Context::open(&cfg.device).map_err(|e| usage("--rdma-device", e))?;
+        if let PeerTarget::Peer(addr) = &target {
+            let info = dmalab_rdma::client::query_server(addr).map_err(|e| usage("--target", e))?;
+            if info.link_layer != ctx.link_layer() {
+                return Err(UsageError::new(
+                    "--target",
+                    format!(
+                        "{addr} serves on {} and {} is {}: InfiniBand and RoCE ports cannot connect",
+                        if info.link_layer == 1 { "InfiniBand" } else { "RoCE" },
+                        ctx.name,
+                        ctx.link_layer_name()
+                    ),
+                ));
+            }
+            if plan.target_size_bytes > info.buffer_bytes {
+                return Err(UsageError::new(
+                    "--rdma-remote-buffer",
+                    format!(
+                        "{} bytes is more than the {} bytes {addr} serves: use --rdma-remote-buffer {} \
+                         or less, or serve a larger --buffer",
+                        plan.target_size_bytes, info.buffer_bytes, info.buffer_bytes
+                    ),
+                ));
+            }
+        }
+        self.cfg = Some(cfg);
+        self.seed = plan.stream.seed;
+        self.workers = plan.workers;
+        Ok(())
+    }
+
+    fn prepare(&mut self, _plan: &mut Plan) -> Result<(), TargetError> {
+        // Nothing to create: the registrations and connections are made when
+        // the workers open (the shared buffer exists only then).
+        Ok(())
+    }
+
+    fn open(&self, spec: &EngineSpec) -> Result<Box<dyn Engine>, EngineError> {
+        let cfg = self.cfg.as_ref().ok_or_else(|| EngineError::Unsupported {
+            feature: "rdma".into(),
+            detail: "open before preflight".into(),
+        })?;
+        let client = {
+            let mut slot = self.client.lock().map_err(|_| {
+                engine_error(RdmaError::io(
+                    "rdma",
+                    std::io::Error::other("a worker panicked"),
+                ))
+            })?;
+            match &*slot {
+                Some(c) => c.clone(),
+                None => {
+                    let pieces: Vec<LocalPiece> = spec
+                        .pieces
+                        .iter()
+                        .map(|p| LocalPiece {
+                            addr: p.addr,
+                            len: p.len,
+                        })
+                        .collect();
+                    // SAFETY: the pieces are the run's shared DMA buffer,
+                    // which outlives every engine and this driver's client
+                    // (the run drops its workers before the buffer, and the
+                    // driver's client is only used by them).
+                    let c = Arc::new(unsafe { Client::open(cfg, &pieces) }.map_err(engine_error)?);
+                    *slot = Some(c.clone());
+                    c
+                }
+            }
+        };
+        let worker = client
+            .worker(self.seed.wrapping_add(spec.worker as u64))
+            .map_err(engine_error)?;
+        Ok(Box::new(RdmaEngine::new(worker, spec.pieces.clone())))
+    }
+
+    fn header(&self) -> String {
+        let Some(c) = self.client() else {
+            return String::new();
+        };
+        let f = c.facts(self.workers);
+        let mut s = format!(
+            "rdma: {} port {} ({}, GID index {} {}, MTU {} B) -> {}, --rdma-op {}, {} QP(s)\n",
+            f.device, f.port, f.link_layer, f.gid_index, f.gid, f.mtu_bytes, f.target, f.op, f.qps
+        );
+        s.push_str(&format!(
+            "rdma: dmalab counted {} RDMA WRITEs ({} bytes) and {} RDMA READs ({} bytes), {} failed\n",
+            f.moved.writes, f.moved.write_bytes, f.moved.reads, f.moved.read_bytes, f.moved.errors
+        ));
+        match &f.nic_counters {
+            Some(d) => s.push_str(&format!("rdma: {}\n", d.summary())),
+            None => s.push_str("rdma: the port has no NIC counters\n"),
+        }
+        if let Some(e) = &f.first_error {
+            s.push_str(&format!("rdma: first error: {e}\n"));
+        }
+        s
+    }
+
+    fn device(&self, plan: &Plan) -> Option<DeviceInfo> {
+        let c = self.client()?;
+        let ctx = c.context();
+        Some(DeviceInfo {
+            path: plan
+                .target
+                .as_deref()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            kind: "rdma".into(),
+            block_device: None,
+            disk: None,
+            model: format!("{} port {} ({})", ctx.name, ctx.port, ctx.link_layer_name()),
+            size_bytes: plan.target_size_bytes,
+            logical_block_size: 1,
+            physical_block_size: 1,
+            filesystem: None,
+        })
+    }
+
+    fn facts(&self) -> Option<(&'static str, serde_json::Value)> {
+        let c = self.client()?;
+        serde_json::to_value(c.facts(self.workers))
+            .ok()
+            .map(|v| ("rdma", v))
     }
 }
