@@ -357,7 +357,7 @@ fn rdma_engine_refuses_bad_input() {
     b.refused(
         "small_remote",
         "--rdma-remote-buffer",
-        "smaller than one 65536-byte message",
+        "smaller than one command (65536 bytes)",
     );
     b.refused(
         "small_region",
