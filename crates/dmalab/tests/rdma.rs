@@ -395,3 +395,39 @@ fn rdma_serve_refuses_a_bad_listen_address_before_touching_the_device() {
         .code(2)
         .stderr("dmalab: error: --listen: \"nowhere\" is not ADDR:PORT (e.g. 0.0.0.0:18515)\n");
 }
+
+#[test]
+fn rdma_load_without_libibverbs_says_what_to_install() {
+    common::dmalab()
+        .args([
+            "load",
+            "--engine",
+            "rdma",
+            "--target",
+            "loopback",
+            "--commands",
+            "1",
+        ])
+        .env("DMALAB_IBVERBS_LIB", "libdmalab-not-there.so.1")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "apt-get install libibverbs1 ibverbs-providers",
+        ));
+}
+
+#[test]
+fn rdma_flags_are_refused_by_other_engines() {
+    common::dmalab()
+        .args(["load", "--engine", "null", "--qps", "2", "--commands", "1"])
+        .assert()
+        .code(2)
+        .stderr("dmalab: error: --qps: only with --engine rdma\n");
+    common::dmalab()
+        .args(["load", "--engine", "rdma", "--commands", "1"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "--target: --engine rdma needs --target HOST:PORT",
+        ));
+}
