@@ -62,11 +62,10 @@ def pt(name):
         w = line.split()
         if len(w) >= 5 and w[0] == "65536":
             bw = float(w[3]) * MIB  # BW average, MiB/s
-            msg_rate = float(w[4]) * 1e6
-    m = re.search(r"CPU Util\[%\]\s+([0-9.]+)", text)
-    if m and bw:
-        # --cpu_util: percent of one CPU over the run; per message.
-        cpu = float(m.group(1)) / 100 * 1e9 / (bw / 65536)
+            # --cpu_util adds CPU_Util[%]: percent of the machine's CPUs
+            # over the run; per message, in ns of one CPU.
+            if len(w) >= 6 and float(w[5]) > 0:
+                cpu = float(w[5]) / 100 * os.cpu_count() * 1e9 / (bw / 65536)
     return bw, cpu
 def fmt(v):
     return f"{statistics.median(v):.3f} [{min(v):.3f}..{max(v):.3f}]"

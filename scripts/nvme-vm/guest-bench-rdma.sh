@@ -20,7 +20,7 @@ dm_run() { # OP NAME [extra flags]: one dmalab run against a local serve
   op="$1"; name="$2"; shift 2
   $D rdma serve --listen 127.0.0.1:18700 --buffer 16M >/dev/null 2>/results/$name.serve.err &
   S=$!
-  i=0; while ! grep -q serving /results/$name.serve.err && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+  w=0; while ! grep -q serving /results/$name.serve.err && [ $w -lt 200 ]; do sleep 0.1; w=$((w + 1)); done
   $D load --engine rdma --target 127.0.0.1:18700 --rdma-op "$op" --pattern single --bs 64K --buffer 16M \
     --rdma-remote-buffer 16M --device-offsets sequential --iodepth 16 --runtime ${RT}s -q "$@" \
     --output /results/$name.json >/dev/null 2>>/results/errors
