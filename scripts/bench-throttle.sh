@@ -16,7 +16,10 @@
 # Environment: SLO1, SLO2 (default 'mean <= 1.5 x baseline', 'mean <= 1.3 x
 # baseline'), CONTROLLER (pi), INTERVALS (per loop, 40), MAX_RATE (1200M),
 # SWEEP_POINTS (7), SWEEP_REPEAT (2), DMALAB (a built binary; default: a
-# release build). The scratch file lives in $TMPDIR (default /var/tmp).
+# release build), VICTIM ('probe latency --size 64M --cpus-allowed 0'),
+# AGGRESSOR (the load's flags; default: random 4 KiB-block storage reads
+# from a scratch file into a 4000K buffer, 2 workers on CPU 1). The scratch
+# file lives in $TMPDIR (default /var/tmp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -28,6 +31,8 @@ INTERVALS=${INTERVALS:-40}
 MAX_RATE=${MAX_RATE:-1200M}
 SWEEP_POINTS=${SWEEP_POINTS:-7}
 SWEEP_REPEAT=${SWEEP_REPEAT:-2}
+VICTIM=${VICTIM:-"probe latency --size 64M --cpus-allowed 0"}
+AGGRESSOR=${AGGRESSOR:-"--pattern random --direction write --size 64M --buffer 4000K --workers 2 --cpus-allowed 1"}
 command -v python3 >/dev/null || { echo "bench-throttle: python3 is not installed" >&2; exit 1; }
 if [ -z "${DMALAB:-}" ]; then
     cargo build --release -q -p dmalab
@@ -42,10 +47,13 @@ echo "date:       $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "host:       $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
 echo "binary:     $DMALAB ($("$DMALAB" --version))"
 echo "controller: $CONTROLLER, $INTERVALS intervals of 1 s per SLO; sweep $SWEEP_POINTS rates x $SWEEP_REPEAT passes"
+echo "victim:     $VICTIM"
+echo "aggressor:  dmalab load $AGGRESSOR"
+echo "load:       $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)"
 echo
 (cd "$TMP" && "$DMALAB" throttle \
-    --victim 'probe latency --size 64M --cpus-allowed 0' \
-    --aggressor '--pattern random --direction write --size 64M --buffer 4000K --workers 2 --cpus-allowed 1' \
+    --victim "$VICTIM" \
+    --aggressor "$AGGRESSOR" \
     --slo "$SLO1" --slo "$SLO2" --controller "$CONTROLLER" \
     --intervals "$INTERVALS" --min-rate 20M --max-rate "$MAX_RATE" \
     --sweep --sweep-points "$SWEEP_POINTS" --sweep-repeat "$SWEEP_REPEAT" --sweep-intervals 3 \
@@ -61,8 +69,9 @@ for r in rates:
     pts = [p for p in d["sweep"] if round(p["rate_target_bytes_per_s"]) == r]
     figs = {k: sum(p["victim"][k] for p in pts) / len(pts) for k in pts[0]["victim"]}
     dl = [p["delivered_bytes_per_s"] for p in pts if p["delivered_bytes_per_s"]]
+    unit = d["victim_unit"]
     print(f"  {mib(r):>12}  delivered {mib(sum(dl) / len(dl) if dl else None):>12}  "
-          + "  ".join(f"{k} {v:.1f} ns (x{v / d['baseline'][k]:.3f})" for k, v in figs.items()))
+          + "  ".join(f"{k} {v:.4g} {unit} (x{v / d['baseline'][k]:.3f})" for k, v in figs.items()))
 print()
 print(f"{'SLO':<26} {'best fixed':>12} {'closed loop':>12} {'share':>6} {'goal':>5}  {'viol. after settle':>18} {'goal':>5}  settle time")
 for l, v in zip(d["loops"], d["frontier"]):

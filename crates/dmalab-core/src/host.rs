@@ -77,12 +77,9 @@ impl HostInfo {
     pub fn collect() -> Self {
         let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let field = |name: &str| {
-            cpuinfo
-                .lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
+            crate::sys::cpuinfo::cpuinfo_field(&cpuinfo, name)
                 .unwrap_or_default()
+                .to_string()
         };
         let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
         let mem = |name: &str| {
@@ -127,7 +124,7 @@ impl HostInfo {
             mem_available_bytes: mem("MemAvailable:"),
             steal_since_boot_pct: CpuTimes::read()
                 .map_or(0.0, |t| t.steal_pct_since(&CpuTimes::default())),
-            virtualized: field("flags").split_whitespace().any(|f| f == "hypervisor"),
+            virtualized: crate::sys::cpuinfo::cpu_flags(&cpuinfo).contains(&"hypervisor"),
             thp_enabled: thp,
             clocksource: read_trim(
                 "/sys/devices/system/clocksource/clocksource0/current_clocksource",

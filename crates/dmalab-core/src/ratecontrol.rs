@@ -82,13 +82,12 @@ unsafe impl Sync for RateControl {}
 #[derive(Debug, thiserror::Error)]
 pub enum RateControlError {
     /// The file could not be created, opened or mapped.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// The file.
         path: String,
-        /// What failed.
-        #[source]
-        source: std::io::Error,
+        /// What failed (printed in the message, so not a `source()`).
+        cause: std::io::Error,
     },
     /// The file is not a rate-control page of this version.
     #[error("{0} is not a dmalab rate-control file (magic DMALRATE, version {VERSION}); pass the file `dmalab load --rate-control` created")]
@@ -96,9 +95,9 @@ pub enum RateControlError {
 }
 
 fn map(path: &Path, create: bool) -> Result<*mut u8, RateControlError> {
-    let io = |source| RateControlError::Io {
+    let io = |cause| RateControlError::Io {
         path: path.display().to_string(),
-        source,
+        cause,
     };
     let f = if create {
         OpenOptions::new()
@@ -267,6 +266,16 @@ impl Drop for RateControl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_io_error_prints_its_cause_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let Err(e) = RateControl::open(&dir.path().join("none")) else {
+            panic!("opened a missing file");
+        };
+        let line = crate::error::chain_line(&e);
+        assert_eq!(line.matches("No such file").count(), 1, "{line}");
+    }
 
     #[test]
     fn both_sides_see_one_page() {

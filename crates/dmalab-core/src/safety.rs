@@ -284,16 +284,14 @@ pub fn kernel_users_of_file(meta: &fs::Metadata) -> Option<FileUser> {
             detail,
         });
     }
-    let swaps = fs::read_to_string("/proc/swaps").unwrap_or_default();
-    for line in swaps.lines().skip(1) {
-        let Some(sw) = line.split_whitespace().next() else {
-            continue;
-        };
-        let sw = crate::host::unescape_mount(sw);
-        if FileId::of_path(Path::new(&sw)) == Some(id) {
+    for sw in crate::sys::swaps::read_swaps() {
+        if FileId::of_path(&sw.path) == Some(id) {
             return Some(FileUser {
                 check: "swap",
-                detail: format!("it is the active swap file {sw}; swapoff it first"),
+                detail: format!(
+                    "it is the active swap file {}; swapoff it first",
+                    sw.path.display()
+                ),
             });
         }
     }
@@ -363,21 +361,16 @@ pub fn check_block_device(dev: &Path) -> Result<(), Refusal> {
             format!("{name} (or one of its partitions) is mounted at {mp}; unmount it first"),
         ));
     }
-    let swaps = fs::read_to_string("/proc/swaps").unwrap_or_default();
     let mut names = vec![name.clone()];
     names.extend(
         parts
             .iter()
             .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())),
     );
-    for line in swaps.lines().skip(1) {
-        let Some(sw) = line.split_whitespace().next() else {
-            continue;
-        };
-        let sw_name = Path::new(sw)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned());
-        let canon_name = fs::canonicalize(sw)
+    for sw in crate::sys::swaps::read_swaps() {
+        let sw = sw.path;
+        let sw_name = sw.file_name().map(|n| n.to_string_lossy().into_owned());
+        let canon_name = fs::canonicalize(&sw)
             .ok()
             .and_then(|c| c.file_name().map(|n| n.to_string_lossy().into_owned()));
         if names
@@ -387,7 +380,7 @@ pub fn check_block_device(dev: &Path) -> Result<(), Refusal> {
             return Err(refuse(
                 dev,
                 "swap",
-                format!("{sw} is in use as swap; swapoff it first"),
+                format!("{} is in use as swap; swapoff it first", sw.display()),
             ));
         }
     }

@@ -131,7 +131,7 @@ pub fn host_report(roots: &Roots) -> HostCounters {
     HostCounters {
         cpu,
         perf_event_paranoid: sys::paranoid_level(&roots.paranoid),
-        root: sys::is_root(),
+        root: dmalab_core::sys::is_root(),
         pmu_root: roots.pmu.display().to_string(),
         pmus,
         core_absent,

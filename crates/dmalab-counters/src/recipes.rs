@@ -4,54 +4,24 @@
 
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::Path;
 
-/// The CPU, from `/proc/cpuinfo`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct CpuId {
-    /// `GenuineIntel`, `AuthenticAMD`, ...
-    pub vendor: String,
-    /// `cpu family`.
-    pub family: u32,
-    /// `model`.
-    pub model: u32,
-    /// `model name`.
-    pub model_name: String,
+pub use dmalab_core::sys::cpuinfo::CpuId;
+
+/// Which recipes a CPU can run: vendor, family and model tests.
+trait CpuKind {
+    /// Intel family 6, one of `models`.
+    fn intel(&self, models: &[u32]) -> bool;
+    /// AMD Zen 4 or later (family 19h Zen 4 models, family 1Ah).
+    fn zen4_plus(&self) -> bool;
+    /// AMD Zen 1 to 3 (family 17h, family 19h before Zen 4).
+    fn zen1_3(&self) -> bool;
 }
 
-impl CpuId {
-    /// Reads the first processor's identification from a cpuinfo file.
-    pub fn read(path: &Path) -> Self {
-        Self::parse(&std::fs::read_to_string(path).unwrap_or_default())
-    }
-
-    /// Parses cpuinfo text (first processor).
-    pub fn parse(text: &str) -> Self {
-        let mut c = CpuId::default();
-        for line in text.lines() {
-            if line.trim().is_empty() && !c.vendor.is_empty() {
-                break;
-            }
-            let Some((k, v)) = line.split_once(':') else {
-                continue;
-            };
-            let v = v.trim();
-            match k.trim() {
-                "vendor_id" => c.vendor = v.to_string(),
-                "cpu family" => c.family = v.parse().unwrap_or(0),
-                "model" => c.model = v.parse().unwrap_or(0),
-                "model name" => c.model_name = v.to_string(),
-                _ => {}
-            }
-        }
-        c
-    }
-
+impl CpuKind for CpuId {
     fn intel(&self, models: &[u32]) -> bool {
         self.vendor == "GenuineIntel" && self.family == 6 && models.contains(&self.model)
     }
 
-    /// AMD Zen 4 or later (family 19h Zen 4 models, family 1Ah).
     fn zen4_plus(&self) -> bool {
         self.vendor == "AuthenticAMD"
             && (self.family >= 0x1a
@@ -59,7 +29,6 @@ impl CpuId {
                     && matches!(self.model, 0x10..=0x1f | 0x60..=0x7f | 0xa0..=0xaf)))
     }
 
-    /// AMD Zen 1 to 3 (family 17h, family 19h before Zen 4).
     fn zen1_3(&self) -> bool {
         self.vendor == "AuthenticAMD"
             && (self.family == 0x17 || (self.family == 0x19 && !self.zen4_plus()))

@@ -332,7 +332,7 @@ impl Session {
     /// group when `mbm` was asked for. Nothing counts until [`Session::start`].
     pub fn open(req: &Request, scope: &Scope, roots: &Roots, state_dir: &std::path::Path) -> Self {
         let paranoid = sys::paranoid_level(&roots.paranoid);
-        let root = sys::is_root();
+        let root = dmalab_core::sys::is_root();
         let mut arena: Vec<Counter> = Vec::new();
         let mut member: Vec<bool> = Vec::new();
         let mut leaders: HashMap<(String, i32, i32), usize> = HashMap::new();

@@ -194,12 +194,6 @@ pub fn paranoid_level(path: &std::path::Path) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-/// True when the effective user is root.
-pub fn is_root() -> bool {
-    // SAFETY: geteuid takes no arguments and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,8 @@
 //! The encoded `perf_event_attr` of each spec against a fake sysfs tree
-//! with the kernel's own format strings (tests/fixtures/pmus.txt) equals the
-//! reference values worked out from the kernel's perf event JSON
-//! (tests/fixtures/encodings.txt, each line naming its source).
+//! with the kernel's own format strings (the workspace's
+//! `tests/fixtures/counters/pmus.txt`) equals the reference values worked
+//! out from the kernel's perf event JSON
+//! (`tests/fixtures/counters/encodings.txt`, each line naming its source).
 
 use dmalab_counters::catalog::Catalog;
 use dmalab_counters::recipes::{self, CpuId};
@@ -10,8 +11,8 @@ use dmalab_counters::spec::{self, Absence};
 use std::fs;
 use std::path::Path;
 
-const PMUS: &str = include_str!("fixtures/pmus.txt");
-const ENCODINGS: &str = include_str!("fixtures/encodings.txt");
+const PMUS: &str = include_str!("../../../tests/fixtures/counters/pmus.txt");
+const ENCODINGS: &str = include_str!("../../../tests/fixtures/counters/encodings.txt");
 
 /// Writes the fake PMU tree under `root`.
 fn write_tree(root: &Path) {

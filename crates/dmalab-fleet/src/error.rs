@@ -9,15 +9,15 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum FleetError {
     /// Bad input (exit 2).
-    #[error(transparent)]
+    #[error("{0}")]
     Usage(#[from] UsageError),
     /// A file cannot be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// The file.
         path: String,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause (printed in the message, so not a `source()`).
+        cause: std::io::Error,
     },
     /// A Slurm command failed; the message carries Slurm's own words.
     #[error("{0}")]
@@ -29,10 +29,10 @@ pub enum FleetError {
 
 impl FleetError {
     /// An I/O error about `path`.
-    pub fn io(path: &Path, source: std::io::Error) -> Self {
+    pub fn io(path: &Path, cause: std::io::Error) -> Self {
         FleetError::Io {
             path: path.display().to_string(),
-            source,
+            cause,
         }
     }
 
@@ -46,8 +46,25 @@ impl From<RunError> for FleetError {
     fn from(e: RunError) -> Self {
         match e {
             RunError::Usage(u) => FleetError::Usage(u),
-            RunError::Io { path, source } => FleetError::Io { path, source },
+            RunError::Io { path, cause } => FleetError::Io { path, cause },
             RunError::Other(s) => FleetError::Other(s),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FleetError;
+    use dmalab_core::error::chain_line;
+    use dmalab_core::UsageError;
+
+    #[test]
+    fn a_fleet_error_chain_prints_each_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let e = FleetError::from(dmalab_run::RunError::io("m.json".as_ref(), io));
+        assert_eq!(chain_line(&e), "m.json: gone");
+        let e = FleetError::usage("--split", "bad");
+        let u = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<UsageError>());
+        assert_eq!(u, Some(&UsageError::new("--split", "bad")));
     }
 }

@@ -79,29 +79,27 @@ impl Fill {
 #[derive(Debug, thiserror::Error)]
 pub enum BufferError {
     /// mmap failed.
-    #[error("cannot map a {bytes}-byte buffer{what}: {source}")]
+    #[error("cannot map a {bytes}-byte buffer{what}: {cause}")]
     Map {
         /// Size asked for.
         bytes: u64,
         /// Extra context (huge pages).
         what: String,
         /// OS error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Huge pages could not be reserved.
     #[error("{0}")]
     HugeTlb(String),
     /// mlock failed.
-    #[error("cannot lock the {bytes}-byte DMA buffer in memory ({source}); {advice}")]
+    #[error("cannot lock the {bytes}-byte DMA buffer in memory ({cause}); {advice}")]
     Lock {
         /// Size.
         bytes: u64,
         /// What to raise or change, with the limit in force.
         advice: String,
         /// OS error of mlock.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -177,7 +175,7 @@ impl DmaBuffer {
             )
         };
         if map == libc::MAP_FAILED {
-            let source = std::io::Error::last_os_error();
+            let cause = std::io::Error::last_os_error();
             return Err(BufferError::Map {
                 bytes: len,
                 what: match huge {
@@ -191,7 +189,7 @@ impl DmaBuffer {
                     ),
                     _ => String::new(),
                 },
-                source,
+                cause,
             });
         }
         let map = map.cast::<u8>();
@@ -248,7 +246,7 @@ impl DmaBuffer {
             return Err(BufferError::Lock {
                 bytes: self.len as u64,
                 advice: lock_advice(self.len as u64, memlock_limit()),
-                source: err,
+                cause: err,
             });
         }
         Ok(())

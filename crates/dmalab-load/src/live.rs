@@ -15,20 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use dmalab_core::livestats::off;
 pub use dmalab_core::livestats::{state, MAGIC, VERSION};
+use dmalab_core::sys::clock::monotonic_ns;
 
 /// Size of the page.
 pub const LIVE_BYTES: usize = dmalab_core::livestats::LEN;
-
-/// CLOCK_MONOTONIC, nanoseconds.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer to our own timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 /// The mapped page.
 #[derive(Debug)]

@@ -103,7 +103,7 @@ pub struct Plan {
     pub rate_control: Option<PathBuf>,
     /// Workers run under SCHED_FIFO at this priority (None: normal).
     pub realtime_priority: Option<i32>,
-    /// Record every DMA transfer into this dmalab-sim trace file.
+    /// Record every DMA transfer into this dmalab trace file (dmalab-trace).
     pub trace: Option<PathBuf>,
     /// Compute the buffer's SHA-256 after the run (`--buffer-checksum`).
     #[serde(default)]
@@ -113,6 +113,9 @@ pub struct Plan {
     /// (errors name `--size`, not `--region`). Not part of the result.
     #[serde(skip)]
     pub region_from_target: bool,
+    /// The GPU engine's part (`--gpus`); None for other engines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<crate::engine::gpu::GpuPlan>,
     /// `--engine rdma`'s own flags.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rdma: Option<crate::engine::rdma::RdmaPlan>,
@@ -342,6 +345,7 @@ mod tests {
             trace: None,
             buffer_checksum: false,
             region_from_target: false,
+            gpu: None,
             rdma: None,
         }
     }

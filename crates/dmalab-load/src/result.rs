@@ -236,7 +236,7 @@ pub struct LoadResult {
 /// What `--trace` recorded.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TraceResult {
-    /// The trace file (dmalab-sim binary format).
+    /// The trace file (the dmalab-trace binary format).
     pub path: String,
     /// DMA transfers recorded (one per completed data command).
     pub transfers: u64,

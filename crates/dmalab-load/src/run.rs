@@ -7,13 +7,14 @@ use crate::buffer::DmaBuffer;
 use crate::check::{check_rate_schedule, RateCheck};
 use crate::engine::{self, Command, Driver, EngineSpec};
 use crate::limiter::{Arrival, Clock, Limiter, MonoClock, RateChange, RateSpec};
-use crate::live::{monotonic_ns, LiveStats};
+use crate::live::LiveStats;
 use crate::pattern::PatternStream;
 use crate::result::{CpuResult, LoadResult, Rates, Sample, Totals, TraceResult};
 use crate::worker::{worker_loop, WorkerOut};
 use dmalab_core::hist::LatHist;
 use dmalab_core::schema::CpuUsage;
-use dmalab_sim::trace::TraceWriter;
+use dmalab_core::sys::clock::monotonic_ns;
+use dmalab_trace::TraceWriter;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::time::Duration;
@@ -22,10 +23,10 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// The buffer.
-    #[error("DMA buffer: {0}")]
+    #[error("DMA buffer")]
     Buffer(#[from] crate::buffer::BufferError),
     /// An engine.
-    #[error("worker {worker}: {source}")]
+    #[error("worker {worker}")]
     Engine {
         /// Which worker.
         worker: usize,
@@ -34,7 +35,7 @@ pub enum RunError {
         source: engine::EngineError,
     },
     /// The pattern stream.
-    #[error("{0}")]
+    #[error(transparent)]
     Stream(#[from] crate::pattern::StreamError),
     /// Anything else.
     #[error("{0}")]

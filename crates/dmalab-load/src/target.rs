@@ -21,16 +21,15 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     /// The user's input is at fault.
-    #[error(transparent)]
+    #[error("{0}")]
     Usage(#[from] UsageError),
     /// A system call failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// OS error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The engine could not ready the device (formatting, connecting).
     #[error(transparent)]
@@ -39,7 +38,7 @@ pub enum TargetError {
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TargetError {
     let what = what.into();
-    move |source| TargetError::Io { what, source }
+    move |cause| TargetError::Io { what, cause }
 }
 
 /// What kind of target.
@@ -308,9 +307,8 @@ pub fn existing(path: &Path) -> Result<PreparedTarget, TargetError> {
         (TargetKind::File, meta.len())
     } else if ft.is_block_device() {
         let f = File::open(path).map_err(io(format!("open {}", path.display())))?;
-        let mut size = 0u64;
-        // SAFETY: BLKGETSIZE64 writes one u64 into our variable.
-        unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64, &mut size) };
+        let size = dmalab_core::sys::blockdev::block_device_size(&f)
+            .map_err(io(format!("size of {}", path.display())))?;
         (TargetKind::Block, size)
     } else {
         return Err(UsageError::new(
@@ -333,9 +331,6 @@ pub fn existing(path: &Path) -> Result<PreparedTarget, TargetError> {
         dir: None,
     })
 }
-
-/// `_IOR(0x12, 114, size_t)`.
-const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 
 /// The logical block size of the device holding `path` (512 at least, and
 /// when unknown).

@@ -9,7 +9,7 @@ use crate::result::{Rates, Totals, WorkerResult};
 use crate::run::Shared;
 use dmalab_core::hist::LatHist;
 use dmalab_core::schema::CpuUsage;
-use dmalab_sim::trace::{DmaDir, TraceWriter};
+use dmalab_trace::{DmaDir, TraceWriter};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;

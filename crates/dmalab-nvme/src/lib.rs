@@ -25,13 +25,12 @@ pub use uring::UringCompletion;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A system call failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// The OS error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The device completed a command with an error status.
     #[error("{what}: the device returned NVMe status {status:#x} ({})", status_text(*status))]
@@ -69,10 +68,10 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+    pub(crate) fn io(what: impl Into<String>, cause: std::io::Error) -> Self {
         Error::Io {
             what: what.into(),
-            source,
+            cause,
         }
     }
 }

@@ -239,8 +239,8 @@ impl NvmeQueue {
                     let (res, result) = match unsafe { dev.io(&mut cmd) } {
                         Ok(dw0) => (0, u64::from(dw0)),
                         Err(Error::Nvme { status, .. }) => (status as i32, 0),
-                        Err(Error::Io { source, .. }) => {
-                            (-source.raw_os_error().unwrap_or(libc::EIO), 0)
+                        Err(Error::Io { cause, .. }) => {
+                            (-cause.raw_os_error().unwrap_or(libc::EIO), 0)
                         }
                         Err(_) => (-libc::EIO, 0),
                     };

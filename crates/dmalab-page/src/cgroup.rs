@@ -74,20 +74,20 @@ pub enum CgroupError {
     #[error("no memory cgroup controller is mounted (neither cgroup v1 'memory' nor cgroup v2 with 'memory' in cgroup.controllers); mount one or run without --memory-limit")]
     NoController,
     /// A file operation failed.
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: {cause}")]
     Io {
         /// What was being done.
         what: &'static str,
         /// On which path.
         path: PathBuf,
         /// The OS error.
-        source: io::Error,
+        cause: io::Error,
     },
 }
 
 fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> CgroupError {
     let path = path.to_path_buf();
-    move |source| CgroupError::Io { what, path, source }
+    move |cause| CgroupError::Io { what, path, cause }
 }
 
 /// A memory cgroup created by this run.
@@ -124,13 +124,13 @@ impl MemCgroup {
                         CgroupError::Io {
                             what: "cgroup v2: the root of this cgroup namespace holds processes and cannot hand the memory controller to children (run dmalab outside the container, or enable +memory there first);",
                             path: sc.clone(),
-                            source: e,
+                            cause: e,
                         }
                     } else {
                         CgroupError::Io {
                             what: "enable memory controller in",
                             path: sc.clone(),
-                            source: e,
+                            cause: e,
                         }
                     }
                 })?;

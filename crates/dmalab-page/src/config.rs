@@ -14,6 +14,7 @@ pub const PAGE_SIZE: u64 = 4096;
 
 /// Spatial access pattern (which page each access goes to).
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum Pattern {
     /// Deterministic walk with a fixed stride (pages), wrapping at the set end.
@@ -55,6 +56,7 @@ impl Pattern {
 
 /// How each access is timed.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum TimerKind {
     /// x86 `rdtscp` on both sides (waits for earlier instructions).
@@ -78,6 +80,7 @@ impl TimerKind {
 
 /// How each access is classified as hit / minor fault / major fault.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum ClassifyMethod {
     /// `getrusage(RUSAGE_THREAD)` before and after every access: the kernel's
@@ -99,6 +102,22 @@ pub enum Offset {
     Random,
     /// Fixed byte offset (a multiple of 4 below the page size).
     Fixed(u64),
+}
+
+impl Offset {
+    /// Reads `--offset`: `random` (or pmbench's `-1`) or a byte offset;
+    /// [`PageConfig::validate`] checks the offset's range.
+    pub fn parse(text: &str) -> Result<Self, UsageError> {
+        match text.trim() {
+            "random" | "-1" => Ok(Offset::Random),
+            o => o.parse().map(Offset::Fixed).map_err(|_| {
+                UsageError::new(
+                    "--offset",
+                    format!("'{o}' is neither 'random' nor a byte offset"),
+                )
+            }),
+        }
+    }
 }
 
 /// Which swap the run uses.
@@ -253,6 +272,14 @@ pub struct PageConfig {
 impl PageConfig {
     /// Checks the combination of parameters; errors name the flag.
     pub fn validate(&self) -> Result<(), UsageError> {
+        for (opt, v) in [("--map", self.map_bytes), ("--set", self.set_bytes)] {
+            if v % PAGE_SIZE != 0 {
+                return Err(UsageError::new(
+                    opt,
+                    format!("{v} bytes is not a whole number of 4K pages"),
+                ));
+            }
+        }
         if self.map_bytes < PAGE_SIZE {
             return Err(UsageError::new("--map", "must be at least one page (4K)"));
         }
@@ -439,5 +466,30 @@ mod tests {
         let mut c = base();
         c.offset = Offset::Fixed(3);
         assert_eq!(c.validate().unwrap_err().option, "--offset");
+    }
+
+    #[test]
+    fn map_and_set_are_whole_pages() {
+        let mut c = base();
+        c.map_bytes += 100;
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.option, "--map");
+        assert!(
+            e.message.contains("is not a whole number of 4K pages"),
+            "{e}"
+        );
+        let mut c = base();
+        c.set_bytes = 100;
+        assert_eq!(c.validate().unwrap_err().option, "--set");
+    }
+
+    #[test]
+    fn offsets() {
+        assert_eq!(Offset::parse("random").unwrap(), Offset::Random);
+        assert_eq!(Offset::parse(" -1 ").unwrap(), Offset::Random);
+        assert_eq!(Offset::parse("128").unwrap(), Offset::Fixed(128));
+        let e = Offset::parse("middle").unwrap_err();
+        assert_eq!(e.option, "--offset");
+        assert_eq!(e.message, "'middle' is neither 'random' nor a byte offset");
     }
 }

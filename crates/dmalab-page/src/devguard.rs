@@ -19,19 +19,6 @@ fn refuse(path: &Path, why: String) -> UsageError {
     )
 }
 
-/// Size of an open block device, bytes.
-pub fn device_size(f: &fs::File) -> std::io::Result<u64> {
-    use std::os::fd::AsRawFd;
-    let mut size: u64 = 0;
-    // BLKGETSIZE64 = _IOR(0x12, 114, size_t)
-    const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
-    // SAFETY: the fd is an open block device and size is a writable u64.
-    if unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64, &mut size) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(size)
-}
-
 /// Runs every check; errors are usage errors naming the option and why.
 pub fn check_swap_device(path: &Path, allow_destroy: Option<&Path>) -> Result<(), UsageError> {
     let meta = fs::metadata(path).map_err(|e| refuse(path, format!("cannot stat it: {e}")))?;
@@ -58,7 +45,8 @@ pub fn check_swap_device(path: &Path, allow_destroy: Option<&Path>) -> Result<()
         .custom_flags(libc::O_EXCL)
         .open(path)
         .map_err(|e| refuse(path, format!("cannot open it exclusively (in use?): {e}")))?;
-    let size = device_size(&f).map_err(|e| refuse(path, format!("cannot read its size: {e}")))?;
+    let size = dmalab_core::sys::blockdev::block_device_size(&f)
+        .map_err(|e| refuse(path, format!("cannot read its size: {e}")))?;
     if size < 1 << 20 {
         return Err(refuse(path, format!("it is only {size} bytes")));
     }

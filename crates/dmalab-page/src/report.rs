@@ -337,31 +337,7 @@ fn class_table(out: &mut String, title: &str, c: &ClassSet) {
 
 /// Power-of-two histogram rows (`[lo, 2*lo)`) with a count per class.
 fn histogram_rows(out: &mut String, hists: &[(&str, &LatencySummary)]) {
-    let mut rows: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
-    for (i, (_, s)) in hists.iter().enumerate() {
-        for b in &s.buckets {
-            let e = 63 - b.lo_ns.max(1).leading_zeros();
-            rows.entry(e).or_insert_with(|| vec![0; hists.len()])[i] += b.count;
-        }
-    }
-    let _ = write!(out, "  {:>23}", "latency");
-    for (name, _) in hists {
-        let _ = write!(out, " {name:>11}");
-    }
-    let _ = writeln!(out);
-    for (e, counts) in rows {
-        let lo = 1u64 << e;
-        let _ = write!(
-            out,
-            "  [{:>9}, {:>9})",
-            fmt_ns(lo as f64),
-            fmt_ns((lo * 2) as f64)
-        );
-        for c in counts {
-            let _ = write!(out, " {c:>11}");
-        }
-        let _ = writeln!(out);
-    }
+    out.push_str(&dmalab_core::hist_table::columns(hists));
 }
 
 impl PageResult {
@@ -571,5 +547,45 @@ mod tests {
         assert!((t.time_in_over_100us_pct - 50.0).abs() < 1.0);
         let none = Table2::compute(&all, None, 1, None);
         assert!(none.avg_major_ns.is_none() && none.os_overhead_pct.is_none());
+    }
+
+    fn summary(buckets: &[(u64, u64, u64)]) -> LatencySummary {
+        LatencySummary {
+            samples: buckets.iter().map(|b| b.2).sum(),
+            buckets: buckets
+                .iter()
+                .map(|&(lo_ns, hi_ns, count)| dmalab_core::hist::Bucket {
+                    lo_ns,
+                    hi_ns,
+                    count,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn histogram_rows_text_is_pinned() {
+        let hit = summary(&[(0, 0, 2), (90, 95, 500), (120, 130, 40)]);
+        let minor = summary(&[(1_000, 1_080, 30), (1_500, 1_600, 5)]);
+        let major = summary(&[(95, 99, 1), (2_000_000, 2_100_000, 9)]);
+        let mut o = String::new();
+        histogram_rows(
+            &mut o,
+            &[("hit", &hit), ("minor", &minor), ("major", &major)],
+        );
+        assert_eq!(
+            o,
+            "                  latency         hit       minor       major\n  [   1.0 ns,    2.0 ns)           2           0           0\n  [  64.0 ns,  128.0 ns)         540           0           1\n  [ 512.0 ns,   1.02 us)           0          30           0\n  [  1.02 us,   2.05 us)           0           5           0\n  [  1.05 ms,   2.10 ms)           0           0           9\n"
+        );
+        let mut o = String::new();
+        histogram_rows(
+            &mut o,
+            &[("read", &hit), ("write", &LatencySummary::default())],
+        );
+        assert_eq!(
+            o,
+            "                  latency        read       write\n  [   1.0 ns,    2.0 ns)           2           0\n  [  64.0 ns,  128.0 ns)         540           0\n"
+        );
     }
 }

@@ -11,9 +11,10 @@ use crate::report::{
 };
 use crate::state::{self, Ledger};
 use crate::swap;
-use crate::sysinfo::{read_swaps, Vmstat};
+use crate::sysinfo::Vmstat;
 use crate::worker::{WorkerOut, WorkerPlan};
 use dmalab_core::hist::LatHist;
+use dmalab_core::sys::swaps::read_swaps;
 use dmalab_core::UsageError;
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -25,7 +26,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, thiserror::Error)]
 pub enum PageError {
     /// Bad input (exit 2).
-    #[error(transparent)]
+    #[error("{0}")]
     Usage(#[from] UsageError),
     /// Missing privilege.
     #[error("{0}")]
@@ -58,11 +59,6 @@ pub struct Outcome {
     pub interrupted: bool,
     /// Things the user should know.
     pub warnings: Vec<String>,
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 fn setup_err(what: &str) -> impl Fn(std::io::Error) -> PageError + '_ {
@@ -110,7 +106,7 @@ fn precheck(cfg: &PageConfig) -> Result<Option<cgroup::MemoryHierarchy>, PageErr
         }
         SwapSpec::Dev { .. } => {}
     }
-    if cfg.changes_host() && !is_root() {
+    if cfg.changes_host() && !dmalab_core::sys::is_root() {
         return Err(PageError::NeedRoot(
             "--memory-limit, --swap (other than existing), --page-cluster and --swappiness change the host: \
              they need root (CAP_SYS_ADMIN for cgroups, swapon and sysctls); run dmalab as root, e.g. with sudo"
@@ -205,8 +201,8 @@ fn setup_swap(cfg: &PageConfig, ledger: &mut Ledger) -> Result<Option<PathBuf>, 
                 .custom_flags(libc::O_EXCL)
                 .open(path)
                 .map_err(setup_err("open swap device exclusively"))?;
-            let size =
-                crate::devguard::device_size(&f).map_err(setup_err("size of swap device"))?;
+            let size = dmalab_core::sys::blockdev::block_device_size(&f)
+                .map_err(setup_err("size of swap device"))?;
             ledger
                 .record(|c| {
                     c.swap_header_written.push(path.clone());
@@ -237,7 +233,7 @@ pub fn run_page(cfg: &PageConfig, opts: &RunOptions) -> Result<Outcome, PageErro
     };
     let mut setup = SetupReport::default();
     let mut warnings = Vec::new();
-    if is_root() {
+    if dmalab_core::sys::is_root() {
         let r = state::cleanup_leftovers(&opts.state_dir);
         setup.leftovers_removed = r.done;
         for e in r.errors {
@@ -649,6 +645,23 @@ pub fn worker_main() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn page_errors_print_each_cause_once() {
+        let e = PageError::from(UsageError::new("--map", "bad"));
+        let u = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<UsageError>());
+        assert_eq!(u, Some(&UsageError::new("--map", "bad")));
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let e = crate::cgroup::CgroupError::Io {
+            what: "create cgroup",
+            path: "/sys/fs/cgroup/x".into(),
+            cause: io,
+        };
+        assert_eq!(
+            dmalab_core::error::chain_line(&e),
+            "create cgroup /sys/fs/cgroup/x: denied"
+        );
+    }
 
     #[test]
     fn oom_message_does_not_advise_the_swap_already_given() {

@@ -150,7 +150,7 @@ pub fn undo_changes(c: &HostChanges) -> (Vec<String>, Vec<String>) {
             }
         }
     }
-    let active: Vec<PathBuf> = crate::sysinfo::read_swaps()
+    let active: Vec<PathBuf> = dmalab_core::sys::swaps::read_swaps()
         .into_iter()
         .map(|s| s.path)
         .collect();

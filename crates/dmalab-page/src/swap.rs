@@ -102,7 +102,7 @@ fn cpath(p: &Path) -> io::Result<CString> {
 
 /// Highest priority among active swap areas (None: no swap active).
 pub fn max_priority() -> Option<i32> {
-    crate::sysinfo::read_swaps()
+    dmalab_core::sys::swaps::read_swaps()
         .iter()
         .map(|s| s.priority)
         .max()

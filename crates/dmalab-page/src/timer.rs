@@ -3,10 +3,20 @@
 //!
 //! pmbench reads the TSC frequency from CPUID leaves that AMD CPUs lack and
 //! hangs there; we calibrate the TSC against CLOCK_MONOTONIC instead, which
-//! works on every vendor and inside virtual machines.
+//! works on every vendor and inside virtual machines. The calibration is the
+//! one `dmalab probe` uses ([`dmalab_core::sys::tsc::calibrate`]), fed with
+//! this timer's own tick reader.
 
 use crate::config::TimerKind;
-use std::time::{Duration, Instant};
+use dmalab_core::sys::clock::monotonic_ns;
+use dmalab_core::sys::cpuinfo::has_cpu_flag;
+use dmalab_core::sys::tsc::{calibrate, rdtsc_lfenced, rdtscp_bare, Clocks};
+use std::time::Instant;
+
+/// Calibration rounds and the length of each: three 20 ms windows, the
+/// median kept (a window disturbed by preemption is an outlier).
+const CALIBRATION_ROUNDS: usize = 3;
+const CALIBRATION_WINDOW_NS: u64 = 20_000_000;
 
 /// A started clock: converts its ticks to nanoseconds.
 #[derive(Clone, Copy, Debug)]
@@ -18,7 +28,7 @@ pub struct Timer {
 }
 
 impl Timer {
-    /// Sets up `kind`, calibrating the TSC over about 50 ms. Falls back to
+    /// Sets up `kind`, calibrating the TSC over about 60 ms. Falls back to
     /// the clock (returned in the second field as a reason) where the TSC
     /// is not available.
     pub fn new(kind: TimerKind) -> (Self, Option<String>) {
@@ -40,7 +50,7 @@ impl Timer {
                 )),
             );
         }
-        if kind == TimerKind::Rdtscp && !cpu_flag("rdtscp") {
+        if kind == TimerKind::Rdtscp && !has_cpu_flag("rdtscp") {
             return (
                 clock,
                 Some("--timer rdtscp: the CPU lacks rdtscp; using clock".into()),
@@ -51,31 +61,22 @@ impl Timer {
             ns_per_tick: 1.0,
             origin,
         };
-        t.ns_per_tick = t.calibrate();
-        let warn = (!cpu_flag("constant_tsc")).then(|| {
+        let hz = calibrate(&mut Ticks(&t), CALIBRATION_WINDOW_NS, CALIBRATION_ROUNDS).tsc_hz;
+        if !(hz.is_finite() && hz > 0.0) {
+            return (
+                clock,
+                Some(format!(
+                    "--timer {}: the TSC did not advance against the clock; using clock",
+                    kind.name()
+                )),
+            );
+        }
+        t.ns_per_tick = 1e9 / hz;
+        let warn = (!has_cpu_flag("constant_tsc")).then(|| {
             "the CPU does not report constant_tsc: TSC timings may drift with frequency changes"
                 .to_string()
         });
         (t, warn)
-    }
-
-    fn calibrate(&self) -> f64 {
-        // Best of three 20 ms windows: the one least disturbed by preemption.
-        let mut best = f64::NAN;
-        for _ in 0..3 {
-            let w0 = Instant::now();
-            let c0 = self.now();
-            while w0.elapsed() < Duration::from_millis(20) {
-                std::hint::spin_loop();
-            }
-            let c1 = self.now();
-            let w1 = w0.elapsed();
-            let r = w1.as_nanos() as f64 / (c1.wrapping_sub(c0)).max(1) as f64;
-            if best.is_nan() || r < best {
-                best = r;
-            }
-        }
-        best
     }
 
     /// The method actually in use.
@@ -92,25 +93,11 @@ impl Timer {
     #[inline(always)]
     pub fn now(&self) -> u64 {
         match self.kind {
-            #[cfg(target_arch = "x86_64")]
-            TimerKind::Rdtscp => {
-                let mut aux = 0u32;
-                // SAFETY: rdtscp exists (checked in new()); it only reads
-                // the TSC and writes the aux value into our local.
-                unsafe { core::arch::x86_64::__rdtscp(&mut aux) }
-            }
-            #[cfg(target_arch = "x86_64")]
-            TimerKind::Rdtsc => {
-                // SAFETY: lfence and rdtsc are baseline x86-64 instructions
-                // without memory operands.
-                unsafe {
-                    core::arch::x86_64::_mm_lfence();
-                    let t = core::arch::x86_64::_rdtsc();
-                    core::arch::x86_64::_mm_lfence();
-                    t
-                }
-            }
-            _ => self.origin.elapsed().as_nanos() as u64,
+            // new() picks these two only on x86-64, rdtscp only where the
+            // CPU has it.
+            TimerKind::Rdtscp => rdtscp_bare(),
+            TimerKind::Rdtsc => rdtsc_lfenced(),
+            TimerKind::Clock => self.origin.elapsed().as_nanos() as u64,
         }
     }
 
@@ -121,21 +108,22 @@ impl Timer {
     }
 }
 
-/// True when /proc/cpuinfo lists `flag` for the first CPU.
-pub fn cpu_flag(flag: &str) -> bool {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("flags"))
-                .map(|l| l.split_whitespace().any(|f| f == flag))
-        })
-        .unwrap_or(false)
+/// A timer's ticks paired with the monotonic clock, for the calibration.
+struct Ticks<'a>(&'a Timer);
+
+impl Clocks for Ticks<'_> {
+    fn mono_ns(&mut self) -> u64 {
+        monotonic_ns()
+    }
+    fn tsc(&mut self) -> u64 {
+        self.0.now()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn timers_agree_with_the_clock() {

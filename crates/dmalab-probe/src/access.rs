@@ -167,11 +167,17 @@ pub fn chain_order(lines: usize, group_lines: usize, rng: &mut ChaCha8Rng) -> Ve
     order
 }
 
+/// Lines in a chain group of `group_pages` pages of `page_size` bytes (0
+/// stays 0: one group over the whole buffer).
+pub fn group_lines(group_pages: usize, page_size: usize) -> usize {
+    group_pages * (page_size / LINE)
+}
+
 /// Writes the chain into `buf` (word 0: next address; word 1: write flag)
 /// and returns the address of its first line.
 pub fn build_chain(buf: &mut Buffer, group_pages: usize, write_pct: u32, seed: u64) -> usize {
     let lines = buf.lines();
-    let group_lines = group_pages * (buf.kind().page_size() / LINE);
+    let group_lines = group_lines(group_pages, buf.kind().page_size());
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let order = chain_order(lines, group_lines, &mut rng);
     let base = buf.as_ptr() as usize;
@@ -292,6 +298,163 @@ mod tests {
             "median gap {}",
             gaps[gaps.len() / 2]
         );
+    }
+
+    /// Where each line sits in the chain order.
+    fn positions(order: &[u32]) -> Vec<usize> {
+        let mut pos = vec![usize::MAX; order.len()];
+        for (i, &x) in order.iter().enumerate() {
+            pos[x as usize] = i;
+        }
+        pos
+    }
+
+    #[test]
+    fn chain_order_is_a_single_cycle_through_every_line() {
+        // The chain links each line to the next in the order and the last
+        // to the first: following the links from the start must visit every
+        // line once and come back, for any group size and buffer size.
+        for (lines, group) in [(1, 0), (4, 0), (7, 64), (1000, 64), (4096, 1024), (5000, 0)] {
+            let mut rng = ChaCha8Rng::seed_from_u64(lines as u64);
+            let order = chain_order(lines, group, &mut rng);
+            assert_eq!(order.len(), lines);
+            let pos = positions(&order);
+            assert!(pos.iter().all(|&p| p != usize::MAX), "a line is missing");
+            let next = |line: u32| order[(pos[line as usize] + 1) % lines];
+            let mut at = order[0];
+            let mut steps = 0;
+            loop {
+                at = next(at);
+                steps += 1;
+                if at == order[0] {
+                    break;
+                }
+                assert!(steps < lines, "the chain does not close");
+            }
+            assert_eq!(steps, lines, "{lines} lines, group {group}");
+        }
+    }
+
+    #[test]
+    fn lines_of_a_256_byte_block_are_in_different_passes() {
+        // Stride rule: pass c holds exactly the lines i with i % 4 == c, so
+        // the adjacent-line prefetcher's neighbour of a line comes in
+        // another pass, far away in the chain.
+        let (lines, group) = (4096, 64);
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let order = chain_order(lines, group, &mut rng);
+        let per_pass = lines / CLASSES;
+        for (c, pass) in order.chunks(per_pass).enumerate() {
+            assert!(pass.iter().all(|&x| x as usize % CLASSES == c), "pass {c}");
+        }
+        let pos = positions(&order);
+        for block in 0..lines / CLASSES {
+            let passes: Vec<usize> = (0..CLASSES)
+                .map(|k| pos[block * CLASSES + k] / per_pass)
+                .collect();
+            assert_eq!(passes, [0, 1, 2, 3], "block {block}");
+        }
+    }
+
+    #[test]
+    fn each_group_is_visited_whole_once_per_pass_and_the_last_may_be_short() {
+        // Page rule: inside a pass, the lines of one group (group_lines
+        // consecutive lines, the last group short) form one contiguous run,
+        // holding exactly that group's lines of the pass's class.
+        let (lines, group) = (1000, 64);
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let order = chain_order(lines, group, &mut rng);
+        let mut at = 0;
+        for c in 0..CLASSES {
+            let mut seen_groups = std::collections::BTreeSet::new();
+            while at < order.len() && order[at] as usize % CLASSES == c {
+                let g = order[at] as usize / group;
+                assert!(seen_groups.insert(g), "group {g} visited twice in pass {c}");
+                let mut run: Vec<usize> = Vec::new();
+                while at < order.len()
+                    && order[at] as usize % CLASSES == c
+                    && order[at] as usize / group == g
+                {
+                    run.push(order[at] as usize);
+                    at += 1;
+                }
+                run.sort_unstable();
+                let want: Vec<usize> = (g * group..((g + 1) * group).min(lines))
+                    .filter(|i| i % CLASSES == c)
+                    .collect();
+                assert_eq!(run, want, "group {g} pass {c}");
+            }
+            assert_eq!(seen_groups.len(), lines.div_ceil(group), "pass {c}");
+        }
+        assert_eq!(at, order.len());
+    }
+
+    #[test]
+    fn no_group_and_an_oversized_group_are_one_group() {
+        let a = chain_order(512, 0, &mut ChaCha8Rng::seed_from_u64(3));
+        let b = chain_order(512, 10_000, &mut ChaCha8Rng::seed_from_u64(3));
+        let c = chain_order(512, 512, &mut ChaCha8Rng::seed_from_u64(3));
+        assert_eq!(a, b);
+        assert_eq!(a, c);
+    }
+
+    #[test]
+    fn group_size_follows_the_page_size() {
+        assert_eq!(group_lines(16, PageKind::Small.page_size()), 1024);
+        assert_eq!(group_lines(1, PageKind::Thp.page_size()), 32_768);
+        assert_eq!(group_lines(1, PageKind::Huge1G.page_size()), 1 << 24);
+        assert_eq!(group_lines(0, PageKind::Small.page_size()), 0);
+    }
+
+    #[test]
+    fn the_chain_depends_on_the_seed_only() {
+        let one = |seed| chain_order(2048, 64, &mut ChaCha8Rng::seed_from_u64(seed));
+        assert_eq!(one(1), one(1));
+        assert_ne!(one(1), one(2));
+        assert_eq!(
+            index_list(&Pattern::Uniform, 1 << 16, 20, 4),
+            index_list(&Pattern::Uniform, 1 << 16, 20, 4)
+        );
+    }
+
+    #[test]
+    fn chain_in_a_buffer_closes_with_short_last_group_and_writes() {
+        // 100 pages in groups of 16: the last group has 4 pages.
+        let mut buf = Buffer::new(100 * 4096, PageKind::Small, None).unwrap();
+        let start = build_chain(&mut buf, 16, 50, 8);
+        let base = buf.as_ptr() as usize;
+        let lines = buf.lines();
+        let mut p = start;
+        let mut seen = vec![false; lines];
+        for _ in 0..lines {
+            assert!(p >= base && p < base + buf.len() && (p - base).is_multiple_of(LINE));
+            let i = (p - base) / LINE;
+            assert!(!seen[i], "line {i} visited twice");
+            seen[i] = true;
+            // SAFETY: p points at a line inside buf (checked above).
+            let (next, flag) = unsafe { (*(p as *const usize), *((p + 8) as *const usize)) };
+            assert!(flag <= 1);
+            p = next;
+        }
+        assert_eq!(p, start, "chain does not close");
+    }
+
+    #[test]
+    fn index_lists_stay_inside_the_buffer() {
+        for (p, lines) in [
+            (Pattern::Uniform, 1000),
+            (Pattern::parse("normal", Some(2.0), 64).unwrap(), 1000),
+            (Pattern::parse("pareto", Some(0.5), 64).unwrap(), 3),
+            (Pattern::parse("zipf", Some(1.5), 64).unwrap(), 1),
+            (Pattern::parse("sequential", None, 4096).unwrap(), 100),
+        ] {
+            let v = index_list(&p, lines, 10, 6);
+            assert!(!v.is_empty());
+            assert!(
+                v.iter().all(|&x| ((x & !WRITE_BIT) as usize) < lines),
+                "{p:?} over {lines} lines"
+            );
+        }
     }
 
     #[test]

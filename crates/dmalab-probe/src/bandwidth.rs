@@ -21,23 +21,28 @@ use crate::kernels;
 use crate::latency::halted;
 use crate::mem::{Buffer, PageKind, LINE};
 use crate::ProbeError;
-use dmalab_core::UsageError;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
 /// A traffic type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Traffic {
     /// All reads.
+    #[cfg_attr(feature = "clap", value(name = "R"))]
     R,
     /// 2 reads : 1 write.
+    #[cfg_attr(feature = "clap", value(name = "W2"))]
     W2,
     /// 3 reads : 1 write.
+    #[cfg_attr(feature = "clap", value(name = "W3"))]
     W3,
     /// 1 read : 1 write, in place.
+    #[cfg_attr(feature = "clap", value(name = "W5"))]
     W5,
     /// Non-temporal writes only.
+    #[cfg_attr(feature = "clap", value(name = "W6"))]
     W6,
     /// b = a.
     #[serde(rename = "copy")]
@@ -48,25 +53,6 @@ pub enum Traffic {
 }
 
 impl Traffic {
-    /// Parses `R`, `W2`, `W3`, `W5`, `W6`, `copy`, `triad`.
-    pub fn parse(option: &str, text: &str) -> Result<Self, UsageError> {
-        Ok(match text.to_ascii_lowercase().as_str() {
-            "r" => Self::R,
-            "w2" => Self::W2,
-            "w3" => Self::W3,
-            "w5" => Self::W5,
-            "w6" => Self::W6,
-            "copy" => Self::Copy,
-            "triad" => Self::Triad,
-            _ => {
-                return Err(UsageError::new(
-                    option,
-                    format!("'{text}' is not a traffic type; use R, W2, W3, W5, W6, copy or triad"),
-                ))
-            }
-        })
-    }
-
     /// Name as in MLC.
     pub fn name(self) -> &'static str {
         match self {
@@ -337,7 +323,7 @@ pub fn run_workers_intervals(
             });
         }
         barrier.wait();
-        let t0 = crate::tsc::mono_ns();
+        let t0 = dmalab_core::sys::clock::monotonic_ns();
         on_start();
         let end = t0 + runtime_ns;
         let total = || -> u64 {
@@ -349,7 +335,7 @@ pub fn run_workers_intervals(
         };
         let (mut index, mut last_t, mut last_bytes) = (0u64, t0, 0u64);
         loop {
-            let now = crate::tsc::mono_ns();
+            let now = dmalab_core::sys::clock::monotonic_ns();
             if now >= end || halted(stop) {
                 break;
             }
@@ -374,7 +360,7 @@ pub fn run_workers_intervals(
         local_stop.store(true, Ordering::Relaxed);
         t0
     });
-    let elapsed = crate::tsc::mono_ns() - t0;
+    let elapsed = dmalab_core::sys::clock::monotonic_ns() - t0;
     let mut r = BandwidthResult {
         elapsed_ns: elapsed,
         ..Default::default()
@@ -445,17 +431,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn traffic_names_roundtrip() {
-        for t in ["R", "W2", "W3", "W5", "W6", "copy", "triad"] {
-            assert_eq!(Traffic::parse("--traffic", t).unwrap().name(), t);
-        }
-        assert_eq!(
-            Traffic::parse("--traffic", "W9").unwrap_err().option,
-            "--traffic"
-        );
-    }
-
-    #[test]
     fn counts_bytes_by_ratio() {
         let cpu = dmalab_core::cpus::allowed_cpus()[0];
         let plan = BandwidthPlan {
@@ -481,10 +456,14 @@ mod tests {
         let mut seen = Vec::new();
         let r = run_intervals(&plan, &mut |i| seen.push(i.clone())).unwrap();
         assert!(seen.len() >= 3, "{seen:?}");
+        // A 20 ms interval may see nothing on a loaded 2-CPU machine (the
+        // thread was not scheduled in it): numbering and the sum are the
+        // rules, not a non-zero figure in every interval.
         assert!(seen
             .iter()
             .enumerate()
-            .all(|(k, i)| i.index == k as u64 && i.bw_bytes > 0.0));
+            .all(|(k, i)| i.index == k as u64 && i.bw_bytes >= 0.0));
+        assert!(seen.iter().any(|i| i.bw_bytes > 0.0), "{seen:?}");
         let moved: f64 = seen
             .iter()
             .map(|i| i.bw_bytes * i.interval_ns as f64 / 1e9)

@@ -6,7 +6,7 @@
 
 use crate::access::WRITE_BIT;
 use crate::mem::LINE;
-use crate::tsc::rdtscp_fenced;
+use dmalab_core::sys::tsc::rdtscp_fenced;
 use std::ptr::{read_volatile, write_volatile};
 
 /// Follows the chain `n` steps from `p`; returns where it stopped.

@@ -5,7 +5,8 @@
 //!   a clock around many steps and by `rdtscp` around every access;
 //! - [`bandwidth`]: R, W2, W3, W5, W6, copy and triad traffic;
 //! - [`loaded`]: one latency thread against a delay sweep of load threads;
-//! - [`tsc`]: the cycle counter, its calibration and the timer's own cost;
+//! - the cycle counter, its calibration and the timer's own cost live in
+//!   [`dmalab_core::sys::tsc`] (shared with `dmalab page`);
 //! - [`mem`]: buffers on 4 KiB, THP or hugetlbfs pages, NUMA binding;
 //! - [`access`]: the chain construction and the pattern generators;
 //! - [`text`]: the human summaries.
@@ -19,8 +20,8 @@ pub mod kernels;
 pub mod latency;
 pub mod loaded;
 pub mod mem;
+pub mod options;
 pub mod text;
-pub mod tsc;
 
 use dmalab_core::UsageError;
 use thiserror::Error;

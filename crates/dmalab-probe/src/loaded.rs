@@ -9,9 +9,9 @@ use crate::access::Pattern;
 use crate::bandwidth::{prepare_workers, run_workers, Traffic};
 use crate::latency::{halted, measure_timing, Worker};
 use crate::mem::PageKind;
-use crate::tsc::{TimerCost, TscInfo};
 use crate::ProbeError;
 use dmalab_core::hist::LatencySummary;
+use dmalab_core::sys::tsc::{TimerCost, TscInfo};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
 

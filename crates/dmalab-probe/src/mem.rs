@@ -20,39 +20,27 @@ pub const LINE: usize = 64;
 
 /// What backs a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum PageKind {
     /// 4 KiB pages; THP is switched off for the range (`MADV_NOHUGEPAGE`).
     #[serde(rename = "4k")]
+    #[cfg_attr(feature = "clap", value(name = "4k", alias = "small"))]
     Small,
     /// Transparent huge pages asked for with `MADV_HUGEPAGE` on a 2 MiB
     /// aligned range (works with THP `always` or `madvise`).
     Thp,
     /// hugetlbfs 2 MiB pages (`MAP_HUGETLB | MAP_HUGE_2MB`).
     #[serde(rename = "2m")]
+    #[cfg_attr(feature = "clap", value(name = "2m", alias = "huge2m"))]
     Huge2M,
     /// hugetlbfs 1 GiB pages (`MAP_HUGETLB | MAP_HUGE_1GB`).
     #[serde(rename = "1g")]
+    #[cfg_attr(feature = "clap", value(name = "1g", alias = "huge1g"))]
     Huge1G,
 }
 
 impl PageKind {
-    /// Parses `4k`, `thp`, `2m`, `1g`.
-    pub fn parse(option: &str, text: &str) -> Result<Self, UsageError> {
-        match text.to_ascii_lowercase().as_str() {
-            "4k" | "small" => Ok(Self::Small),
-            "thp" => Ok(Self::Thp),
-            "2m" | "huge2m" => Ok(Self::Huge2M),
-            "1g" | "huge1g" => Ok(Self::Huge1G),
-            _ => Err(UsageError::new(
-                option,
-                format!(
-                    "'{text}' is not a page kind; use 4k, thp, 2m (hugetlbfs) or 1g (hugetlbfs)"
-                ),
-            )),
-        }
-    }
-
     /// The size of one page, bytes (what TLB reach is counted in).
     pub fn page_size(self) -> usize {
         match self {
@@ -430,7 +418,5 @@ mod tests {
     #[test]
     fn lists_parse() {
         assert!(numa_nodes().contains(&0));
-        assert!(PageKind::parse("--pages", "5k").is_err());
-        assert_eq!(PageKind::parse("--pages", "THP").unwrap(), PageKind::Thp);
     }
 }

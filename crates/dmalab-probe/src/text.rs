@@ -1,12 +1,12 @@
 //! Human summaries of probe results (what goes to stdout and to
 //! `--output-format text`).
 
-use crate::bandwidth::{BandwidthPlan, BandwidthResult};
+use crate::bandwidth::{BandwidthInterval, BandwidthPlan, BandwidthResult};
 use crate::latency::{IntervalFigures, LatencyPlan, LatencyResult};
 use crate::loaded::{LoadedPlan, LoadedPoint, LoadedResult};
-use crate::tsc::{TimerCost, TscInfo};
 use dmalab_core::cpus::format_cpu_list;
 use dmalab_core::hist::LatencySummary;
+use dmalab_core::sys::tsc::{TimerCost, TscInfo};
 use dmalab_core::units::{fmt_bytes, fmt_ns};
 use std::fmt::Write;
 
@@ -64,34 +64,7 @@ pub fn percentiles(sum: &LatencySummary) -> String {
 /// A text histogram: the summary's buckets merged to half-octaves, with
 /// bars.
 pub fn histogram(sum: &LatencySummary) -> String {
-    let mut rows: Vec<(u64, u64, u64)> = Vec::new();
-    for b in &sum.buckets {
-        // Half-octave index of the bucket's low edge.
-        let k = ((b.lo_ns.max(1) as f64).log2() * 2.0).floor() as i64;
-        match rows.last_mut() {
-            Some(r) if ((r.0.max(1) as f64).log2() * 2.0).floor() as i64 == k => {
-                r.1 = b.hi_ns;
-                r.2 += b.count;
-            }
-            _ => rows.push((b.lo_ns, b.hi_ns, b.count)),
-        }
-    }
-    let total: u64 = rows.iter().map(|r| r.2).sum::<u64>().max(1);
-    let most = rows.iter().map(|r| r.2).max().unwrap_or(1).max(1);
-    let mut s = String::from("        from           to      samples   share\n");
-    for (lo, hi, c) in rows {
-        let bar = "#".repeat(((c as f64 / most as f64) * 40.0).ceil() as usize);
-        let _ = writeln!(
-            s,
-            "{:>12} {:>12} {:>12} {:>6.2}%  {}",
-            fmt_ns(lo as f64),
-            fmt_ns(hi as f64),
-            c,
-            c as f64 * 100.0 / total as f64,
-            bar
-        );
-    }
-    s
+    dmalab_core::hist_table::bars(sum)
 }
 
 /// Header of the live interval table.
@@ -116,6 +89,16 @@ pub fn interval_line(f: &IntervalFigures) -> String {
         o(f.p99_ns),
         o(f.p99_9_ns),
         o(f.max_ns)
+    )
+}
+
+/// One line of `probe bandwidth --interval`.
+pub fn bandwidth_interval_line(i: &BandwidthInterval) -> String {
+    format!(
+        "{:>5} {:>8.2} s  {}/s",
+        i.index,
+        i.start_ns as f64 / 1e9,
+        fmt_bytes(i.bw_bytes)
     )
 }
 
@@ -331,5 +314,39 @@ mod tests {
         // four rows: 5 ns, 90 ns, 100 ns, 5 us.
         assert!(text.lines().count() <= 5, "{text}");
         assert!(percentiles(&sum).contains("p99"));
+    }
+
+    /// Buckets spread over several half-octaves, one of them merged from
+    /// two buckets, and a gap.
+    fn sample_summary(buckets: &[(u64, u64, u64)]) -> LatencySummary {
+        LatencySummary {
+            samples: buckets.iter().map(|b| b.2).sum(),
+            buckets: buckets
+                .iter()
+                .map(|&(lo_ns, hi_ns, count)| dmalab_core::hist::Bucket {
+                    lo_ns,
+                    hi_ns,
+                    count,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn histogram_text_is_pinned() {
+        let sum = sample_summary(&[
+            (0, 0, 3),
+            (5, 5, 100),
+            (88, 95, 1000),
+            (96, 104, 1000),
+            (105, 114, 7),
+            (5_000, 5_400, 10),
+            (1_500_000, 1_600_000, 1),
+        ]);
+        assert_eq!(
+            histogram(&sum),
+            "        from           to      samples   share\n      0.0 ns       0.0 ns            3   0.14%  #\n      5.0 ns       5.0 ns          100   4.71%  ####\n     88.0 ns      95.0 ns         1000  47.15%  ########################################\n     96.0 ns     114.0 ns         1007  47.48%  ########################################\n     5.00 us      5.40 us           10   0.47%  #\n     1.50 ms      1.60 ms            1   0.05%  #\n"
+        );
     }
 }

@@ -9,13 +9,12 @@ pub enum RdmaError {
     #[error("{0}")]
     Usage(#[from] UsageError),
     /// A verbs call failed.
-    #[error("{what} failed: {source}")]
+    #[error("{what} failed: {cause}")]
     Verbs {
         /// The call and its object (`ibv_reg_mr of 64 MiB`).
         what: String,
-        /// The errno it left.
-        #[source]
-        source: std::io::Error,
+        /// The errno it left (printed in the message, so not a `source()`).
+        cause: std::io::Error,
     },
     /// The peer broke the handshake protocol or went away during it.
     #[error("peer {peer}: {message}")]
@@ -26,13 +25,12 @@ pub enum RdmaError {
         message: String,
     },
     /// A socket call failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error (printed in the message, so not a `source()`).
+        cause: std::io::Error,
     },
 }
 
@@ -41,7 +39,7 @@ impl RdmaError {
     pub fn verbs(what: impl Into<String>) -> Self {
         RdmaError::Verbs {
             what: what.into(),
-            source: std::io::Error::last_os_error(),
+            cause: std::io::Error::last_os_error(),
         }
     }
 
@@ -49,15 +47,15 @@ impl RdmaError {
     pub fn verbs_rc(what: impl Into<String>, rc: i32) -> Self {
         RdmaError::Verbs {
             what: what.into(),
-            source: std::io::Error::from_raw_os_error(rc.abs()),
+            cause: std::io::Error::from_raw_os_error(rc.abs()),
         }
     }
 
     /// A failed socket call.
-    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+    pub fn io(what: impl Into<String>, cause: std::io::Error) -> Self {
         RdmaError::Io {
             what: what.into(),
-            source,
+            cause,
         }
     }
 }

@@ -287,9 +287,9 @@ fn serve_client(
         loop {
             match handshake::server_wait_done(&name, &mut s) {
                 Ok(d) => return Ok(Answered::Served(d)),
-                Err(RdmaError::Io { source, .. })
+                Err(RdmaError::Io { cause, .. })
                     if matches!(
-                        source.kind(),
+                        cause.kind(),
                         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                     ) =>
                 {
@@ -297,8 +297,8 @@ fn serve_client(
                         return Ok(Answered::Served(None));
                     }
                 }
-                Err(RdmaError::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::ConnectionReset =>
+                Err(RdmaError::Io { cause, .. })
+                    if cause.kind() == std::io::ErrorKind::ConnectionReset =>
                 {
                     return Ok(Answered::Served(None))
                 }

@@ -86,7 +86,7 @@ fn no_device_list(flag: Option<&str>) -> RdmaError {
     }
     RdmaError::Verbs {
         what: "ibv_get_device_list".into(),
-        source: err,
+        cause: err,
     }
 }
 
@@ -177,7 +177,7 @@ impl Context {
             Some((p, name)) if p.is_null() => {
                 return Err(RdmaError::Verbs {
                     what: format!("ibv_open_device {name}"),
-                    source: open_err,
+                    cause: open_err,
                 })
             }
             Some(x) => x,
@@ -413,7 +413,7 @@ impl MemoryRegion {
             }
             return Err(RdmaError::Verbs {
                 what: format!("ibv_reg_mr of {len} bytes on {}", ctx.name),
-                source: err,
+                cause: err,
             });
         }
         Ok(MemoryRegion {

@@ -5,9 +5,9 @@
 //! result documents (`dmalab load/probe/page --output`): every number in
 //! `/result` and every setting in `/config` that differs.
 
-use crate::analysis::{self, fmt_value};
+use crate::analysis::{self, fmt_value, Cell};
 use crate::error::RunError;
-use crate::record;
+use crate::record::{self, Results};
 use crate::stats;
 use serde_json::Value;
 use std::path::Path;
@@ -77,141 +77,10 @@ fn compare_docs(a: &Value, b: &Value, an: &str, bn: &str) -> String {
 pub fn compare(a: &Path, b: &Path) -> Result<String, RunError> {
     let (an, bn) = (a.display().to_string(), b.display().to_string());
     match (record::read_for_report(a), record::read_for_report(b)) {
-        (Ok(ra), Ok(rb)) => {
-            let ca = analysis::cells(&ra, ra.header.noisy_cv_pct);
-            let cb = analysis::cells(&rb, rb.header.noisy_cv_pct);
-            let mut out = format!(
-                "A = {an} ({} runs, {}), B = {bn} ({} runs, {})\n",
-                ra.runs.len(),
-                ra.header.started_at,
-                rb.runs.len(),
-                rb.header.started_at
-            );
-            if ra.header.experiment_hash != rb.header.experiment_hash {
-                out.push_str("note: the two results come from different experiment files\n");
-            }
-            let mut rows = vec![[
-                "cell".to_string(),
-                "mean A".into(),
-                "mean B".into(),
-                "B vs A".into(),
-                "MWU p".into(),
-                "".into(),
-            ]];
-            for x in &ca {
-                let key = format!(
-                    "{}/{}/{}{}",
-                    x.configuration,
-                    x.victim,
-                    x.load,
-                    x.sweep_value
-                        .as_ref()
-                        .map(|s| format!("@{s}"))
-                        .unwrap_or_default()
-                );
-                let Some(y) = cb.iter().find(|y| {
-                    (&y.configuration, &y.victim, &y.load, &y.sweep_value)
-                        == (&x.configuration, &x.victim, &x.load, &x.sweep_value)
-                }) else {
-                    rows.push([
-                        key,
-                        x.summary
-                            .as_ref()
-                            .map(|s| fmt_value(s.mean, &x.unit))
-                            .unwrap_or_default(),
-                        "(absent)".into(),
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                    ]);
-                    continue;
-                };
-                let (ma, mb) = (
-                    x.summary.as_ref().map(|s| s.mean),
-                    y.summary.as_ref().map(|s| s.mean),
-                );
-                let change = match (ma, mb) {
-                    (Some(a), Some(b)) if a != 0.0 => format!("{:+.2}%", (b / a - 1.0) * 100.0),
-                    _ => String::new(),
-                };
-                let m = stats::mann_whitney(&y.values, &x.values, None);
-                let p = m.map(|m| format!("{:.4}", m.p)).unwrap_or_default();
-                let flag = if m.is_some_and(|m| m.p < 0.05) {
-                    "differs (p < 0.05)"
-                } else {
-                    ""
-                };
-                rows.push([
-                    key,
-                    ma.map(|v| fmt_value(v, &x.unit)).unwrap_or_default(),
-                    mb.map(|v| fmt_value(v, &y.unit)).unwrap_or_default(),
-                    change,
-                    p,
-                    flag.into(),
-                ]);
-            }
-            for y in &cb {
-                if !ca.iter().any(|x| {
-                    (&y.configuration, &y.victim, &y.load, &y.sweep_value)
-                        == (&x.configuration, &x.victim, &x.load, &x.sweep_value)
-                }) {
-                    rows.push([
-                        format!("{}/{}/{}", y.configuration, y.victim, y.load),
-                        "(absent)".into(),
-                        y.summary
-                            .as_ref()
-                            .map(|s| fmt_value(s.mean, &y.unit))
-                            .unwrap_or_default(),
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                    ]);
-                }
-            }
-            let mut w = [0usize; 6];
-            for r in &rows {
-                for (i, c) in r.iter().enumerate() {
-                    w[i] = w[i].max(c.chars().count());
-                }
-            }
-            for r in rows {
-                let line: Vec<String> = r
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| format!("{c:<width$}", width = w[i]))
-                    .collect();
-                out.push_str(line.join("  ").trim_end());
-                out.push('\n');
-            }
-            Ok(out)
-        }
+        (Ok(ra), Ok(rb)) => Ok(compare_results(&ra, &rb, &an, &bn)),
         (ea, eb) => {
-            let doc = |p: &Path,
-                       prev: Result<record::Results, RunError>|
-             -> Result<Value, RunError> {
-                if prev.is_ok() {
-                    return Err(RunError::Usage(dmalab_core::UsageError::new(
-                        "B",
-                        format!("{} is an experiment results file but the other is not; compare two results files or two result documents", p.display()),
-                    )));
-                }
-                let text = std::fs::read_to_string(p).map_err(|e| RunError::io(p, e))?;
-                let v: Value = serde_json::from_str(&text).map_err(|e| {
-                    RunError::Usage(dmalab_core::UsageError::new(
-                        p.display().to_string(),
-                        format!("neither a dmalab results file (JSON lines) nor a result document (JSON): {e}"),
-                    ))
-                })?;
-                if v.get("schema_version").is_none() || v.get("result").is_none() {
-                    return Err(RunError::Usage(dmalab_core::UsageError::new(
-                        p.display().to_string(),
-                        "this JSON is not a dmalab result document (no schema_version/result); write one with --output FILE --output-format json",
-                    )));
-                }
-                Ok(v)
-            };
-            let va = doc(a, ea)?;
-            let vb = doc(b, eb)?;
+            let va = result_doc(a, ea)?;
+            let vb = result_doc(b, eb)?;
             let mut out = String::new();
             if va["command"] != vb["command"] {
                 out.push_str(&format!(
@@ -223,6 +92,156 @@ pub fn compare(a: &Path, b: &Path) -> Result<String, RunError> {
             Ok(out)
         }
     }
+}
+
+/// Two results files: the means of each cell side by side, the change,
+/// and a Mann-Whitney U test of B's runs against A's.
+fn compare_results(ra: &Results, rb: &Results, an: &str, bn: &str) -> String {
+    let ca = analysis::cells(ra, ra.header.noisy_cv_pct);
+    let cb = analysis::cells(rb, rb.header.noisy_cv_pct);
+    let mut out = format!(
+        "A = {an} ({} runs, {}), B = {bn} ({} runs, {})\n",
+        ra.runs.len(),
+        ra.header.started_at,
+        rb.runs.len(),
+        rb.header.started_at
+    );
+    if ra.header.experiment_hash != rb.header.experiment_hash {
+        out.push_str("note: the two results come from different experiment files\n");
+    }
+    out.push_str(&aligned(cell_rows(&ca, &cb)));
+    out
+}
+
+/// One row per cell of either file (header first): cell, mean A, mean B,
+/// change, MWU p and a flag.
+fn cell_rows(ca: &[Cell], cb: &[Cell]) -> Vec<[String; 6]> {
+    let mut rows = vec![[
+        "cell".to_string(),
+        "mean A".into(),
+        "mean B".into(),
+        "B vs A".into(),
+        "MWU p".into(),
+        "".into(),
+    ]];
+    for x in ca {
+        let key = format!(
+            "{}/{}/{}{}",
+            x.configuration,
+            x.victim,
+            x.load,
+            x.sweep_value
+                .as_ref()
+                .map(|s| format!("@{s}"))
+                .unwrap_or_default()
+        );
+        let Some(y) = cb.iter().find(|y| {
+            (&y.configuration, &y.victim, &y.load, &y.sweep_value)
+                == (&x.configuration, &x.victim, &x.load, &x.sweep_value)
+        }) else {
+            rows.push([
+                key,
+                x.summary
+                    .as_ref()
+                    .map(|s| fmt_value(s.mean, &x.unit))
+                    .unwrap_or_default(),
+                "(absent)".into(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+            continue;
+        };
+        let (ma, mb) = (
+            x.summary.as_ref().map(|s| s.mean),
+            y.summary.as_ref().map(|s| s.mean),
+        );
+        let change = match (ma, mb) {
+            (Some(a), Some(b)) if a != 0.0 => format!("{:+.2}%", (b / a - 1.0) * 100.0),
+            _ => String::new(),
+        };
+        let m = stats::mann_whitney(&y.values, &x.values, None);
+        let p = m.map(|m| format!("{:.4}", m.p)).unwrap_or_default();
+        let flag = if m.is_some_and(|m| m.p < 0.05) {
+            "differs (p < 0.05)"
+        } else {
+            ""
+        };
+        rows.push([
+            key,
+            ma.map(|v| fmt_value(v, &x.unit)).unwrap_or_default(),
+            mb.map(|v| fmt_value(v, &y.unit)).unwrap_or_default(),
+            change,
+            p,
+            flag.into(),
+        ]);
+    }
+    for y in cb {
+        if !ca.iter().any(|x| {
+            (&y.configuration, &y.victim, &y.load, &y.sweep_value)
+                == (&x.configuration, &x.victim, &x.load, &x.sweep_value)
+        }) {
+            rows.push([
+                format!("{}/{}/{}", y.configuration, y.victim, y.load),
+                "(absent)".into(),
+                y.summary
+                    .as_ref()
+                    .map(|s| fmt_value(s.mean, &y.unit))
+                    .unwrap_or_default(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+        }
+    }
+    rows
+}
+
+/// The rows as columns padded to their widest cell, two spaces apart.
+fn aligned(rows: Vec<[String; 6]>) -> String {
+    let mut out = String::new();
+    let mut w = [0usize; 6];
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<width$}", width = w[i]))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// B's (or A's) result document, when the files are not two results
+/// files: `prev` is the file read as a results file; one that is, beside
+/// one that is not, is refused.
+fn result_doc(p: &Path, prev: Result<Results, RunError>) -> Result<Value, RunError> {
+    if prev.is_ok() {
+        return Err(RunError::Usage(dmalab_core::UsageError::new(
+            "B",
+            format!("{} is an experiment results file but the other is not; compare two results files or two result documents", p.display()),
+        )));
+    }
+    let text = std::fs::read_to_string(p).map_err(|e| RunError::io(p, e))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| {
+        RunError::Usage(dmalab_core::UsageError::new(
+            p.display().to_string(),
+            format!("neither a dmalab results file (JSON lines) nor a result document (JSON): {e}"),
+        ))
+    })?;
+    if v.get("schema_version").is_none() || v.get("result").is_none() {
+        return Err(RunError::Usage(dmalab_core::UsageError::new(
+            p.display().to_string(),
+            "this JSON is not a dmalab result document (no schema_version/result); write one with --output FILE --output-format json",
+        )));
+    }
+    Ok(v)
 }
 
 #[cfg(test)]
@@ -240,5 +259,23 @@ mod tests {
             "{t}"
         );
         assert!(!t.contains("mean_ns"), "{t}");
+    }
+
+    #[test]
+    fn rows_are_aligned_in_columns_without_trailing_spaces() {
+        let r = |a: &str, b: &str| {
+            [
+                a.to_string(),
+                b.to_string(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]
+        };
+        assert_eq!(
+            aligned(vec![r("cell", "mean A"), r("default/v/plain", "1")]),
+            "cell             mean A\ndefault/v/plain  1\n"
+        );
     }
 }

@@ -40,15 +40,15 @@ impl ExpError {
 #[derive(Debug, Error)]
 pub enum RunError {
     /// Bad input (exit 2).
-    #[error(transparent)]
+    #[error("{0}")]
     Usage(#[from] dmalab_core::UsageError),
     /// A results file cannot be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// The file.
         path: String,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause (printed in the message, so not a `source()`).
+        cause: std::io::Error,
     },
     /// Something else went wrong.
     #[error("{0}")]
@@ -57,10 +57,10 @@ pub enum RunError {
 
 impl RunError {
     /// An I/O error about `path`.
-    pub fn io(path: &Path, source: std::io::Error) -> Self {
+    pub fn io(path: &Path, cause: std::io::Error) -> Self {
         RunError::Io {
             path: path.display().to_string(),
-            source,
+            cause,
         }
     }
 }
@@ -68,5 +68,28 @@ impl RunError {
 impl From<ExpError> for RunError {
     fn from(e: ExpError) -> Self {
         RunError::Usage(e.to_usage())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ExpError, RunError};
+    use dmalab_core::error::chain_line;
+    use dmalab_core::UsageError;
+
+    #[test]
+    fn a_run_error_chain_prints_each_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let e = RunError::io("r.jsonl".as_ref(), io);
+        assert_eq!(chain_line(&e), "r.jsonl: gone");
+        assert!(std::error::Error::source(&e).is_none());
+    }
+
+    #[test]
+    fn a_usage_run_error_returns_the_usage_error_as_its_source() {
+        let e = RunError::from(ExpError::new("e.toml".as_ref(), Some(3), "bad"));
+        assert_eq!(e.to_string(), "e.toml:3: bad");
+        let u = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<UsageError>());
+        assert_eq!(u, Some(&UsageError::new("e.toml:3", "bad")));
     }
 }

@@ -661,6 +661,48 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "experiment".into());
+    let settings = settings(&ctx, raw.experiment, stem)?;
+    let placement = placement(&ctx, raw.cpus, &mut warnings)?;
+    let aggressors = aggressors(&ctx, raw.aggressor)?;
+    let victims = victims(&ctx, raw.victim, settings.timeout)?;
+    let configurations =
+        configurations(&ctx, raw.configuration, raw.matrix, !aggressors.is_empty())?;
+    let sweep = match raw.sweep {
+        None => None,
+        Some(s) => Some(sweep(&ctx, s, &aggressors)?),
+    };
+    Ok(Experiment {
+        path: path.to_path_buf(),
+        text: text.to_string(),
+        hash: hex(&Sha256::digest(text.as_bytes())),
+        name: settings.name,
+        repetitions: settings.repetitions,
+        warmup: settings.warmup,
+        cooldown: settings.cooldown,
+        noisy_cv_pct: settings.noisy_cv_pct,
+        order: settings.order,
+        placement,
+        warnings,
+        aggressors,
+        victims,
+        configurations,
+        sweep,
+    })
+}
+
+/// `[experiment]`'s settings, defaults filled in.
+struct Settings {
+    name: String,
+    repetitions: u32,
+    warmup: Duration,
+    cooldown: Duration,
+    timeout: Duration,
+    noisy_cv_pct: f64,
+    order: Order,
+}
+
+/// Reads `[experiment]`; the name defaults to the file's stem.
+fn settings(ctx: &Ctx, raw: Option<RawExperiment>, stem: String) -> Result<Settings, ExpError> {
     let mut name = stem;
     let mut repetitions = 10u32;
     let mut warmup = Duration::from_secs(2);
@@ -668,7 +710,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
     let mut timeout = Duration::from_secs(600);
     let mut noisy_cv_pct = 5.0;
     let mut order = Order::Cycle;
-    if let Some(e) = raw.experiment {
+    if let Some(e) = raw {
         if let Some(n) = e.name {
             name = n.into_inner();
         }
@@ -685,13 +727,13 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
             repetitions = *r.get_ref() as u32;
         }
         if let Some(v) = &e.warmup {
-            warmup = duration(&ctx, "experiment.warmup", v)?;
+            warmup = duration(ctx, "experiment.warmup", v)?;
         }
         if let Some(v) = &e.cooldown {
-            cooldown = duration(&ctx, "experiment.cooldown", v)?;
+            cooldown = duration(ctx, "experiment.cooldown", v)?;
         }
         if let Some(v) = &e.timeout {
-            timeout = duration(&ctx, "experiment.timeout", v)?;
+            timeout = duration(ctx, "experiment.timeout", v)?;
             if timeout.is_zero() {
                 return Err(ctx.err(v.span().start, "experiment.timeout: must be above zero"));
             }
@@ -718,280 +760,257 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
             };
         }
     }
-    let placement = placement(&ctx, raw.cpus, &mut warnings)?;
+    Ok(Settings {
+        name,
+        repetitions,
+        warmup,
+        cooldown,
+        timeout,
+        noisy_cv_pct,
+        order,
+    })
+}
 
-    // Aggressors.
-    let mut aggressors = Vec::new();
+/// The `[[aggressor]]` tables, in order, names unique.
+fn aggressors(ctx: &Ctx, tables: Vec<RawTable>) -> Result<Vec<Aggressor>, ExpError> {
     let mut seen = Vec::new();
-    for (i, t) in raw.aggressor.into_iter().enumerate() {
-        let start = t.span().start;
-        let mut map = t.into_inner();
-        let owner_default = format!("aggressor #{}", i + 1);
-        let (name, name_at) = take_str(&ctx, &owner_default, &mut map, "name")?
-            .ok_or_else(|| ctx.err(start, format!("{owner_default}: needs name = \"...\"")))?;
-        check_name(&ctx, "aggressor", &name, name_at, &mut seen)?;
-        let owner = format!("aggressor '{name}'");
-        let (command, cmd_at) =
-            take_str(&ctx, &owner, &mut map, "command")?.unwrap_or_else(|| ("load".into(), start));
-        let kind = match command.as_str() {
-            "load" => AggressorKind::Load,
-            "probe bandwidth" => AggressorKind::ProbeBandwidth,
-            "exec" => AggressorKind::Exec {
-                argv: take_argv(&ctx, &owner, &mut map, start)?,
-            },
-            other => {
-                return Err(ctx.err(
-                    cmd_at,
-                    format!("{owner}: command '{other}' is not an aggressor; use load, \"probe bandwidth\" or exec"),
-                ))
-            }
-        };
-        let mut flags = Vec::new();
-        if matches!(kind, AggressorKind::Exec { .. }) {
-            reject_rest(&ctx, &owner, &map, "name, command, run")?;
-        } else {
-            for (k, v) in &map {
-                if let Some(f) = flag_from(&ctx, &owner, k, v)? {
-                    flags.push(f);
-                }
-            }
-            flags.sort_by_key(|f| f.line);
-        }
-        aggressors.push(Aggressor {
-            name,
-            kind,
-            flags,
-            line: line_of(text, start),
-        });
-    }
+    tables
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| aggressor(ctx, i, t, &mut seen))
+        .collect()
+}
 
-    // Victims.
-    let mut victims = Vec::new();
-    let mut seen = Vec::new();
-    for (i, t) in raw.victim.into_iter().enumerate() {
-        let start = t.span().start;
-        let mut map = t.into_inner();
-        let owner_default = format!("victim #{}", i + 1);
-        let (name, name_at) = take_str(&ctx, &owner_default, &mut map, "name")?
-            .ok_or_else(|| ctx.err(start, format!("{owner_default}: needs name = \"...\"")))?;
-        check_name(&ctx, "victim", &name, name_at, &mut seen)?;
-        let owner = format!("victim '{name}'");
-        let (command, cmd_at) = take_str(&ctx, &owner, &mut map, "command")?
-            .ok_or_else(|| ctx.err(start, format!("{owner}: needs command = \"probe latency\", \"probe bandwidth\", \"page\", \"exec\", \"redis\" or \"idle\"")))?;
-        let metric = take_str(&ctx, &owner, &mut map, "metric")?;
-        let unit = take_str(&ctx, &owner, &mut map, "unit")?;
-        let better = match take_str(&ctx, &owner, &mut map, "better")? {
-            None => None,
-            Some((b, at)) => Some(match b.as_str() {
-                "lower" => Better::Lower,
-                "higher" => Better::Higher,
-                _ => {
-                    return Err(ctx.err(
-                        at,
-                        format!("{owner}: better = '{b}': use \"lower\" or \"higher\""),
-                    ))
-                }
-            }),
-        };
-        let vt = match map.remove("timeout") {
-            Some(v) => duration(&ctx, &format!("{owner}: timeout"), &v)?,
-            None => timeout,
-        };
-        let cpus = match take_str(&ctx, &owner, &mut map, "cpus")? {
-            None => None,
-            Some((c, at)) => Some(
-                dmalab_core::cpus::parse_cpu_list("cpus", &c)
-                    .map_err(|e| ctx.err(at, format!("{owner}: cpus: {}", e.message)))?,
-            ),
-        };
-        let kind = match command.as_str() {
-            "probe latency" => VictimKind::ProbeLatency,
-            "probe bandwidth" => VictimKind::ProbeBandwidth,
-            "page" => VictimKind::Page,
-            "exec" => {
-                let argv = take_argv(&ctx, &owner, &mut map, start)?;
-                let regex = match take_str(&ctx, &owner, &mut map, "regex")? {
-                    None => None,
-                    Some((r, at)) => Some(Regex::new(&r).map_err(|e| {
-                        ctx.err(at, format!("{owner}: regex: {}", e.to_string().replace('\n', " ")))
-                    })?),
-                };
-                let counters = take_str(&ctx, &owner, &mut map, "counters")?.map(|c| c.0);
-                reject_rest(&ctx, &owner, &map, "name, command, run, regex, counters, metric, unit, better, timeout, cpus")?;
-                VictimKind::Exec {
-                    argv,
-                    regex,
-                    counters,
-                }
-            }
-            "redis" => {
-                let r = RedisRecipe {
-                    requests: take_u64(&ctx, &owner, &mut map, "requests", 100_000)?,
-                    clients: take_u64(&ctx, &owner, &mut map, "clients", 50)?,
-                    tests: take_str(&ctx, &owner, &mut map, "tests")?
-                        .map(|t| t.0)
-                        .unwrap_or_else(|| "set,get".into()),
-                    data_size_bytes: take_u64(&ctx, &owner, &mut map, "data_size", 64)?,
-                    pipeline: take_u64(&ctx, &owner, &mut map, "pipeline", 1)?,
-                    keyspace: take_u64(&ctx, &owner, &mut map, "keyspace", 100_000)?,
-                };
-                reject_rest(
-                    &ctx,
-                    &owner,
-                    &map,
-                    "name, command, requests, clients, tests, data_size, pipeline, keyspace, metric, unit, better, timeout, cpus",
-                )?;
-                VictimKind::Redis(r)
-            }
-            "idle" => {
-                let d = match map.remove("duration") {
-                    Some(v) => duration(&ctx, &format!("{owner}: duration"), &v)?,
-                    None => return Err(ctx.err(start, format!("{owner}: an idle victim needs duration = \"5s\""))),
-                };
-                reject_rest(&ctx, &owner, &map, "name, command, duration, timeout, cpus")?;
-                VictimKind::Idle { duration: d }
-            }
-            other => {
-                return Err(ctx.err(
-                    cmd_at,
-                    format!("{owner}: command '{other}' is not a victim; use \"probe latency\", \"probe bandwidth\", page, exec, redis or idle"),
-                ))
-            }
-        };
-        let mut flags = Vec::new();
-        if kind.subcommand().is_some() {
-            for (k, v) in &map {
-                if let Some(f) = flag_from(&ctx, &owner, k, v)? {
-                    flags.push(f);
-                }
-            }
-            flags.sort_by_key(|f| f.line);
+/// One `[[aggressor]]` table (the `i`th): its command, and its other keys
+/// as flags of that command.
+fn aggressor(
+    ctx: &Ctx,
+    i: usize,
+    t: RawTable,
+    seen: &mut Vec<String>,
+) -> Result<Aggressor, ExpError> {
+    let start = t.span().start;
+    let mut map = t.into_inner();
+    let owner_default = format!("aggressor #{}", i + 1);
+    let (name, name_at) = take_str(ctx, &owner_default, &mut map, "name")?
+        .ok_or_else(|| ctx.err(start, format!("{owner_default}: needs name = \"...\"")))?;
+    check_name(ctx, "aggressor", &name, name_at, seen)?;
+    let owner = format!("aggressor '{name}'");
+    let (command, cmd_at) =
+        take_str(ctx, &owner, &mut map, "command")?.unwrap_or_else(|| ("load".into(), start));
+    let kind = match command.as_str() {
+        "load" => AggressorKind::Load,
+        "probe bandwidth" => AggressorKind::ProbeBandwidth,
+        "exec" => AggressorKind::Exec {
+            argv: take_argv(ctx, &owner, &mut map, start)?,
+        },
+        other => {
+            return Err(ctx.err(
+                cmd_at,
+                format!("{owner}: command '{other}' is not an aggressor; use load, \"probe bandwidth\" or exec"),
+            ))
         }
-        let (dm, du, db) = kind.default_metric();
-        let metric_is_default = metric.is_none();
-        let metric = metric.map(|m| m.0).unwrap_or_else(|| dm.to_string());
-        if kind.subcommand().is_some() && !metric.starts_with('/') {
-            return Err(ctx.err(start, format!("{owner}: metric '{metric}' must be a JSON pointer into the result document, e.g. \"{dm}\"")));
+    };
+    let mut flags = Vec::new();
+    if matches!(kind, AggressorKind::Exec { .. }) {
+        reject_rest(ctx, &owner, &map, "name, command, run")?;
+    } else {
+        for (k, v) in &map {
+            if let Some(f) = flag_from(ctx, &owner, k, v)? {
+                flags.push(f);
+            }
         }
-        victims.push(Victim {
-            name,
-            unit: unit.map(|u| u.0).unwrap_or_else(|| du.to_string()),
-            better: better.unwrap_or(db),
-            metric,
-            metric_is_default,
-            kind,
-            flags,
-            timeout: vt,
-            cpus,
-            line: line_of(text, start),
-        });
+        flags.sort_by_key(|f| f.line);
     }
+    Ok(Aggressor {
+        name,
+        kind,
+        flags,
+        line: line_of(ctx.text, start),
+    })
+}
+
+/// The `[[victim]]` tables, in order, names unique; at least one.
+fn victims(
+    ctx: &Ctx,
+    tables: Vec<RawTable>,
+    default_timeout: Duration,
+) -> Result<Vec<Victim>, ExpError> {
+    let mut seen = Vec::new();
+    let victims = tables
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| victim(ctx, i, t, default_timeout, &mut seen))
+        .collect::<Result<Vec<_>, _>>()?;
     if victims.is_empty() {
         return Err(ExpError::new(
-            path,
+            ctx.path,
             None,
             "no victims: add at least one [[victim]] table",
         ));
     }
+    Ok(victims)
+}
 
-    // Configurations: explicit ones, or the product of [matrix].
-    let mut configurations = Vec::new();
-    let mut seen = Vec::new();
-    for (i, t) in raw.configuration.into_iter().enumerate() {
-        let start = t.span().start;
-        let mut map = t.into_inner();
-        let owner_default = format!("configuration #{}", i + 1);
-        let (name, at) = take_str(&ctx, &owner_default, &mut map, "name")?
-            .ok_or_else(|| ctx.err(start, format!("{owner_default}: needs name = \"...\"")))?;
-        check_name(&ctx, "configuration", &name, at, &mut seen)?;
-        let owner = format!("configuration '{name}'");
-        let ddio = take_ddio(&ctx, &owner, &mut map)?;
-        let mut overrides = Vec::new();
+/// One `[[victim]]` table (the `i`th): its command, figure, limits, and
+/// (dmalab commands) its other keys as flags.
+fn victim(
+    ctx: &Ctx,
+    i: usize,
+    t: RawTable,
+    default_timeout: Duration,
+    seen: &mut Vec<String>,
+) -> Result<Victim, ExpError> {
+    let start = t.span().start;
+    let mut map = t.into_inner();
+    let owner_default = format!("victim #{}", i + 1);
+    let (name, name_at) = take_str(ctx, &owner_default, &mut map, "name")?
+        .ok_or_else(|| ctx.err(start, format!("{owner_default}: needs name = \"...\"")))?;
+    check_name(ctx, "victim", &name, name_at, seen)?;
+    let owner = format!("victim '{name}'");
+    let (command, cmd_at) = take_str(ctx, &owner, &mut map, "command")?
+        .ok_or_else(|| ctx.err(start, format!("{owner}: needs command = \"probe latency\", \"probe bandwidth\", \"page\", \"exec\", \"redis\" or \"idle\"")))?;
+    let metric = take_str(ctx, &owner, &mut map, "metric")?;
+    let unit = take_str(ctx, &owner, &mut map, "unit")?;
+    let better = match take_str(ctx, &owner, &mut map, "better")? {
+        None => None,
+        Some((b, at)) => Some(match b.as_str() {
+            "lower" => Better::Lower,
+            "higher" => Better::Higher,
+            _ => {
+                return Err(ctx.err(
+                    at,
+                    format!("{owner}: better = '{b}': use \"lower\" or \"higher\""),
+                ))
+            }
+        }),
+    };
+    let vt = match map.remove("timeout") {
+        Some(v) => duration(ctx, &format!("{owner}: timeout"), &v)?,
+        None => default_timeout,
+    };
+    let cpus = match take_str(ctx, &owner, &mut map, "cpus")? {
+        None => None,
+        Some((c, at)) => Some(
+            dmalab_core::cpus::parse_cpu_list("cpus", &c)
+                .map_err(|e| ctx.err(at, format!("{owner}: cpus: {}", e.message)))?,
+        ),
+    };
+    let kind = victim_kind(ctx, &owner, &command, cmd_at, &mut map, start)?;
+    let mut flags = Vec::new();
+    if kind.subcommand().is_some() {
         for (k, v) in &map {
-            if let Some(f) = flag_from(&ctx, &owner, k, v)? {
-                overrides.push(f);
+            if let Some(f) = flag_from(ctx, &owner, k, v)? {
+                flags.push(f);
             }
         }
-        overrides.sort_by_key(|f| f.line);
-        configurations.push(Configuration {
-            name,
-            overrides,
-            ddio,
-            line: line_of(text, start),
-        });
+        flags.sort_by_key(|f| f.line);
     }
-    if let Some(m) = raw.matrix {
-        let start = m.span().start;
-        if !configurations.is_empty() {
-            return Err(ctx.err(start, "[matrix] and [[configuration]] cannot both be given; list the configurations or their product, not both"));
-        }
-        let mut axes: Vec<(&String, &RawValue)> = m.get_ref().iter().collect();
-        axes.sort_by_key(|(_, v)| v.span().start);
-        // Every value is checked once, and the size of the product is
-        // computed and bounded, before anything is expanded.
-        // One value of one axis: its label, its flag, or its DDIO setting.
-        type Item = (String, Option<Flag>, Option<dmalab_host::ddio::Setting>);
-        let mut checked: Vec<Vec<Item>> = Vec::new();
-        let mut size: u64 = 1;
-        for (k, v) in &axes {
-            let items = match v.get_ref() {
-                toml::Value::Array(a) if !a.is_empty() => a,
-                _ => {
-                    return Err(ctx.err(
-                        v.span().start,
-                        format!("matrix: '{k}' must be a non-empty list of values"),
-                    ))
-                }
+    let (dm, du, db) = kind.default_metric();
+    let metric_is_default = metric.is_none();
+    let metric = metric.map(|m| m.0).unwrap_or_else(|| dm.to_string());
+    if kind.subcommand().is_some() && !metric.starts_with('/') {
+        return Err(ctx.err(start, format!("{owner}: metric '{metric}' must be a JSON pointer into the result document, e.g. \"{dm}\"")));
+    }
+    Ok(Victim {
+        name,
+        unit: unit.map(|u| u.0).unwrap_or_else(|| du.to_string()),
+        better: better.unwrap_or(db),
+        metric,
+        metric_is_default,
+        kind,
+        flags,
+        timeout: vt,
+        cpus,
+        line: line_of(ctx.text, start),
+    })
+}
+
+/// A victim's kind from its `command`, with the keys that kind owns taken
+/// from `map` (exec, redis and idle victims take all their keys).
+fn victim_kind(
+    ctx: &Ctx,
+    owner: &str,
+    command: &str,
+    cmd_at: usize,
+    map: &mut BTreeMap<String, RawValue>,
+    start: usize,
+) -> Result<VictimKind, ExpError> {
+    Ok(match command {
+        "probe latency" => VictimKind::ProbeLatency,
+        "probe bandwidth" => VictimKind::ProbeBandwidth,
+        "page" => VictimKind::Page,
+        "exec" => {
+            let argv = take_argv(ctx, owner, map, start)?;
+            let regex = match take_str(ctx, owner, map, "regex")? {
+                None => None,
+                Some((r, at)) => Some(Regex::new(&r).map_err(|e| {
+                    ctx.err(at, format!("{owner}: regex: {}", e.to_string().replace('\n', " ")))
+                })?),
             };
-            size = size
-                .checked_mul(items.len() as u64)
-                .filter(|&n| n <= MAX_CONFIGURATIONS)
-                .ok_or_else(|| {
-                    ctx.err(
-                        v.span().start,
-                        format!("matrix: the product of the lists is more than {MAX_CONFIGURATIONS} configurations; use shorter lists or fewer keys"),
-                    )
-                })?;
-            let mut axis = Vec::with_capacity(items.len());
-            for item in items {
-                let text_v = value_text(item).unwrap_or_else(|| item.to_string());
-                let (f, ddio) = if k.as_str() == "ddio" {
-                    let d = ddio_setting(&ctx, "matrix", &text_v, v.span().start)?;
-                    (None, Some(d))
-                } else {
-                    let single = Spanned::new(v.span(), item.clone());
-                    (flag_from(&ctx, "matrix", k, &single)?, None)
-                };
-                axis.push((format!("{k}={text_v}"), f, ddio));
+            let counters = take_str(ctx, owner, map, "counters")?.map(|c| c.0);
+            reject_rest(ctx, owner, map, "name, command, run, regex, counters, metric, unit, better, timeout, cpus")?;
+            VictimKind::Exec {
+                argv,
+                regex,
+                counters,
             }
-            checked.push(axis);
         }
-        type Cell = (String, Vec<Flag>, Option<dmalab_host::ddio::Setting>);
-        let mut product: Vec<Cell> = vec![(String::new(), Vec::new(), None)];
-        for axis in &checked {
-            let mut next = Vec::with_capacity(product.len() * axis.len());
-            for (pname, pflags, pddio) in &product {
-                for (label, f, ddio) in axis {
-                    let n = if pname.is_empty() {
-                        label.clone()
-                    } else {
-                        format!("{pname},{label}")
-                    };
-                    let mut fl = pflags.clone();
-                    fl.extend(f.clone());
-                    next.push((n, fl, ddio.or(*pddio)));
-                }
-            }
-            product = next;
+        "redis" => {
+            let r = RedisRecipe {
+                requests: take_u64(ctx, owner, map, "requests", 100_000)?,
+                clients: take_u64(ctx, owner, map, "clients", 50)?,
+                tests: take_str(ctx, owner, map, "tests")?
+                    .map(|t| t.0)
+                    .unwrap_or_else(|| "set,get".into()),
+                data_size_bytes: take_u64(ctx, owner, map, "data_size", 64)?,
+                pipeline: take_u64(ctx, owner, map, "pipeline", 1)?,
+                keyspace: take_u64(ctx, owner, map, "keyspace", 100_000)?,
+            };
+            reject_rest(
+                ctx,
+                owner,
+                map,
+                "name, command, requests, clients, tests, data_size, pipeline, keyspace, metric, unit, better, timeout, cpus",
+            )?;
+            VictimKind::Redis(r)
         }
-        for (n, fl, ddio) in product {
-            configurations.push(Configuration {
-                name: n,
-                overrides: fl,
-                ddio,
-                line: line_of(text, start),
-            });
+        "idle" => {
+            let d = match map.remove("duration") {
+                Some(v) => duration(ctx, &format!("{owner}: duration"), &v)?,
+                None => return Err(ctx.err(start, format!("{owner}: an idle victim needs duration = \"5s\""))),
+            };
+            reject_rest(ctx, owner, map, "name, command, duration, timeout, cpus")?;
+            VictimKind::Idle { duration: d }
         }
+        other => {
+            return Err(ctx.err(
+                cmd_at,
+                format!("{owner}: command '{other}' is not a victim; use \"probe latency\", \"probe bandwidth\", page, exec, redis or idle"),
+            ))
+        }
+    })
+}
+
+/// The configurations: the `[[configuration]]` tables, or the product of
+/// `[matrix]`, or one named "default"; overrides need an aggressor.
+fn configurations(
+    ctx: &Ctx,
+    tables: Vec<RawTable>,
+    matrix: Option<RawTable>,
+    have_aggressors: bool,
+) -> Result<Vec<Configuration>, ExpError> {
+    let mut seen = Vec::new();
+    let mut configurations = tables
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| configuration(ctx, i, t, &mut seen))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(m) = matrix {
+        if !configurations.is_empty() {
+            return Err(ctx.err(m.span().start, "[matrix] and [[configuration]] cannot both be given; list the configurations or their product, not both"));
+        }
+        configurations = product(ctx, &m)?;
     }
     if configurations.is_empty() {
         configurations.push(Configuration {
@@ -1001,68 +1020,162 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
             line: 1,
         });
     }
-    if aggressors.is_empty() && configurations.iter().any(|c| !c.overrides.is_empty()) {
+    if !have_aggressors && configurations.iter().any(|c| !c.overrides.is_empty()) {
         return Err(ExpError::new(
-            path,
+            ctx.path,
             Some(configurations[0].line),
             "configurations override aggressor flags, but there is no [[aggressor]]",
         ));
     }
+    Ok(configurations)
+}
 
-    let sweep = match raw.sweep {
-        None => None,
-        Some(s) => {
-            let start = s.span().start;
-            let s = s.into_inner();
-            let agg = s.aggressor.get_ref().clone();
-            let Some(a) = aggressors.iter().find(|a| a.name == agg) else {
-                return Err(ctx.err(
-                    s.aggressor.span().start,
-                    format!("sweep.aggressor: no aggressor is named '{agg}'"),
-                ));
-            };
-            if a.kind.subcommand().is_none() {
-                return Err(ctx.err(s.aggressor.span().start, "sweep.aggressor: an exec aggressor has no flags to sweep; use a load or probe bandwidth aggressor"));
-            }
-            let values = s
-                .values
-                .get_ref()
-                .iter()
-                .map(value_text)
-                .collect::<Option<Vec<_>>>()
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| {
-                    ctx.err(
-                        s.values.span().start,
-                        "sweep.values: must be a non-empty list of numbers or strings",
-                    )
-                })?;
-            Some(Sweep {
-                aggressor: agg,
-                flag: s.flag.get_ref().clone(),
-                values,
-                include_plain: s.include_plain.unwrap_or(true),
-                line: line_of(text, start),
-            })
+/// One `[[configuration]]` table (the `i`th): its DDIO setting and flag
+/// overrides.
+fn configuration(
+    ctx: &Ctx,
+    i: usize,
+    t: RawTable,
+    seen: &mut Vec<String>,
+) -> Result<Configuration, ExpError> {
+    let start = t.span().start;
+    let mut map = t.into_inner();
+    let owner_default = format!("configuration #{}", i + 1);
+    let (name, at) = take_str(ctx, &owner_default, &mut map, "name")?
+        .ok_or_else(|| ctx.err(start, format!("{owner_default}: needs name = \"...\"")))?;
+    check_name(ctx, "configuration", &name, at, seen)?;
+    let owner = format!("configuration '{name}'");
+    let ddio = take_ddio(ctx, &owner, &mut map)?;
+    let mut overrides = Vec::new();
+    for (k, v) in &map {
+        if let Some(f) = flag_from(ctx, &owner, k, v)? {
+            overrides.push(f);
         }
-    };
-
-    Ok(Experiment {
-        path: path.to_path_buf(),
-        text: text.to_string(),
-        hash: hex(&Sha256::digest(text.as_bytes())),
+    }
+    overrides.sort_by_key(|f| f.line);
+    Ok(Configuration {
         name,
-        repetitions,
-        warmup,
-        cooldown,
-        noisy_cv_pct,
-        order,
-        placement,
-        warnings,
-        aggressors,
-        victims,
-        configurations,
-        sweep,
+        overrides,
+        ddio,
+        line: line_of(ctx.text, start),
+    })
+}
+
+/// One value of one `[matrix]` axis: its label, its flag, or its DDIO
+/// setting.
+type AxisItem = (String, Option<Flag>, Option<dmalab_host::ddio::Setting>);
+
+/// The axes of `[matrix]`, in file order, every value checked.
+fn matrix_axes(ctx: &Ctx, m: &RawTable) -> Result<Vec<Vec<AxisItem>>, ExpError> {
+    let mut axes: Vec<(&String, &RawValue)> = m.get_ref().iter().collect();
+    axes.sort_by_key(|(_, v)| v.span().start);
+    // Every value is checked once, and the size of the product is
+    // computed and bounded, before anything is expanded.
+    let mut checked: Vec<Vec<AxisItem>> = Vec::new();
+    let mut size: u64 = 1;
+    for (k, v) in &axes {
+        let items = match v.get_ref() {
+            toml::Value::Array(a) if !a.is_empty() => a,
+            _ => {
+                return Err(ctx.err(
+                    v.span().start,
+                    format!("matrix: '{k}' must be a non-empty list of values"),
+                ))
+            }
+        };
+        size = size
+            .checked_mul(items.len() as u64)
+            .filter(|&n| n <= MAX_CONFIGURATIONS)
+            .ok_or_else(|| {
+                ctx.err(
+                    v.span().start,
+                    format!("matrix: the product of the lists is more than {MAX_CONFIGURATIONS} configurations; use shorter lists or fewer keys"),
+                )
+            })?;
+        let mut axis = Vec::with_capacity(items.len());
+        for item in items {
+            let text_v = value_text(item).unwrap_or_else(|| item.to_string());
+            let (f, ddio) = if k.as_str() == "ddio" {
+                let d = ddio_setting(ctx, "matrix", &text_v, v.span().start)?;
+                (None, Some(d))
+            } else {
+                let single = Spanned::new(v.span(), item.clone());
+                (flag_from(ctx, "matrix", k, &single)?, None)
+            };
+            axis.push((format!("{k}={text_v}"), f, ddio));
+        }
+        checked.push(axis);
+    }
+    Ok(checked)
+}
+
+/// The configurations of `[matrix]`: the product of its axes, named
+/// `key=value,key=value`.
+fn product(ctx: &Ctx, m: &RawTable) -> Result<Vec<Configuration>, ExpError> {
+    let checked = matrix_axes(ctx, m)?;
+    type Cell = (String, Vec<Flag>, Option<dmalab_host::ddio::Setting>);
+    let mut product: Vec<Cell> = vec![(String::new(), Vec::new(), None)];
+    for axis in &checked {
+        let mut next = Vec::with_capacity(product.len() * axis.len());
+        for (pname, pflags, pddio) in &product {
+            for (label, f, ddio) in axis {
+                let n = if pname.is_empty() {
+                    label.clone()
+                } else {
+                    format!("{pname},{label}")
+                };
+                let mut fl = pflags.clone();
+                fl.extend(f.clone());
+                next.push((n, fl, ddio.or(*pddio)));
+            }
+        }
+        product = next;
+    }
+    let line = line_of(ctx.text, m.span().start);
+    Ok(product
+        .into_iter()
+        .map(|(n, fl, ddio)| Configuration {
+            name: n,
+            overrides: fl,
+            ddio,
+            line,
+        })
+        .collect())
+}
+
+/// `[sweep]`: one flag of one dmalab aggressor over a list of values.
+fn sweep(ctx: &Ctx, s: Spanned<RawSweep>, aggressors: &[Aggressor]) -> Result<Sweep, ExpError> {
+    let start = s.span().start;
+    let s = s.into_inner();
+    let agg = s.aggressor.get_ref().clone();
+    let Some(a) = aggressors.iter().find(|a| a.name == agg) else {
+        return Err(ctx.err(
+            s.aggressor.span().start,
+            format!("sweep.aggressor: no aggressor is named '{agg}'"),
+        ));
+    };
+    if a.kind.subcommand().is_none() {
+        return Err(ctx.err(s.aggressor.span().start, "sweep.aggressor: an exec aggressor has no flags to sweep; use a load or probe bandwidth aggressor"));
+    }
+    let values = s
+        .values
+        .get_ref()
+        .iter()
+        .map(value_text)
+        .collect::<Option<Vec<_>>>()
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| {
+            ctx.err(
+                s.values.span().start,
+                "sweep.values: must be a non-empty list of numbers or strings",
+            )
+        })?;
+    Ok(Sweep {
+        aggressor: agg,
+        flag: s.flag.get_ref().clone(),
+        values,
+        include_plain: s.include_plain.unwrap_or(true),
+        line: line_of(ctx.text, start),
     })
 }
 

@@ -18,6 +18,7 @@
 //! separate stores, so a snapshot re-reads until the update stamp is the
 //! same before and after the counters (a cheap sequence check).
 
+use dmalab_core::sys::clock::monotonic_ns;
 use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,15 +71,6 @@ pub struct LiveStats {
 unsafe impl Send for LiveStats {}
 // SAFETY: as above; concurrent atomic loads are fine.
 unsafe impl Sync for LiveStats {}
-
-/// CLOCK_MONOTONIC now, nanoseconds.
-pub fn monotonic_ns() -> u64 {
-    // SAFETY: timespec is plain data and clock_gettime fills it.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer to our own struct.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 impl LiveStats {
     /// Maps `path`; None while it does not exist yet, is too short or has

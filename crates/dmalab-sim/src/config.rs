@@ -122,14 +122,35 @@ pub enum PagePolicy {
     Closed,
 }
 
-/// Request scheduler.
+/// Command scheduler.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scheduler {
-    /// Row hits first, then oldest.
+    /// Among the commands that can issue now: row hits (column commands)
+    /// first, then the oldest request's command; a row with hits waiting is
+    /// not precharged (up to `dram.row_hit_cap` hits).
     FrFcfs,
-    /// Oldest first.
+    /// Among the commands that can issue now, the oldest request's command.
     Fcfs,
+}
+
+/// When the controller serves the write queue instead of the read queue.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum WritePolicy {
+    /// Write mode starts when the write queue holds `write_high_watermark`,
+    /// or when no read waits and more than `write_low_watermark` writes do;
+    /// it ends when the write queue is empty, or at the low watermark with
+    /// reads waiting. Below the low watermark, writes wait for company
+    /// (until the end of the trace).
+    #[default]
+    Watermark,
+    /// Ramulator 2's rule: write mode also starts whenever no read waits
+    /// (and a write does); it ends as with `watermark`.
+    Ramulator,
+    /// No write mode: reads and writes are scheduled together, a write as
+    /// soon as it is the oldest ready command (or a ready row hit).
+    Drain,
 }
 
 /// DRAM timing, in memory clock cycles (tCK).
@@ -156,10 +177,23 @@ pub struct DramTiming {
     pub tccd_l: u32,
     /// Write recovery (end of write data to PRE).
     pub twr: u32,
-    /// End of write data to a read CAS.
-    pub twtr: u32,
+    /// End of write data to a read CAS, different bank group.
+    pub twtr_s: u32,
+    /// End of write data to a read CAS, same bank group (equal to `twtr_s`
+    /// when the standard has no bank groups, or to model one tWTR).
+    pub twtr_l: u32,
     /// Read CAS to PRE.
     pub trtp: u32,
+    /// ACT to ACT, different bank group (0: not enforced).
+    pub trrd_s: u32,
+    /// ACT to ACT, same bank group (0: not enforced).
+    pub trrd_l: u32,
+    /// Window in which at most four ACTs may issue (0: not enforced).
+    pub tfaw: u32,
+    /// All-bank refresh cycle time: REF to the next ACT.
+    pub trfc: u32,
+    /// Average refresh interval (0: no refresh).
+    pub trefi: u32,
 }
 
 /// The DRAM channel and its controller.
@@ -199,14 +233,37 @@ pub struct DramConfig {
     /// Write mode ends at this many when reads wait; with no read waiting,
     /// more than this many writes start write mode.
     pub write_low_watermark: u32,
+    /// When writes are served ahead of reads.
+    #[serde(default)]
+    pub write_policy: WritePolicy,
+    /// With FR-FCFS, the most column commands a row serves after its ACT
+    /// while a request to another row of the bank waits; then no more hits
+    /// to it are scheduled and the waiting request's PRE goes next
+    /// (DRAMsim3 uses 4). 0: no cap (as Ramulator 2).
+    #[serde(default)]
+    pub row_hit_cap: u32,
+    /// At most one command (ACT, PRE, RD, WR, REF) per clock on the command
+    /// bus.
+    #[serde(default = "yes")]
+    pub command_bus_limit: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl DramConfig {
     /// A preset by name: `ddr4-3200`, `ddr5-4800`, `ddr2-800`.
     pub fn preset(name: &str) -> Result<Self, ConfigError> {
         let (timing, bank_groups, banks_per_group, row_bytes) = match name {
-            // JEDEC DDR4-3200AA (22-22-22), x8 devices, 8-chip rank: 1 KiB
-            // page a chip, 8 KiB a rank.
+            // JEDEC DDR4-3200AA (22-22-22), x8 8 Gb devices, 8-chip rank: 1
+            // KiB page a chip, 8 KiB a rank. JESD79-4 speed bin and AC
+            // timing tables (as in Micron's 8Gb DDR4 x8 datasheet,
+            // MT40A1G8): tRRD_S 4 nCK, tRRD_L max(4 nCK, 4.9 ns) = 8,
+            // tFAW (1 KiB page) 21 ns = 34, tWTR_S max(2 nCK, 2.5 ns) = 4,
+            // tWTR_L max(4 nCK, 7.5 ns) = 12, tRFC1 (8 Gb) 350 ns = 560,
+            // tREFI 7.8 us = 12480. DRAMsim3's DDR4_8Gb_x8_3200.ini has the
+            // same values; Ramulator 2's DDR4_3200AA too, but tRFC 360 ns.
             "ddr4-3200" => (
                 DramTiming {
                     tck_ps: 625,
@@ -219,8 +276,14 @@ impl DramConfig {
                     tccd_s: 4,
                     tccd_l: 8,
                     twr: 24,
-                    twtr: 12,
+                    twtr_s: 4,
+                    twtr_l: 12,
                     trtp: 12,
+                    trrd_s: 4,
+                    trrd_l: 8,
+                    tfaw: 34,
+                    trfc: 560,
+                    trefi: 12480,
                 },
                 4,
                 4,
@@ -228,6 +291,11 @@ impl DramConfig {
             ),
             // JEDEC DDR5-4800B (40-39-39), one 32-bit sub-channel of x8
             // devices: 4 chips, 4 KiB a row; BL16 moves a 64-byte line.
+            // JESD79-5 (as in Micron's 16Gb DDR5 datasheet): tRRD_S 8 nCK,
+            // tRRD_L max(8 nCK, 5 ns) = 12, tFAW (1 KiB page) 32 nCK,
+            // tWTR_S max(4 nCK, 2.5 ns) = 6, tWTR_L max(16 nCK, 10 ns) =
+            // 24, tRFC1 (16 Gb) 295 ns = 710, tREFI 3.9 us = 9375 (all-bank
+            // refresh; DDR5's same-bank refresh is not modelled).
             "ddr5-4800" => (
                 DramTiming {
                     tck_ps: 416,
@@ -240,15 +308,23 @@ impl DramConfig {
                     tccd_s: 8,
                     tccd_l: 12,
                     twr: 72,
-                    twtr: 24,
+                    twtr_s: 6,
+                    twtr_l: 24,
                     trtp: 18,
+                    trrd_s: 8,
+                    trrd_l: 12,
+                    tfaw: 32,
+                    trfc: 710,
+                    trefi: 9375,
                 },
                 8,
                 4,
                 4096,
             ),
             // DDR2-800 (5-5-5), the paper's memory generation; 8 banks, no
-            // bank groups, 8 KiB rank rows.
+            // bank groups, 8 KiB rank rows. JESD79-2F, 1 Gb x8 (1 KiB
+            // page): tRRD 7.5 ns = 3, tFAW 37.5 ns = 15, tWTR 7.5 ns = 3,
+            // tRFC 127.5 ns = 51, tREFI 7.8 us = 3120.
             "ddr2-800" => (
                 DramTiming {
                     tck_ps: 2500,
@@ -261,8 +337,14 @@ impl DramConfig {
                     tccd_s: 2,
                     tccd_l: 2,
                     twr: 6,
-                    twtr: 3,
+                    twtr_s: 3,
+                    twtr_l: 3,
                     trtp: 3,
+                    trrd_s: 3,
+                    trrd_l: 3,
+                    tfaw: 15,
+                    trfc: 51,
+                    trefi: 3120,
                 },
                 1,
                 8,
@@ -289,6 +371,9 @@ impl DramConfig {
             write_queue: 32,
             write_high_watermark: 24,
             write_low_watermark: 8,
+            write_policy: WritePolicy::Watermark,
+            row_hit_cap: 0,
+            command_bus_limit: true,
         })
     }
 }
@@ -375,10 +460,34 @@ impl SimConfig {
         Ok(c)
     }
 
-    /// Sets one field by its dotted path (`llc.size_bytes`) from text; sizes
-    /// (`*_bytes`) take suffixes (`4M`), `dram.preset` loads that preset's
-    /// timing and geometry.
+    /// Sets one field by its dotted path (`llc.size_bytes`) from text and
+    /// checks the result; sizes (`*_bytes`) take suffixes (`4M`),
+    /// `dram.preset` loads that preset's timing and geometry. To set
+    /// several fields that only make sense together, use
+    /// [`SimConfig::set_all`].
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        self.set_all([(key, value)])
+    }
+
+    /// Sets several fields (as [`SimConfig::set`]) and checks the result
+    /// once, after all of them: their order does not matter
+    /// (`llc.ways=1` with `llc.ddio_ways=1` in either order). Nothing
+    /// changes when one fails.
+    pub fn set_all<'a>(
+        &mut self,
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<(), ConfigError> {
+        let mut c = self.clone();
+        for (k, v) in pairs {
+            c.apply(k, v)?;
+        }
+        c.validate()?;
+        *self = c;
+        Ok(())
+    }
+
+    /// Sets one field without checking the whole set.
+    fn apply(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         if key == "dram.preset" {
             let keep = self.dram.clone();
             let mut d = DramConfig::preset(value)?;
@@ -390,8 +499,11 @@ impl SimConfig {
             d.write_queue = keep.write_queue;
             d.write_high_watermark = keep.write_high_watermark;
             d.write_low_watermark = keep.write_low_watermark;
+            d.write_policy = keep.write_policy;
+            d.row_hit_cap = keep.row_hit_cap;
+            d.command_bus_limit = keep.command_bus_limit;
             self.dram = d;
-            return self.validate();
+            return Ok(());
         }
         let mut v = serde_json::to_value(&*self).map_err(|e| err(key, e.to_string()))?;
         let mut slot = &mut v;
@@ -433,7 +545,6 @@ impl SimConfig {
         *slot = new;
         let c: SimConfig =
             serde_json::from_value(v).map_err(|e| err(key, format!("'{value}': {e}")))?;
-        c.validate()?;
         *self = c;
         Ok(())
     }
@@ -537,8 +648,13 @@ impl SimConfig {
             ("tccd_s", t.tccd_s),
             ("tccd_l", t.tccd_l),
             ("twr", t.twr),
-            ("twtr", t.twtr),
+            ("twtr_s", t.twtr_s),
+            ("twtr_l", t.twtr_l),
             ("trtp", t.trtp),
+            ("trrd_s", t.trrd_s),
+            ("trrd_l", t.trrd_l),
+            ("tfaw", t.tfaw),
+            ("trfc", t.trfc),
         ] {
             if v > MAX_TIMING_CYCLES {
                 return Err(err(
@@ -546,6 +662,18 @@ impl SimConfig {
                     format!("must be at most {MAX_TIMING_CYCLES} cycles"),
                 ));
             }
+        }
+        if t.trefi > 0 && t.trefi <= t.trfc + t.trp {
+            return Err(err(
+                "dram.timing.trefi",
+                "must exceed trfc + trp (or be 0 for no refresh)",
+            ));
+        }
+        if t.trefi > 100 * MAX_TIMING_CYCLES {
+            return Err(err(
+                "dram.timing.trefi",
+                format!("must be at most {} cycles", 100 * MAX_TIMING_CYCLES),
+            ));
         }
         crate::dram::Mapping::parse(&d.mapping).map_err(|m| err("dram.mapping", m))?;
         if u64::from(d.bank_groups) * u64::from(d.banks_per_group) > MAX_BANKS {

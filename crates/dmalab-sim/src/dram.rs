@@ -1,20 +1,26 @@
-//! DRAM: per-bank row state and timing behind a request-level, event-driven
-//! controller with a read queue, a write queue drained by watermarks, and
-//! FR-FCFS or FCFS scheduling.
+//! DRAM: a command-level, event-driven controller for one channel of one
+//! rank: a read queue and a write queue, per-bank state machines (ACT, PRE,
+//! RD, WR; PREA and REF for all-bank refresh), and FR-FCFS or FCFS
+//! scheduling of commands.
+//!
+//! Each queued request wants one command next: a column command (RD or WR)
+//! when its row is open, an ACT when its bank is closed, a PRE when another
+//! row is open. Every constraint (tRCD, tRAS, tRP, tRC, tRTP, tWR, tCCD_S/L,
+//! tRRD_S/L, tFAW, tWTR_S/L, read-to-write turnaround, the data bus, one
+//! command per clock, refresh) gives the first clock at which that command
+//! may issue. The scheduler takes the earliest such clock; among the
+//! commands that can issue then, FR-FCFS takes a row hit first, else the
+//! oldest request's command. Nothing ticks: the controller jumps from one
+//! command to the next, so idle clocks cost nothing.
 //!
 //! Requests arrive in non-decreasing time (the simulator replays one
-//! stream). The controller makes one scheduling decision at a time: at the
-//! decision time it picks a request among those that have arrived, and books
-//! all its commands (PRE, ACT, CAS) against the bank's and the data bus's
-//! constraints. The next decision happens when that request's first command
-//! issues, so commands of later requests overlap earlier ones in other banks.
-//! Decisions are made lazily: only up to the time of the next arrival, or
-//! until a read someone waits on is scheduled.
+//! stream). Commands are issued lazily: only up to the time of the next
+//! arrival, or until a read someone waits on has its data.
 //!
-//! Not modelled: refresh, tRRD/tFAW, ranks and channels (one rank, one
-//! channel), command-bus conflicts.
+//! Not modelled: ranks and channels (one rank, one channel), per-bank or
+//! same-bank refresh, power-down.
 
-use crate::config::{DramConfig, PagePolicy, Scheduler};
+use crate::config::{DramConfig, PagePolicy, Scheduler, WritePolicy};
 use serde::{Deserialize, Serialize};
 
 const NO_ROW: u64 = u64::MAX;
@@ -158,6 +164,9 @@ pub struct DramStats {
     pub write_drains: u64,
     /// Time the data bus carried data, ns.
     pub bus_busy_ns: f64,
+    /// All-bank refreshes issued.
+    #[serde(default)]
+    pub refreshes: u64,
 }
 
 /// A request queue in arrival order: a ring of requests, so taking out
@@ -174,8 +183,12 @@ struct Queue {
 /// A queued request.
 #[derive(Clone, Copy, Debug, Default)]
 struct Req {
+    /// Arrival, ps.
+    arrive_ps: u64,
+    /// Arrival, clock cycles (rounded up).
     arrive: u64,
     row: u64,
+    /// Age: lower is older (reads and writes share the count).
     id: u64,
     bank: u32,
 }
@@ -204,12 +217,6 @@ impl Queue {
         self.len += 1;
     }
 
-    /// Arrival time of the oldest request (the queue is not empty).
-    #[inline]
-    fn first_arrive(&self) -> u64 {
-        self.ring[self.head].arrive
-    }
-
     /// Takes out the `k`-th oldest request, keeping the others in order.
     #[inline]
     fn remove(&mut self, k: usize) -> Req {
@@ -234,18 +241,51 @@ impl Queue {
     }
 }
 
+/// How the row of a bank came to be open, for the row statistics of the
+/// first column command after its ACT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Opened {
+    /// No column command since the ACT, which found the bank closed.
+    Miss,
+    /// No column command since the ACT, which followed a PRE for a
+    /// conflicting request.
+    Conflict,
+    /// The row has served a column command: later ones are hits.
+    Served,
+}
+
+/// One bank's state: the open row and the first clock each command may
+/// issue.
 #[derive(Clone, Copy, Debug)]
 struct Bank {
     open: u64,
-    ready_act: u64,
-    ready_pre: u64,
-    ready_cas: u64,
+    act: u64,
+    pre: u64,
+    rd: u64,
+    wr: u64,
+    opened: Opened,
+    /// The last PRE closed a row for a conflicting request (not refresh).
+    closed_for_conflict: bool,
+    /// Column commands since the ACT.
+    hits: u32,
+    /// Plan stamp: a queued request hits the open row (see `plan`).
+    hit_waits: u64,
+    /// Plan stamp: a queued request wants another row of this bank.
+    conflict_waits: u64,
 }
 
-/// Timing in picoseconds.
+/// Constraints of a bank group (same-group tCCD_L, tWTR_L, tRRD_L) or of
+/// the rank (tCCD_S, tWTR_S, tRRD_S, turnarounds, the data bus).
+#[derive(Clone, Copy, Debug, Default)]
+struct Gate {
+    act: u64,
+    rd: u64,
+    wr: u64,
+}
+
+/// Timing in clock cycles.
 #[derive(Clone, Copy, Debug)]
-struct Ps {
-    tck: u64,
+struct Cyc {
     cl: u64,
     cwl: u64,
     rcd: u64,
@@ -255,8 +295,38 @@ struct Ps {
     ccd_s: u64,
     ccd_l: u64,
     wr: u64,
-    wtr: u64,
+    wtr_s: u64,
+    wtr_l: u64,
     rtp: u64,
+    rrd_s: u64,
+    rrd_l: u64,
+    faw: u64,
+    rfc: u64,
+    refi: u64,
+    /// Read CAS to write CAS (the read data leaves the bus, plus two clocks
+    /// of bus turnaround).
+    rtw: u64,
+}
+
+/// A command to issue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cmd {
+    Act,
+    Pre,
+    Col,
+    /// PREA (if a row is open) then REF.
+    Refresh,
+}
+
+/// The next command: what, when (clock), for which queue entry.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    at: u64,
+    cmd: Cmd,
+    write: bool,
+    k: usize,
+    /// The write mode the plan was made in.
+    draining: bool,
 }
 
 /// A read handed to the controller; [`Dram::completion`] turns it into a time.
@@ -264,12 +334,28 @@ pub type Ticket = u64;
 
 /// The controller and its banks.
 pub struct Dram {
-    t: Ps,
+    t: Cyc,
+    tck: u64,
     map: Mapping,
     policy: PagePolicy,
     sched: Scheduler,
+    write_policy: WritePolicy,
+    hit_cap: u32,
+    /// Clocks a command holds the command bus (1, or 0 without the limit).
+    cmd_gap: u64,
     banks: Vec<Bank>,
+    groups: Vec<Gate>,
+    rank: Gate,
+    /// The ends of the tFAW windows of the last four ACTs (ACT + tFAW), a
+    /// ring: the next ACT may issue at the oldest.
+    faw: [u64; 4],
+    faw_i: usize,
     bg_shift: u32,
+    /// The first clock the next command may issue (the command bus).
+    now: u64,
+    /// The clock the next refresh is due (`u64::MAX`: no refresh).
+    next_ref: u64,
+    stamp: u64,
     rq: Queue,
     wq: Queue,
     rq_cap: usize,
@@ -278,11 +364,6 @@ pub struct Dram {
     lo: usize,
     draining: bool,
     flush: bool,
-    decide: u64,
-    last_cas: u64,
-    last_bg: u32,
-    last_write: bool,
-    any_cas: bool,
     next_id: u64,
     done: Vec<(u64, u64)>,
     last_done: u64,
@@ -291,40 +372,66 @@ pub struct Dram {
     stats: DramStats,
 }
 
+const NEVER: u64 = u64::MAX;
+
 impl Dram {
     /// A controller for `cfg` with cache lines of `line_bytes`.
     pub fn new(cfg: &DramConfig, line_bytes: u32) -> Result<Self, String> {
-        let tk = cfg.timing.tck_ps as u64;
-        let c = |n: u32| n as u64 * tk;
         let t = &cfg.timing;
+        let c = |n: u32| u64::from(n);
+        let cyc = Cyc {
+            cl: c(t.cl),
+            cwl: c(t.cwl),
+            rcd: c(t.trcd),
+            rp: c(t.trp),
+            ras: c(t.tras),
+            burst: c(t.burst),
+            ccd_s: c(t.tccd_s).max(c(t.burst)),
+            ccd_l: c(t.tccd_l).max(c(t.burst)),
+            wr: c(t.twr),
+            wtr_s: c(t.twtr_s),
+            wtr_l: c(t.twtr_l),
+            rtp: c(t.trtp),
+            rrd_s: c(t.trrd_s),
+            rrd_l: c(t.trrd_l),
+            faw: c(t.tfaw),
+            rfc: c(t.trfc),
+            refi: c(t.trefi),
+            rtw: (c(t.cl) + c(t.burst) + 2).saturating_sub(c(t.cwl)),
+        };
+        let nbanks = (cfg.bank_groups * cfg.banks_per_group) as usize;
         Ok(Dram {
-            t: Ps {
-                tck: tk,
-                cl: c(t.cl),
-                cwl: c(t.cwl),
-                rcd: c(t.trcd),
-                rp: c(t.trp),
-                ras: c(t.tras),
-                burst: c(t.burst),
-                ccd_s: c(t.tccd_s),
-                ccd_l: c(t.tccd_l),
-                wr: c(t.twr),
-                wtr: c(t.twtr),
-                rtp: c(t.trtp),
-            },
+            t: cyc,
+            tck: u64::from(t.tck_ps.max(1)),
             map: Mapping::new(cfg, line_bytes)?,
             policy: cfg.page_policy,
             sched: cfg.scheduler,
+            write_policy: cfg.write_policy,
+            hit_cap: cfg.row_hit_cap,
+            cmd_gap: u64::from(cfg.command_bus_limit),
             banks: vec![
                 Bank {
                     open: NO_ROW,
-                    ready_act: 0,
-                    ready_pre: 0,
-                    ready_cas: 0,
+                    act: 0,
+                    pre: 0,
+                    rd: 0,
+                    wr: 0,
+                    opened: Opened::Served,
+                    closed_for_conflict: false,
+                    hits: 0,
+                    hit_waits: 0,
+                    conflict_waits: 0,
                 };
-                (cfg.bank_groups * cfg.banks_per_group) as usize
+                nbanks
             ],
+            groups: vec![Gate::default(); cfg.bank_groups as usize],
+            rank: Gate::default(),
+            faw: [0; 4],
+            faw_i: 0,
             bg_shift: cfg.banks_per_group.trailing_zeros(),
+            now: 0,
+            next_ref: if cyc.refi > 0 { cyc.refi } else { NEVER },
+            stamp: 0,
             rq: Queue::new(cfg.read_queue as usize),
             wq: Queue::new(cfg.write_queue as usize),
             rq_cap: cfg.read_queue as usize,
@@ -333,11 +440,6 @@ impl Dram {
             lo: cfg.write_low_watermark as usize,
             draining: false,
             flush: false,
-            decide: 0,
-            last_cas: 0,
-            last_bg: 0,
-            last_write: false,
-            any_cas: false,
             next_id: 0,
             done: vec![(u64::MAX, 0); DONE_RING],
             last_done: 0,
@@ -350,7 +452,7 @@ impl Dram {
     /// Statistics so far.
     pub fn stats(&self) -> DramStats {
         let mut s = self.stats;
-        s.bus_busy_ns = self.bus_busy as f64 / 1000.0;
+        s.bus_busy_ns = (self.bus_busy * self.tck) as f64 / 1000.0;
         if s.reads > 0 {
             s.read_lat_mean_ns = self.read_lat_sum as f64 / s.reads as f64 / 1000.0;
         }
@@ -358,19 +460,22 @@ impl Dram {
     }
 
     #[inline]
-    fn req(&self, addr: u64, at: u64, id: u64) -> Req {
+    fn req(&mut self, addr: u64, at_ps: u64) -> Req {
         let (bank, _, row) = self.map.decode(addr);
+        let id = self.next_id;
+        self.next_id += 1;
         Req {
-            arrive: at,
+            arrive_ps: at_ps,
+            arrive: at_ps.div_ceil(self.tck),
             bank,
             row,
             id,
         }
     }
 
-    /// Submits a line read arriving at `at`. Returns the ticket and the time
-    /// the controller accepted it (later than `at` when the read queue was
-    /// full).
+    /// Submits a line read arriving at `at` (ps). Returns the ticket and the
+    /// time the controller accepted it (later than `at` when the read queue
+    /// was full).
     #[inline]
     pub fn read(&mut self, addr: u64, at: u64) -> (Ticket, u64) {
         self.advance(at);
@@ -378,15 +483,13 @@ impl Dram {
         while self.rq.len >= self.rq_cap {
             acc = acc.max(self.step());
         }
-        let id = self.next_id;
-        self.next_id += 1;
-        let r = self.req(addr, acc, id);
+        let r = self.req(addr, acc);
         self.rq.push(r);
-        (id, acc)
+        (r.id, acc)
     }
 
-    /// Submits a line write (posted) arriving at `at`; returns the time it
-    /// was accepted (later than `at` when the write queue was full).
+    /// Submits a line write (posted) arriving at `at` (ps); returns the time
+    /// it was accepted (later than `at` when the write queue was full).
     #[inline]
     pub fn write(&mut self, addr: u64, at: u64) -> u64 {
         self.advance(at);
@@ -394,12 +497,12 @@ impl Dram {
         while self.wq.len >= self.wq_cap {
             acc = acc.max(self.step());
         }
-        let r = self.req(addr, acc, u64::MAX);
+        let r = self.req(addr, acc);
         self.wq.push(r);
         acc
     }
 
-    /// The time the read's last data arrives, scheduling as needed.
+    /// The time (ps) the read's last data arrives, scheduling as needed.
     #[inline]
     pub fn completion(&mut self, id: Ticket) -> u64 {
         loop {
@@ -407,10 +510,10 @@ impl Dram {
             if i == id {
                 return t;
             }
-            // A read is queued until it is served, and then its entry holds
-            // it until a later read's takes the place. An older read's
-            // entry there means this one is still queued; only a later
-            // read's (or none) needs the queue searched.
+            // A read is queued until its column command issues, and then
+            // its entry holds it until a later read's takes the place. An
+            // older read's entry there means this one is still queued; only
+            // a later read's (or none) needs the queue searched.
             if i > id && !self.rq.holds(id) {
                 // Completed so long ago that its ring entry was reused.
                 return 0;
@@ -419,39 +522,57 @@ impl Dram {
         }
     }
 
-    /// Makes every decision due before `now`.
+    /// Issues every command due before `now` (ps).
     #[inline]
     pub fn advance(&mut self, now: u64) {
-        while let Some((use_w, d)) = self.peek() {
-            if d >= now {
+        let limit = now.div_ceil(self.tck);
+        while let Some(p) = self.plan() {
+            if p.at >= limit {
                 break;
             }
-            self.decide_at(use_w, d);
+            self.issue(p);
         }
     }
 
-    /// Serves everything queued; returns when the last data moved.
+    /// Serves everything queued; returns when (ps) the last data moved.
     pub fn finish(&mut self) -> u64 {
         self.flush = true;
-        while let Some((use_w, d)) = self.peek() {
-            self.decide_at(use_w, d);
+        while self.rq.len + self.wq.len > 0 {
+            match self.plan() {
+                Some(p) => self.issue(p),
+                None => break,
+            }
         }
         self.last_done
     }
 
-    /// Whether the next decision serves the write queue (`Some(true)`), the
-    /// read queue (`Some(false)`) or waits (`None`). As in Ramulator: write
-    /// mode starts when the write queue reaches the high watermark, or when
-    /// no read waits and more than the low watermark of writes do; it ends
-    /// when the write queue is empty, or at the low watermark with reads
-    /// waiting. Below the low watermark, writes wait for company.
+    /// Issues the next command; returns its time (ps). The queues are not
+    /// both empty.
+    #[inline]
+    fn step(&mut self) -> u64 {
+        match self.plan() {
+            Some(p) => {
+                self.issue(p);
+                p.at * self.tck
+            }
+            None => self.now * self.tck,
+        }
+    }
+
+    /// Whether the write queue (`Some(true)`) or the read queue
+    /// (`Some(false)`) is served, or neither (`None`: writes wait for
+    /// company). With [`WritePolicy::Drain`] both are, and this is unused.
     #[inline]
     fn mode(&self) -> Option<bool> {
         let (nw, nr) = (self.wq.len, self.rq.len);
+        let start_when_idle = match self.write_policy {
+            WritePolicy::Ramulator => nw > 0,
+            _ => nw > self.lo || (self.flush && nw > 0),
+        };
         let writes = if self.draining {
             nw > 0 && !(nw <= self.lo && nr > 0)
         } else {
-            nw >= self.hi || (nr == 0 && (nw > self.lo || (self.flush && nw > 0)))
+            nw >= self.hi || (nr == 0 && start_when_idle)
         };
         if writes {
             Some(true)
@@ -462,131 +583,260 @@ impl Dram {
         }
     }
 
-    /// Which queue the next decision serves and when it is made.
+    /// The command a request needs next and the first clock it may issue
+    /// (`NEVER` when a PRE would close a row that queued requests still
+    /// hit).
     #[inline]
-    fn peek(&self) -> Option<(bool, u64)> {
-        let use_w = self.mode()?;
-        let q = if use_w { &self.wq } else { &self.rq };
-        // Queues are in arrival order.
-        Some((use_w, self.decide.max(q.first_arrive())))
-    }
-
-    /// Makes one decision; returns its time. The queues are not both empty.
-    #[inline]
-    fn step(&mut self) -> u64 {
-        let Some((use_w, d)) = self.peek() else {
-            return self.decide;
+    fn ready(&self, r: &Req, write: bool) -> (Cmd, u64) {
+        let b = &self.banks[r.bank as usize];
+        let g = &self.groups[(r.bank >> self.bg_shift) as usize];
+        let at = if b.open == r.row {
+            if self.hit_cap > 0
+                && b.hits >= self.hit_cap
+                && b.conflict_waits == self.stamp
+                && self.sched == Scheduler::FrFcfs
+            {
+                // The row has had its share: the waiting conflict goes next.
+                return (Cmd::Col, NEVER);
+            }
+            let (x, y, z) = if write {
+                (b.wr, g.wr, self.rank.wr)
+            } else {
+                (b.rd, g.rd, self.rank.rd)
+            };
+            (Cmd::Col, x.max(y).max(z))
+        } else if b.open == NO_ROW {
+            let faw = self.faw[self.faw_i];
+            (Cmd::Act, b.act.max(g.act).max(self.rank.act).max(faw))
+        } else {
+            let protect = self.sched == Scheduler::FrFcfs
+                && b.hit_waits == self.stamp
+                && (self.hit_cap == 0 || b.hits < self.hit_cap);
+            (Cmd::Pre, if protect { NEVER } else { b.pre })
         };
-        self.decide_at(use_w, d);
-        d
+        (at.0, at.1.max(r.arrive).max(self.now))
     }
 
-    /// Makes the decision [`Dram::peek`] announced: serves the write queue
-    /// (`use_w`) or the read queue at time `d`.
+    /// Considers the requests of one queue for the next command.
     #[inline]
-    fn decide_at(&mut self, use_w: bool, d: u64) {
-        if use_w && !self.draining {
+    fn consider(&self, write: bool, draining: bool, best: &mut Option<(Plan, u64, bool)>) {
+        let q = if write { &self.wq } else { &self.rq };
+        for k in 0..q.len {
+            let r = q.get(k);
+            let (cmd, at) = self.ready(r, write);
+            if at == NEVER {
+                continue;
+            }
+            let hit = cmd == Cmd::Col && self.sched == Scheduler::FrFcfs;
+            let better = match best {
+                None => true,
+                Some((p, id, h)) => {
+                    at < p.at || (at == p.at && ((hit && !*h) || (hit == *h && r.id < *id)))
+                }
+            };
+            if better {
+                *best = Some((
+                    Plan {
+                        at,
+                        cmd,
+                        write,
+                        k,
+                        draining,
+                    },
+                    r.id,
+                    hit,
+                ));
+            }
+        }
+    }
+
+    /// Marks the banks whose open row a queued request of `q` hits, and
+    /// those for which one wants another row.
+    #[inline]
+    fn mark_hits(&mut self, write: bool) {
+        let q = if write { &self.wq } else { &self.rq };
+        for k in 0..q.len {
+            let r = *q.get(k);
+            let b = &mut self.banks[r.bank as usize];
+            if b.open == r.row {
+                b.hit_waits = self.stamp;
+            } else if b.open != NO_ROW {
+                b.conflict_waits = self.stamp;
+            }
+        }
+    }
+
+    /// The next command, or `None` when nothing can be done (no request is
+    /// served and refresh is off).
+    fn plan(&mut self) -> Option<Plan> {
+        let (serve_r, serve_w, draining) = match self.write_policy {
+            WritePolicy::Drain => (true, true, false),
+            _ => match self.mode() {
+                Some(true) => (false, true, true),
+                Some(false) => (true, false, false),
+                None => (false, false, false),
+            },
+        };
+        let mut best = None;
+        if serve_r || serve_w {
+            self.stamp += 1;
+            if self.sched == Scheduler::FrFcfs {
+                if serve_r {
+                    self.mark_hits(false);
+                }
+                if serve_w {
+                    self.mark_hits(true);
+                }
+            }
+            if serve_r {
+                self.consider(false, draining, &mut best);
+            }
+            if serve_w {
+                self.consider(true, draining, &mut best);
+            }
+        }
+        let normal = best.map(|(p, _, _)| p);
+        if self.next_ref != NEVER {
+            let due = self.next_ref.max(self.now);
+            if normal.is_none_or(|p| p.at >= due) {
+                return Some(Plan {
+                    at: due,
+                    cmd: Cmd::Refresh,
+                    write: false,
+                    k: 0,
+                    draining: self.draining,
+                });
+            }
+        }
+        normal
+    }
+
+    /// Issues a planned command.
+    fn issue(&mut self, p: Plan) {
+        if p.cmd == Cmd::Refresh {
+            self.refresh(p.at);
+            return;
+        }
+        if p.draining && !self.draining {
             self.stats.write_drains += 1;
         }
-        self.draining = use_w;
-        let q = if use_w { &self.wq } else { &self.rq };
-        let mut pick = 0;
-        // With one request queued (the read queue, mostly) there is nothing
-        // to choose, and no need to ask whether it hits.
-        if self.sched == Scheduler::FrFcfs && q.len > 1 {
-            // The oldest arrived request to an open row, else the oldest.
-            for k in 0..q.len {
-                let r = q.get(k);
-                if r.arrive > d {
-                    break;
+        if self.write_policy != WritePolicy::Drain {
+            self.draining = p.draining;
+        }
+        let t = self.t;
+        let c = p.at;
+        self.now = c + self.cmd_gap;
+        let q = if p.write { &self.wq } else { &self.rq };
+        let r = *q.get(p.k);
+        let gi = (r.bank >> self.bg_shift) as usize;
+        let b = &mut self.banks[r.bank as usize];
+        match p.cmd {
+            Cmd::Pre => {
+                b.open = NO_ROW;
+                b.closed_for_conflict = true;
+                b.act = b.act.max(c + t.rp);
+            }
+            Cmd::Act => {
+                b.open = r.row;
+                b.opened = if b.closed_for_conflict {
+                    Opened::Conflict
+                } else {
+                    Opened::Miss
+                };
+                b.hits = 0;
+                b.rd = b.rd.max(c + t.rcd);
+                b.wr = b.wr.max(c + t.rcd);
+                b.pre = b.pre.max(c + t.ras);
+                b.act = b.act.max(c + t.ras + t.rp);
+                let g = &mut self.groups[gi];
+                g.act = g.act.max(c + t.rrd_l);
+                self.rank.act = self.rank.act.max(c + t.rrd_s);
+                self.faw[self.faw_i] = c + t.faw;
+                self.faw_i = (self.faw_i + 1) & 3;
+            }
+            Cmd::Col => {
+                let rows = if p.write {
+                    &mut self.stats.write_rows
+                } else {
+                    &mut self.stats.read_rows
+                };
+                match b.opened {
+                    Opened::Miss => rows.misses += 1,
+                    Opened::Conflict => rows.conflicts += 1,
+                    Opened::Served => rows.hits += 1,
                 }
-                if self.banks[r.bank as usize].open == r.row {
-                    pick = k;
-                    break;
+                b.opened = Opened::Served;
+                b.hits = b.hits.saturating_add(1);
+                let g = &mut self.groups[gi];
+                let rk = &mut self.rank;
+                let end = if p.write {
+                    let data_end = c + t.cwl + t.burst;
+                    b.pre = b.pre.max(data_end + t.wr);
+                    g.wr = g.wr.max(c + t.ccd_l);
+                    rk.wr = rk.wr.max(c + t.ccd_s);
+                    g.rd = g.rd.max(data_end + t.wtr_l);
+                    rk.rd = rk.rd.max(data_end + t.wtr_s);
+                    data_end
+                } else {
+                    b.pre = b.pre.max(c + t.rtp);
+                    g.rd = g.rd.max(c + t.ccd_l);
+                    rk.rd = rk.rd.max(c + t.ccd_s);
+                    g.wr = g.wr.max(c + t.rtw).max(c + t.ccd_l);
+                    rk.wr = rk.wr.max(c + t.rtw);
+                    c + t.cl + t.burst
+                };
+                if self.policy == PagePolicy::Closed {
+                    // Auto-precharge: the row closes as soon as it may.
+                    b.open = NO_ROW;
+                    b.closed_for_conflict = false;
+                    b.act = b.act.max(b.pre + t.rp);
+                }
+                let end_ps = end * self.tck;
+                self.last_done = self.last_done.max(end_ps);
+                self.bus_busy += t.burst;
+                if p.write {
+                    self.wq.remove(p.k);
+                    self.stats.writes += 1;
+                } else {
+                    self.rq.remove(p.k);
+                    self.stats.reads += 1;
+                    self.read_lat_sum += end_ps.saturating_sub(r.arrive_ps);
+                    self.done[(r.id % DONE_RING as u64) as usize] = (r.id, end_ps);
                 }
             }
+            Cmd::Refresh => {}
         }
-        let r = if use_w {
-            self.wq.remove(pick)
-        } else {
-            self.rq.remove(pick)
-        };
-        self.issue(r, d, use_w);
     }
 
-    #[inline]
-    fn issue(&mut self, r: Req, d: u64, write: bool) {
+    /// An all-bank refresh due at clock `at`: PREA once every open bank may
+    /// precharge, REF once every bank may activate, then no ACT for tRFC.
+    fn refresh(&mut self, at: u64) {
         let t = self.t;
-        let bg = r.bank >> self.bg_shift;
-        let b = &mut self.banks[r.bank as usize];
-        // The request has arrived by `d`: `d` is at least the oldest
-        // arrival, and the scan picks only requests that arrived by then.
-        debug_assert!(r.arrive <= d);
-        let t0 = d;
-        let rows = if write {
-            &mut self.stats.write_rows
-        } else {
-            &mut self.stats.read_rows
-        };
-        let (first, mut cas, act) = if b.open == r.row {
-            rows.hits += 1;
-            let cas = t0.max(b.ready_cas);
-            (cas, cas, None)
-        } else if b.open == NO_ROW {
-            rows.misses += 1;
-            let act = t0.max(b.ready_act);
-            (act, act + t.rcd, Some(act))
-        } else {
-            rows.conflicts += 1;
-            let pre = t0.max(b.ready_pre);
-            let act = (pre + t.rp).max(b.ready_act);
-            (pre, act + t.rcd, Some(act))
-        };
-        if self.any_cas {
-            let mut gap = if bg == self.last_bg { t.ccd_l } else { t.ccd_s };
-            if self.last_write && !write {
-                gap = gap.max(t.cwl + t.burst + t.wtr);
-            } else if !self.last_write && write {
-                gap = gap.max((t.cl + t.burst + 2 * t.tck).saturating_sub(t.cwl));
+        let mut c = at;
+        let open = self.banks.iter().any(|b| b.open != NO_ROW);
+        if open {
+            let prea = self
+                .banks
+                .iter()
+                .filter(|b| b.open != NO_ROW)
+                .map(|b| b.pre)
+                .fold(c, u64::max);
+            for b in &mut self.banks {
+                if b.open != NO_ROW {
+                    b.open = NO_ROW;
+                    b.act = b.act.max(prea + t.rp);
+                }
             }
-            cas = cas.max(self.last_cas + gap);
+            c = prea + self.cmd_gap;
         }
-        if let Some(a) = act {
-            b.ready_pre = a + t.ras;
-            b.ready_act = a + t.ras + t.rp;
+        let refc = self.banks.iter().map(|b| b.act).fold(c, u64::max);
+        for b in &mut self.banks {
+            b.act = refc + t.rfc;
+            b.closed_for_conflict = false;
         }
-        let end = if write {
-            b.ready_pre = b.ready_pre.max(cas + t.cwl + t.burst + t.wr);
-            cas + t.cwl + t.burst
-        } else {
-            b.ready_pre = b.ready_pre.max(cas + t.rtp);
-            cas + t.cl + t.burst
-        };
-        b.ready_cas = cas + t.burst;
-        match self.policy {
-            PagePolicy::Open => b.open = r.row,
-            PagePolicy::Closed => {
-                b.open = NO_ROW;
-                b.ready_act = b.ready_act.max(b.ready_pre + t.rp);
-            }
-        }
-        self.any_cas = true;
-        self.last_cas = cas;
-        self.last_bg = bg;
-        self.last_write = write;
-        // The first command issues at `d` or later, and `d` is at least
-        // `decide`: the next decision is at the first command.
-        debug_assert!(first >= self.decide);
-        self.decide = first;
-        self.last_done = self.last_done.max(end);
-        self.bus_busy += t.burst;
-        if write {
-            self.stats.writes += 1;
-        } else {
-            self.stats.reads += 1;
-            self.read_lat_sum += end - r.arrive;
-            self.done[(r.id % DONE_RING as u64) as usize] = (r.id, end);
-        }
+        self.now = refc + self.cmd_gap;
+        self.next_ref += t.refi;
+        self.stats.refreshes += 1;
     }
 }
 
@@ -699,5 +949,72 @@ mod tests {
         assert_eq!((s.writes, s.write_drains), (3, 1), "drained down to 1");
         assert!(d.finish() > 0);
         assert_eq!(d.stats().writes, 4);
+    }
+
+    #[test]
+    fn refresh_holds_off_activates_for_trfc() {
+        let mut c = ddr4();
+        let tck = 625;
+        let (refi, rfc) = (u64::from(c.timing.trefi), u64::from(c.timing.trfc));
+        let mut d = Dram::new(&c, 64).unwrap();
+        // A read to a closed bank arriving just as the refresh is due: REF
+        // at tREFI, then ACT tRFC later.
+        let (a, _) = d.read(0, refi * tck);
+        assert_eq!(d.completion(a), (refi + rfc + 22 + 22 + 4) * tck);
+        assert_eq!(d.stats().refreshes, 1);
+        // Switched off: the same read is served at once.
+        c.timing.trefi = 0;
+        let mut d = Dram::new(&c, 64).unwrap();
+        let (a, _) = d.read(0, refi * tck);
+        assert_eq!(d.completion(a), (refi + 22 + 22 + 4) * tck);
+        assert_eq!(d.stats().refreshes, 0);
+    }
+
+    #[test]
+    fn tfaw_and_trrd_space_activates() {
+        let mut c = ddr4();
+        c.timing.trefi = 0;
+        let tck = 625;
+        // Five reads to five banks of different groups where possible, all
+        // at 0: ACTs at 0, 4 (tRRD_S), 8, 12, then the fifth waits for the
+        // first's tFAW window (34).
+        let lines = [0u64, 8192, 2 * 8192, 3 * 8192, 4 * 8192];
+        let mut d = Dram::new(&c, 64).unwrap();
+        let t: Vec<_> = lines.iter().map(|&a| d.read(a, 0).0).collect();
+        let done: Vec<u64> = t.iter().map(|&k| d.completion(k) / tck).collect();
+        // Bank 4 * 8192 is bank 1 of group 0 (after groups 0-3): tRRD_L
+        // from the ACT at 0 is long past; tFAW decides (34), and the fourth
+        // read's RD (12 + 22) holds the command bus then, so the ACT issues
+        // at 35.
+        assert_eq!(done[..4], [48, 52, 56, 60]);
+        assert_eq!(done[4], 35 + 22 + 22 + 4, "{done:?}");
+        // Without tFAW (and tRRD) the fifth ACT follows the fourth at once.
+        c.timing.tfaw = 0;
+        c.timing.trrd_s = 0;
+        c.timing.trrd_l = 0;
+        let mut d = Dram::new(&c, 64).unwrap();
+        let t: Vec<_> = lines.iter().map(|&a| d.read(a, 0).0).collect();
+        let done2: Vec<u64> = t.iter().map(|&k| d.completion(k) / tck).collect();
+        assert!(done2[4] < done[4], "{done2:?} vs {done:?}");
+    }
+
+    #[test]
+    fn write_policies_differ_on_a_lone_write() {
+        use crate::config::WritePolicy;
+        // One write, then a read much later: under `watermark` the write
+        // waits for company (below the low watermark), under `ramulator`
+        // and `drain` it is written while no read waits.
+        for (policy, written) in [
+            (WritePolicy::Watermark, 0),
+            (WritePolicy::Ramulator, 1),
+            (WritePolicy::Drain, 1),
+        ] {
+            let mut c = ddr4();
+            c.write_policy = policy;
+            let mut d = Dram::new(&c, 64).unwrap();
+            d.write(1 << 20, 0);
+            d.advance(1_000_000);
+            assert_eq!(d.stats().writes, written, "{policy:?}");
+        }
     }
 }

@@ -365,7 +365,7 @@ impl MsrReplay {
         for (i, line) in inp.lines().enumerate() {
             let line = line.map_err(|e| TraceError::Io {
                 path: path.into(),
-                source: e,
+                cause: e,
             })?;
             let t = line.trim();
             if t.is_empty() || t.starts_with('#') {
@@ -428,6 +428,125 @@ impl MsrReplay {
             }
         }
         Ok(st)
+    }
+}
+
+/// The workloads `dmalab sim synth` writes (the variants' doc comments are
+/// its help).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Workload {
+    /// 128 KiB disk reads into scattered pages, copied by the CPU to a
+    /// buffer and on into other pages, which the disk later reads.
+    FileCopy,
+    /// 128-512 KiB disk reads scanned by the CPU with hash-table probes.
+    Tpch,
+    /// Network packets in 2 KiB ring buffers, app work, responses sent from
+    /// the page cache, small disk reads.
+    Web,
+    /// An MSR Cambridge CSV block trace (--input) replayed as DMA transfers.
+    Msr,
+}
+
+/// One `dmalab sim synth` request: the workload and every option, resolved
+/// to numbers (each generator uses the ones its doc names).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SynthSpec {
+    /// What to generate.
+    pub workload: Workload,
+    /// Bytes the disk reads (file-copy, tpch; `--size`).
+    pub size_bytes: u64,
+    /// Hash-table size (tpch; `--hash-size`).
+    pub hash_bytes: u64,
+    /// Requests (web; `--requests`).
+    pub requests: u64,
+    /// Receive and transmit ring entries of 2 KiB (web; `--ring`).
+    pub ring_entries: u64,
+    /// CPU time between references, ns (`--cpu-gap-ns`).
+    pub cpu_gap_ns: u64,
+    /// Random seed (`--seed`).
+    pub seed: u64,
+    /// The MSR replay's settings (msr).
+    pub msr: MsrReplay,
+}
+
+impl SynthSpec {
+    /// Checks the request; `has_input` says whether a CSV was named
+    /// (`--input`, which msr needs).
+    pub fn validate(&self, has_input: bool) -> Result<(), dmalab_core::UsageError> {
+        use dmalab_core::UsageError;
+        if self.size_bytes == 0 {
+            return Err(UsageError::new("--size", "must be above 0"));
+        }
+        if self.workload == Workload::Web && self.ring_entries == 0 {
+            return Err(UsageError::new("--ring", "must be at least 1"));
+        }
+        if self.workload == Workload::Msr && !has_input {
+            return Err(UsageError::new(
+                "--input",
+                "the msr workload needs --input FILE.csv (an MSR Cambridge block trace)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Generates the workload into `out`; msr reads `input` (a CSV and its
+    /// name for errors), which the other workloads ignore.
+    pub fn generate(
+        &self,
+        input: Option<(&mut dyn std::io::BufRead, &str)>,
+        out: Sink<'_>,
+    ) -> Result<(), TraceError> {
+        match self.workload {
+            Workload::FileCopy => FileCopy {
+                total_bytes: self.size_bytes,
+                cpu_gap_ns: self.cpu_gap_ns,
+                seed: self.seed,
+                ..Default::default()
+            }
+            .generate(out),
+            Workload::Tpch => TpchScan {
+                total_bytes: self.size_bytes,
+                hash_bytes: self.hash_bytes,
+                cpu_gap_ns: self.cpu_gap_ns,
+                seed: self.seed,
+                ..Default::default()
+            }
+            .generate(out),
+            Workload::Web => WebServer {
+                requests: self.requests,
+                ring_entries: self.ring_entries,
+                cpu_gap_ns: self.cpu_gap_ns,
+                seed: self.seed,
+                ..Default::default()
+            }
+            .generate(out),
+            Workload::Msr => {
+                let Some((inp, name)) = input else {
+                    return Err(TraceError::Invalid(
+                        "the msr workload needs an MSR Cambridge CSV to read".into(),
+                    ));
+                };
+                self.msr.generate(inp, name, out).map(|_| ())
+            }
+        }
+    }
+
+    /// Generates the workload into `w` (as [`generate`](Self::generate)),
+    /// stopping with [`TraceError::Interrupted`] after SIGINT or SIGTERM;
+    /// returns the records written.
+    pub fn write(
+        &self,
+        input: Option<(&mut dyn std::io::BufRead, &str)>,
+        w: &crate::trace::TraceWriter,
+    ) -> Result<u64, TraceError> {
+        let mut n = 0u64;
+        self.generate(input, &mut |r: &Record| {
+            crate::trace::check_stop(n)?;
+            n += 1;
+            w.write_record(r)
+        })?;
+        Ok(n)
     }
 }
 
@@ -499,5 +618,66 @@ mod tests {
             .generate("1,h,0,Trim,0,1,1\n".as_bytes(), "t.csv", &mut |_| Ok(()))
             .unwrap_err();
         assert!(e.to_string().contains("t.csv:1"), "{e}");
+    }
+
+    fn spec(workload: Workload) -> SynthSpec {
+        SynthSpec {
+            workload,
+            size_bytes: 256 << 10,
+            hash_bytes: 64 << 10,
+            requests: 20,
+            ring_entries: 8,
+            cpu_gap_ns: 0,
+            seed: 1,
+            msr: MsrReplay::default(),
+        }
+    }
+
+    #[test]
+    fn synth_spec_rules_name_their_option() {
+        let opt = |s: &SynthSpec, input: bool| s.validate(input).map_err(|e| e.option);
+        assert_eq!(opt(&spec(Workload::Web), false), Ok(()));
+        let zero = SynthSpec {
+            size_bytes: 0,
+            ..spec(Workload::Tpch)
+        };
+        assert_eq!(opt(&zero, false), Err("--size".into()));
+        let no_ring = SynthSpec {
+            ring_entries: 0,
+            ..spec(Workload::Web)
+        };
+        assert_eq!(opt(&no_ring, false), Err("--ring".into()));
+        let ring_unused = SynthSpec {
+            ring_entries: 0,
+            ..spec(Workload::FileCopy)
+        };
+        assert_eq!(opt(&ring_unused, false), Ok(()));
+        assert_eq!(opt(&spec(Workload::Msr), false), Err("--input".into()));
+        assert_eq!(opt(&spec(Workload::Msr), true), Ok(()));
+    }
+
+    #[test]
+    fn synth_spec_runs_the_generator_it_names() {
+        let s = spec(Workload::FileCopy);
+        let fc = FileCopy {
+            total_bytes: s.size_bytes,
+            ..Default::default()
+        };
+        assert_eq!(
+            collect(|o| s.generate(None, o)),
+            collect(|o| fc.generate(o))
+        );
+        let mut csv = "1,h,0,Read,0,4096,10\n".as_bytes();
+        let m = spec(Workload::Msr);
+        let v = collect(|o| m.generate(Some((&mut csv, "c.csv")), o));
+        assert_eq!(v.iter().filter(|r| r.kind == Kind::Xfer).count(), 1);
+        let e = m.generate(None, &mut |_| Ok(())).unwrap_err();
+        assert!(matches!(e, TraceError::Invalid(_)), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.trace");
+        let w = crate::trace::TraceWriter::create(&p).unwrap();
+        let n = s.write(None, &w).unwrap();
+        let want = collect(|o| s.generate(None, o)).len() as u64;
+        assert_eq!((n, w.finish().unwrap().records), (want, want));
     }
 }

@@ -25,20 +25,19 @@ pub enum ActuatorError {
     #[error("{0}")]
     Usage(#[from] dmalab_core::UsageError),
     /// A file of the cgroup or the load could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// The file.
         path: String,
         /// What failed.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ActuatorError + '_ {
-    move |source| ActuatorError::Io {
+    move |cause| ActuatorError::Io {
         path: path.display().to_string(),
-        source,
+        cause,
     }
 }
 

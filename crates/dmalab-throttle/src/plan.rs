@@ -5,7 +5,7 @@ use crate::actuator::{device_number, IoMaxKey};
 use crate::controller::{Kind, Params};
 use crate::session::{Config, IoMaxConfig, SweepConfig};
 use crate::slo::Slo;
-use crate::victim::VictimSpec;
+use crate::victim::{CounterMetric, VictimSpec};
 use dmalab_core::units::{parse_duration, parse_rate};
 use dmalab_core::UsageError;
 use regex::Regex;
@@ -20,6 +20,8 @@ pub struct Options {
     pub victim_exec: Option<String>,
     /// `--victim-regex`.
     pub victim_regex: Option<String>,
+    /// `--victim-counters`: `RECIPE:METRIC`, the victim's figure.
+    pub victim_counters: Option<String>,
     /// `--aggressor`: flags of `dmalab load`.
     pub aggressor: Option<String>,
     /// `--experiment`: take victim and aggressor from a `dmalab run` file.
@@ -56,6 +58,8 @@ pub struct Options {
     pub pi_ki: f64,
     /// `--pi-margin`.
     pub pi_margin: f64,
+    /// `--pi-boost-max`.
+    pub pi_boost_max: f64,
     /// `--settle-band`.
     pub settle_band: f64,
     /// `--sweep`.
@@ -219,12 +223,15 @@ pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
                 if argv.is_empty() {
                     return Err(UsageError::new("--victim-exec", "is empty; name a program"));
                 }
-                let re = o.victim_regex.as_deref().ok_or_else(|| {
-                    UsageError::new(
+                let re = match (&o.victim_regex, &o.victim_counters) {
+                    (Some(re), _) => re.as_str(),
+                    // Its output is not read: the counters are its figure.
+                    (None, Some(_)) => "^$",
+                    (None, None) => return Err(UsageError::new(
                         "--victim-regex",
-                        "an exec victim needs a regex whose first group is the per-interval figure, e.g. 'ops/s: ([0-9.]+)'",
-                    )
-                })?;
+                        "an exec victim needs a regex whose first group is the per-interval figure, e.g. 'ops/s: ([0-9.]+)' (or --victim-counters RECIPE:METRIC)",
+                    )),
+                };
                 let regex = Regex::new(re).map_err(|e| {
                     UsageError::new("--victim-regex", format!("'{re}' is not a regex: {e}"))
                 })?;
@@ -274,6 +281,13 @@ pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
             }
         };
         (victim, aggressor)
+    };
+    let victim = match &o.victim_counters {
+        None => victim,
+        Some(text) => VictimSpec::Counted {
+            inner: Box::new(victim),
+            metric: CounterMetric::parse("--victim-counters", text)?,
+        },
     };
     let io_max = match &o.io_max_cgroup {
         None => None,
@@ -360,6 +374,7 @@ pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
     params.pi_kp = o.pi_kp;
     params.pi_ki = o.pi_ki;
     params.pi_margin = o.pi_margin;
+    params.pi_boost_max = o.pi_boost_max;
     params.validate()?;
     for (name, v, lo) in [
         ("--intervals", o.intervals, 3),
@@ -427,9 +442,10 @@ mod tests {
             max_rate: Some("100M/s".into()),
             aimd_increase: 0.05,
             aimd_decrease: 0.7,
-            pi_kp: 0.3,
-            pi_ki: 0.2,
+            pi_kp: 0.1,
+            pi_ki: 0.15,
             pi_margin: 0.1,
+            pi_boost_max: 4.0,
             settle_band: 0.1,
             sweep_points: 5,
             sweep_repeat: 2,
@@ -445,6 +461,21 @@ mod tests {
         assert!(matches!(v, VictimSpec::ProbeLatency { ref args } if args.is_empty()));
         assert_eq!(c.start_rate_bytes_per_s, c.controller.min_rate);
         assert_eq!(c.aggressor_args, vec!["--engine", "null"]);
+    }
+
+    #[test]
+    fn a_counter_metric_wraps_any_victim() {
+        let mut o = ok();
+        o.victim_exec = Some("sleep 100".into());
+        o.victim_counters = Some("software:cpus_utilized".into());
+        o.slo = vec!["value >= 0.5 x baseline".into()];
+        let (c, v) = resolve(&o).unwrap();
+        let VictimSpec::Counted { inner, metric } = v else {
+            panic!("{v:?}")
+        };
+        assert!(matches!(*inner, VictimSpec::Exec { .. }));
+        assert_eq!(metric.def.name, "cpus_utilized");
+        assert_eq!(c.victim_unit, "CPUs");
     }
 
     #[test]
@@ -475,6 +506,22 @@ mod tests {
             (
                 "--victim-regex",
                 Box::new(|o| o.victim_exec = Some("sleep 1".into())),
+            ),
+            (
+                "--victim-counters",
+                Box::new(|o| o.victim_counters = Some("software".into())),
+            ),
+            (
+                "--victim-counters",
+                Box::new(|o| o.victim_counters = Some("nosuch:x".into())),
+            ),
+            (
+                "--victim-counters",
+                Box::new(|o| o.victim_counters = Some("software:nosuch".into())),
+            ),
+            (
+                "--slo",
+                Box::new(|o| o.victim_counters = Some("software:cpus_utilized".into())),
             ),
             ("--interval", Box::new(|o| o.interval = "10ms".into())),
             ("--pi-margin", Box::new(|o| o.pi_margin = 1.5)),

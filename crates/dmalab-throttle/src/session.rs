@@ -25,22 +25,21 @@ pub enum SessionError {
     #[error("{0}")]
     Child(String),
     /// An actuator failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Actuator(#[from] crate::actuator::ActuatorError),
     /// A file or process could not be made.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// What failed.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SessionError {
     let what = what.into();
-    move |source| SessionError::Io { what, source }
+    move |cause| SessionError::Io { what, cause }
 }
 
 /// The open-loop sweep's shape.
@@ -687,6 +686,20 @@ fn closed_loops_and_sweep(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_actuator_error_in_a_session_prints_its_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let e = SessionError::from(crate::actuator::ActuatorError::Io {
+            path: "io.max".into(),
+            cause: io,
+        });
+        assert_eq!(dmalab_core::error::chain_line(&e), "io.max: gone");
+        let e = SessionError::from(dmalab_core::UsageError::new("--slo", "bad"));
+        let u =
+            std::error::Error::source(&e).and_then(|s| s.downcast_ref::<dmalab_core::UsageError>());
+        assert_eq!(u, Some(&dmalab_core::UsageError::new("--slo", "bad")));
+    }
 
     #[test]
     fn settling_finds_the_last_excursion() {

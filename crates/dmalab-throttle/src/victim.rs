@@ -5,6 +5,10 @@
 //! * `exec`: any command; every output line the regex matches is one
 //!   interval's figure (the first capture group, or the whole match), as
 //!   `exec` victims of `dmalab run` read their figure.
+//! * any of these with a counter recipe's metric
+//!   (`--victim-counters RECIPE:METRIC`): the victim's own output is not
+//!   read; its tasks (and their children) are counted from before their
+//!   first instruction, and the metric over each interval is its figure.
 //!
 //! The victim runs in its own process group for the whole session, its
 //! lines read by a thread that sends figures down a channel.
@@ -38,6 +42,84 @@ pub enum VictimSpec {
         /// The first capture group (or the whole match) is the figure.
         regex: Regex,
     },
+    /// One of the others, whose figure is a counter recipe's metric over
+    /// its tasks.
+    Counted {
+        /// The victim that runs.
+        inner: Box<VictimSpec>,
+        /// The metric that is its figure.
+        metric: CounterMetric,
+    },
+}
+
+/// A counter recipe's metric (`RECIPE:METRIC`, e.g.
+/// `software:cpus_utilized`).
+#[derive(Clone, Copy, Debug)]
+pub struct CounterMetric {
+    /// The recipe, as `--counters` names it.
+    pub recipe: &'static dmalab_counters::recipes::Recipe,
+    /// The metric of the recipe.
+    pub def: dmalab_counters::recipes::MetricDef,
+}
+
+impl CounterMetric {
+    /// Parses `RECIPE:METRIC`; the error names `option` and lists what the
+    /// recipe offers.
+    pub fn parse(option: &str, text: &str) -> Result<Self, dmalab_core::UsageError> {
+        use dmalab_core::UsageError as U;
+        let names = || {
+            dmalab_counters::recipes::RECIPES
+                .iter()
+                .map(|r| r.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let Some((r, m)) = text.split_once(':') else {
+            return Err(U::new(
+                option,
+                format!(
+                    "'{text}' is not RECIPE:METRIC, e.g. software:cpus_utilized (recipes: {})",
+                    names()
+                ),
+            ));
+        };
+        let recipe = dmalab_counters::recipes::find(r.trim()).ok_or_else(|| {
+            U::new(
+                option,
+                format!("no counter recipe '{r}' (recipes: {})", names()),
+            )
+        })?;
+        let def = recipe
+            .metrics
+            .iter()
+            .find(|d| d.name == m.trim())
+            .copied()
+            .ok_or_else(|| {
+                U::new(
+                    option,
+                    format!(
+                        "recipe {} has no metric '{m}' (it has {})",
+                        recipe.name,
+                        recipe
+                            .metrics
+                            .iter()
+                            .map(|d| d.name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })?;
+        Ok(Self { recipe, def })
+    }
+
+    /// The event ids the metric is computed from.
+    fn events(&self) -> Vec<&'static str> {
+        use dmalab_counters::recipes::Kind as K;
+        match self.def.kind {
+            K::Sum { events, .. } | K::Rate { events, .. } => events.to_vec(),
+            K::Ratio { num, den, .. } => num.iter().chain(den).copied().collect(),
+        }
+    }
 }
 
 impl VictimSpec {
@@ -47,6 +129,12 @@ impl VictimSpec {
             VictimSpec::ProbeLatency { .. } => "probe latency".into(),
             VictimSpec::ProbeBandwidth { .. } => "probe bandwidth".into(),
             VictimSpec::Exec { argv, .. } => format!("exec: {}", argv.join(" ")),
+            VictimSpec::Counted { inner, metric } => format!(
+                "{}, counters {}:{}",
+                inner.label(),
+                metric.recipe.name,
+                metric.def.name
+            ),
         }
     }
 
@@ -56,6 +144,7 @@ impl VictimSpec {
             VictimSpec::ProbeLatency { .. } => "ns",
             VictimSpec::ProbeBandwidth { .. } => "B/s",
             VictimSpec::Exec { .. } => "",
+            VictimSpec::Counted { metric, .. } => metric.def.unit,
         }
     }
 
@@ -76,6 +165,17 @@ impl VictimSpec {
                 Err(dmalab_core::UsageError::new(
                     "--slo",
                     "a probe bandwidth victim reports bw: write 'bw >= 0.8 x baseline' or 'bw >= 2G/s'",
+                ))
+            }
+            (VictimSpec::Counted { metric, .. }, s) if s != Stat::Value => {
+                Err(dmalab_core::UsageError::new(
+                    "--slo",
+                    format!(
+                        "with --victim-counters the figure is the metric {} ({}): write 'value <= ...' or 'value >= ...', not '{}'",
+                        metric.def.name,
+                        metric.def.unit,
+                        s.name()
+                    ),
                 ))
             }
             (VictimSpec::Exec { .. }, s) if s != Stat::Value => Err(dmalab_core::UsageError::new(
@@ -202,41 +302,21 @@ impl Victim {
         dir: &Path,
     ) -> std::io::Result<Self> {
         let stderr = dir.join("victim.stderr");
-        let mut cmd = match spec {
-            VictimSpec::ProbeLatency { args } | VictimSpec::ProbeBandwidth { args } => {
-                let mut c = Command::new(exe);
-                let kind = if matches!(spec, VictimSpec::ProbeLatency { .. }) {
-                    "latency"
-                } else {
-                    "bandwidth"
-                };
-                c.args(["probe", kind])
-                    .args(args)
-                    .arg("--interval")
-                    .arg(format!("{}ms", interval.as_millis()))
-                    .arg("--interval-json")
-                    .arg("--runtime")
-                    .arg(format!("{}s", runtime.as_secs().max(1)));
-                c
-            }
-            VictimSpec::Exec { argv, .. } => {
-                let mut c = Command::new(&argv[0]);
-                c.args(&argv[1..]);
-                c
-            }
-        };
+        let mut cmd = command(spec, exe, interval, runtime);
+        if let VictimSpec::Counted { .. } = spec {
+            cmd = held(&cmd);
+        }
         cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr)?)
             .process_group(0);
         die_with_parent(&mut cmd);
-        let mut child = cmd.spawn()?;
-        let out = child
-            .stdout
-            .take()
-            .ok_or_else(|| std::io::Error::other("victim has no stdout"))?;
         let (tx, rx) = channel();
         let parse: LineParser = match spec {
+            VictimSpec::Counted { metric, .. } => {
+                cmd.stdin(Stdio::piped()).stdout(Stdio::null());
+                let child = start_counted(cmd, *metric, interval, tx)?;
+                return Ok(Self { child, rx, stderr });
+            }
             VictimSpec::ProbeLatency { .. } => Box::new(parse_probe_line),
             VictimSpec::ProbeBandwidth { .. } => Box::new(parse_bandwidth_line),
             VictimSpec::Exec { regex, .. } => {
@@ -244,6 +324,12 @@ impl Victim {
                 Box::new(move |l| parse_exec_line(&re, l))
             }
         };
+        cmd.stdout(Stdio::piped());
+        let mut child = cmd.spawn()?;
+        let out = child
+            .stdout
+            .take()
+            .ok_or_else(|| std::io::Error::other("victim has no stdout"))?;
         std::thread::spawn(move || {
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
@@ -277,6 +363,147 @@ impl Victim {
     /// Stops the victim's process group (SIGTERM, then SIGKILL).
     pub fn stop(mut self) {
         stop_group(&mut self.child);
+    }
+}
+
+/// The victim's command line (stdio and process group are the caller's).
+fn command(spec: &VictimSpec, exe: &Path, interval: Duration, runtime: Duration) -> Command {
+    match spec {
+        VictimSpec::ProbeLatency { args } | VictimSpec::ProbeBandwidth { args } => {
+            let mut c = Command::new(exe);
+            let kind = if matches!(spec, VictimSpec::ProbeLatency { .. }) {
+                "latency"
+            } else {
+                "bandwidth"
+            };
+            c.args(["probe", kind])
+                .args(args)
+                .arg("--interval")
+                .arg(format!("{}ms", interval.as_millis()))
+                .arg("--interval-json")
+                .arg("--runtime")
+                .arg(format!("{}s", runtime.as_secs().max(1)));
+            c
+        }
+        VictimSpec::Exec { argv, .. } => {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            c
+        }
+        VictimSpec::Counted { inner, .. } => command(inner, exe, interval, runtime),
+    }
+}
+
+/// `cmd` behind a shell that waits for one line on its standard input and
+/// then execs it: the process (same pid before and after the exec) can be
+/// counted from before the victim's first instruction. The shell runs on
+/// the caller's thread, so the parent-death signal stays tied to the
+/// session's main thread (a child forked on a short-lived thread would get
+/// it when that thread ends). On EOF instead (the session died) the shell
+/// exits without running the victim.
+fn held(cmd: &Command) -> Command {
+    let mut c = Command::new("/bin/sh");
+    c.args(["-c", "read -r _ && exec \"$@\"", "dmalab-victim"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    c
+}
+
+/// Starts `cmd` (made by [`held`], stdin piped), opens the metric's
+/// counters on it (inherited by every task it starts), lets it exec, and
+/// samples the counters every `interval` on a thread that sends the metric
+/// down `tx`. The thread ends when the victim has exited (the receiver
+/// then sees the channel close) or the receiver is gone. Fails, naming the
+/// reason, when this host cannot count an event the metric needs.
+fn start_counted(
+    mut cmd: Command,
+    metric: CounterMetric,
+    interval: Duration,
+    tx: std::sync::mpsc::Sender<Figures>,
+) -> std::io::Result<Child> {
+    use dmalab_counters::session::{Request, Scope, Session};
+    use std::io::Write;
+    let roots = dmalab_counters::Roots::from_env();
+    let req = Request::parse("--victim-counters", metric.recipe.name, &roots)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut child = cmd.spawn()?;
+    let Ok(pid) = i32::try_from(child.id()) else {
+        stop_group(&mut child);
+        return Err(std::io::Error::other("the victim's pid is out of range"));
+    };
+    let mut session = Session::open(
+        &req,
+        &Scope::Task(pid),
+        &roots,
+        Path::new(dmalab_core::ledger::STATE_DIR),
+    );
+    let needed = metric.events();
+    let lacking: Vec<String> = session
+        .report()
+        .unavailable
+        .into_iter()
+        .filter(|u| needed.contains(&u.id.as_str()))
+        .map(|u| format!("{}: {}", u.id, u.message))
+        .collect();
+    if !lacking.is_empty() {
+        stop_group(&mut child);
+        return Err(std::io::Error::other(format!(
+            "this host cannot count the metric {} of recipe {}: {}",
+            metric.def.name,
+            metric.recipe.name,
+            lacking.join("; ")
+        )));
+    }
+    session.start();
+    // The line that lets the shell exec the victim; its stdin then ends.
+    let go = child.stdin.take().map(|mut w| w.write_all(b"go\n"));
+    if !matches!(go, Some(Ok(()))) {
+        stop_group(&mut child);
+        return Err(std::io::Error::other("cannot release the held victim"));
+    }
+    let pid = child.id();
+    let name = metric.def.name;
+    std::thread::spawn(move || {
+        let t0 = std::time::Instant::now();
+        for k in 1u32.. {
+            let due = interval * k;
+            if let Some(wait) = due.checked_sub(t0.elapsed()) {
+                std::thread::sleep(wait);
+            }
+            if !running(pid) {
+                break;
+            }
+            session.sample(t0.elapsed().as_secs_f64());
+            let value = session
+                .report()
+                .series
+                .last()
+                .and_then(|p| p.metrics.iter().find(|m| m.name == name))
+                .and_then(|m| m.value);
+            if let Some(v) = value.filter(|v| v.is_finite()) {
+                let f = Figures {
+                    value: Some(v),
+                    ..Figures::default()
+                };
+                if tx.send(f).is_err() {
+                    break;
+                }
+            }
+        }
+        session.stop();
+    });
+    Ok(child)
+}
+
+/// True while `pid` is a live process (not gone, not a zombie).
+fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name's closing parenthesis.
+        Ok(s) => s
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|st| st != "Z" && st != "X"),
+        Err(_) => false,
     }
 }
 

@@ -118,11 +118,43 @@ fn exit_clap(e: clap::Error) -> ! {
     ) {
         e.exit();
     }
+    if let Some(line) = invalid_value_line(&e) {
+        eprintln!("dmalab: error: {}", dmalab_core::text::escaped(&line));
+        std::process::exit(2);
+    }
     let text = e.render().to_string();
     for line in text.lines() {
         eprintln!("{}", dmalab_core::text::escaped(line));
     }
     std::process::exit(e.exit_code());
+}
+
+/// A value an enum option does not know (`--mode fast`), as one line that
+/// names the option and lists what it takes, like every other bad input.
+fn invalid_value_line(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::InvalidValue {
+        return None;
+    }
+    let ContextValue::String(arg) = e.get(ContextKind::InvalidArg)? else {
+        return None;
+    };
+    let ContextValue::String(value) = e.get(ContextKind::InvalidValue)? else {
+        return None;
+    };
+    let valid = match e.get(ContextKind::ValidValue) {
+        Some(ContextValue::Strings(v)) => match v.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => return None,
+        },
+        _ => return None,
+    };
+    // `--mode <MODE>` names the option `--mode`.
+    let option = arg.split_whitespace().next().unwrap_or(arg);
+    Some(format!(
+        "{option}: '{value}' is not a valid value; use {valid}"
+    ))
 }
 
 /// Lets every option that takes a value, in every subcommand, take a
@@ -143,28 +175,25 @@ fn negative_values(cmd: clap::Command) -> clap::Command {
 fn report_error(e: &anyhow::Error) -> ExitCode {
     // Messages echo user values (names, paths, file contents): one line,
     // with control characters and escape sequences shown escaped.
-    use dmalab_core::text::escaped;
-    if let Some(u) = e.chain().find_map(|c| c.downcast_ref::<UsageError>()) {
-        eprintln!("dmalab: error: {}", escaped(&u.to_string()));
-        return ExitCode::from(2);
-    }
-    eprintln!("dmalab: error: {}", escaped(&one_line(e)));
-    ExitCode::from(1)
+    let (line, code) = error_line(e);
+    eprintln!("dmalab: error: {}", dmalab_core::text::escaped(&line));
+    ExitCode::from(code)
 }
 
-/// The error chain on one line, `outer: cause: cause`, leaving out a cause
-/// whose text the message already carries (library errors often print their
-/// source in their own message too).
-fn one_line(e: &anyhow::Error) -> String {
-    let mut msg = e.to_string();
-    for cause in e.chain().skip(1) {
-        let c = cause.to_string();
-        if !msg.contains(&c) {
-            msg.push_str(": ");
-            msg.push_str(&c);
-        }
+/// What to print for an error, and the exit code: a `UsageError` anywhere
+/// in the chain is printed alone (it names the option) with 2, anything
+/// else as its whole chain with 1.
+fn error_line(e: &anyhow::Error) -> (String, u8) {
+    match e.chain().find_map(|c| c.downcast_ref::<UsageError>()) {
+        Some(u) => (u.to_string(), 2),
+        None => (one_line(e), 1),
     }
-    msg
+}
+
+/// The error chain on one line, `outer: cause: cause`: every error prints
+/// its own part only, so each cause appears once.
+fn one_line(e: &anyhow::Error) -> String {
+    dmalab_core::error::chain_line(e.as_ref())
 }
 
 #[cfg(test)]
@@ -177,11 +206,58 @@ mod tests {
         negative_values(Cli::command()).debug_assert();
     }
 
+    /// The probe's enum flags take the spellings their hand parsers took:
+    /// any case, and the old names of the page kinds.
+    #[test]
+    fn probe_enum_spellings_stay_accepted() {
+        use clap::ValueEnum;
+        use dmalab_probe::{bandwidth::Traffic, mem::PageKind};
+        for t in ["R", "W2", "W3", "W5", "W6", "copy", "triad"] {
+            assert_eq!(Traffic::from_str(t, true).map(Traffic::name), Ok(t));
+            let lower = t.to_ascii_lowercase();
+            assert_eq!(Traffic::from_str(&lower, true).map(Traffic::name), Ok(t));
+        }
+        for (text, name) in [
+            ("4k", "4k"),
+            ("small", "4k"),
+            ("THP", "thp"),
+            ("huge2m", "2m"),
+        ] {
+            assert_eq!(PageKind::from_str(text, true).map(PageKind::name), Ok(name));
+        }
+        assert!(PageKind::from_str("5k", true).is_err());
+        for line in [
+            "dmalab probe bandwidth --traffic w2 --pages HUGE1G",
+            "dmalab probe latency --mode both --pages Small",
+            "dmalab probe loaded --traffic TRIAD --pages 2M",
+        ] {
+            let args = line.split(' ');
+            assert!(
+                negative_values(Cli::command())
+                    .try_get_matches_from(args)
+                    .is_ok(),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_enum_value_is_one_line_naming_the_option() {
+        let e = negative_values(Cli::command())
+            .try_get_matches_from(["dmalab", "probe", "latency", "--mode", "fast"])
+            .unwrap_err();
+        assert_eq!(
+            super::invalid_value_line(&e).as_deref(),
+            Some("--mode: 'fast' is not a valid value; use clock, per-access or both")
+        );
+    }
+
+    /// Returns its cause from `source()` and so does not print it.
     #[derive(Debug)]
     struct Wrapped(std::io::Error);
     impl std::fmt::Display for Wrapped {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "reading x: {}", self.0)
+            f.write_str("reading x")
         }
     }
     impl std::error::Error for Wrapped {
@@ -190,12 +266,36 @@ mod tests {
         }
     }
 
+    /// clap's own consistency checks (duplicate flags, bad defaults,
+    /// conflicting settings) on the command as `main` builds it.
     #[test]
-    fn a_cause_already_in_the_message_is_not_repeated() {
+    fn cli_passes_clap_debug_assert() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        negative_values(Cli::command()).debug_assert();
+    }
+
+    #[test]
+    fn a_chain_prints_each_cause_once() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
         let e = anyhow::Error::new(Wrapped(io)).context("loading");
         assert_eq!(one_line(&e), "loading: reading x: gone");
         let e = anyhow::anyhow!("inner").context("outer");
         assert_eq!(one_line(&e), "outer: inner");
+    }
+
+    /// A library's `Usage(#[from] UsageError)` variant, under context,
+    /// prints the usage error alone and exits 2.
+    #[test]
+    fn a_usage_error_under_library_variants_exits_2() {
+        let u = dmalab_core::UsageError::new("--runs", "must be greater than 0");
+        let e = anyhow::Error::new(dmalab_run::RunError::from(u)).context("dmalab run");
+        assert_eq!(
+            super::error_line(&e),
+            ("--runs: must be greater than 0".to_string(), 2)
+        );
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let e = anyhow::Error::new(dmalab_run::RunError::io("r.jsonl".as_ref(), io));
+        assert_eq!(super::error_line(&e), ("r.jsonl: gone".to_string(), 1));
     }
 }

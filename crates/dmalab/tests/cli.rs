@@ -40,3 +40,11 @@ fn help_lists_every_command() {
 fn unknown_flag_exits_2() {
     dmalab().arg("--no-such-flag").assert().code(2);
 }
+
+/// Clap refuses an unknown flag with its own usage text; a value clap takes
+/// but dmalab refuses is one line naming the option, exit 2.
+#[test]
+fn bad_value_is_one_line_naming_the_option() {
+    let err = common::assert_usage_error(["report", "--noisy-cv", "0", "x.jsonl"], "--noisy-cv");
+    assert!(err.contains("must be above zero"), "{err}");
+}

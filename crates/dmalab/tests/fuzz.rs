@@ -221,7 +221,7 @@ fn seeds(ext: &str) -> Vec<Vec<u8>> {
         fuzz_dir().join("seeds"),
         fuzz_dir().join("regressions"),
         repo().join("examples"),
-        repo().join("tests/fixtures"),
+        repo().join("tests/fixtures/page"),
     ] {
         let Ok(rd) = std::fs::read_dir(&dir) else {
             continue;
@@ -458,10 +458,10 @@ fn fuzz_library_parsers() {
 
 fn read_trace(dir: &Path, b: &[u8]) {
     let p = temp_file(dir, "t.trace", b);
-    if let Ok(mut rd) = dmalab_sim::trace::TraceReader::open(&p) {
-        let mut r = dmalab_sim::trace::Record::default();
+    if let Ok(mut rd) = dmalab_trace::TraceReader::open(&p) {
+        let mut r = dmalab_trace::Record::default();
         let mut n = 0;
-        while let Ok(true) = dmalab_sim::trace::RecordSource::next_record(&mut rd, &mut r) {
+        while let Ok(true) = dmalab_trace::RecordSource::next_record(&mut rd, &mut r) {
             n += 1;
             if n > 1_000_000 {
                 break;

@@ -703,7 +703,7 @@ fn hugetlb_pages_are_reserved_and_given_back() {
 
 #[test]
 fn trace_records_every_transfer() {
-    use dmalab_sim::trace::{Kind, Record, RecordSource, TraceReader};
+    use dmalab_trace::{Kind, Record, RecordSource, TraceReader};
     let dir = tempfile::tempdir().unwrap();
     let t = dir.path().join("run.trace");
     let (code, _, err, json) = load(&[

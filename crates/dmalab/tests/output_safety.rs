@@ -304,7 +304,8 @@ fn page_import_output_naming_its_input_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let x = dir.path().join("p.xml");
     std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pmbench-linux-normal.xml"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/page/pmbench-linux-normal.xml"),
         &x,
     )
     .unwrap();

@@ -17,7 +17,7 @@ static HOST: Mutex<()> = Mutex::new(());
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
+        .join("../../tests/fixtures/page")
         .join(name)
 }
 
@@ -145,6 +145,52 @@ fn working_set_larger_than_map_is_exit_2() {
         e.contains("--set") && e.contains("larger than the map"),
         "{e}"
     );
+}
+
+/// The flags whose rules moved into dmalab-page (whole pages, --offset)
+/// and the enum flags now parsed by the library's ValueEnum: bad input is
+/// still one line naming the option, exit 2.
+#[test]
+fn bad_page_flags_are_one_line_naming_the_option() {
+    for (args, option, says) in [
+        (
+            &["--map", "100"][..],
+            "--map",
+            "is not a whole number of 4K pages",
+        ),
+        (
+            &["--set", "5000"][..],
+            "--set",
+            "is not a whole number of 4K pages",
+        ),
+        (
+            &["--offset", "middle"][..],
+            "--offset",
+            "neither 'random' nor a byte offset",
+        ),
+        (
+            &["--pattern", "spiral"][..],
+            "--pattern",
+            "use linear, uniform, normal, pareto or zipf",
+        ),
+        (
+            &["--timer", "hpet"][..],
+            "--timer",
+            "use rdtscp, rdtsc or clock",
+        ),
+        (
+            &["--classify", "guess"][..],
+            "--classify",
+            "is not a valid value",
+        ),
+    ] {
+        let o = dmalab().arg("page").args(args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(e.lines().count(), 1, "{args:?}: {e}");
+        assert!(e.starts_with(&format!("dmalab: error: {option}: ")), "{e}");
+        assert!(e.contains(says), "{args:?}: {e}");
+    }
 }
 
 #[test]

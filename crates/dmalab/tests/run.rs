@@ -6,7 +6,6 @@ mod common;
 
 use serde_json::Value;
 use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -40,17 +39,14 @@ fn unknown_key_is_refused_with_its_line() {
         "e.toml",
         "[experiment]\nrepetitions = 2\n\n[[victim]]\nname = \"a\"\ncommand = \"exec\"\nrun = [\"true\"]\ntimout = \"5s\"\n",
     );
-    let out = common::dmalab()
-        .arg("run")
-        .arg(&exp)
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("e.toml:8:"), "{err}");
+    let err = common::assert_usage_error_of(
+        common::dmalab()
+            .arg("run")
+            .arg(&exp)
+            .current_dir(dir.path()),
+        "e.toml:8:",
+    );
     assert!(err.contains("unknown key 'timout'"), "{err}");
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
     assert!(
         !dir.path().join("e.results.jsonl").exists(),
         "nothing written"
@@ -62,10 +58,8 @@ fn unknown_key_is_refused_with_its_line() {
         "s.toml",
         "[experiment]\nrepetitions = 2\nwarmpu = \"1s\"\n",
     );
-    let out = common::dmalab().arg("run").arg(&exp).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("s.toml:3:") && err.contains("warmpu"), "{err}");
+    let err = common::assert_usage_error([Path::new("run"), exp.as_path()], "s.toml:3:");
+    assert!(err.contains("warmpu"), "{err}");
 }
 
 #[test]
@@ -76,16 +70,30 @@ fn unknown_flag_of_a_dmalab_command_is_refused_with_its_line() {
         "e.toml",
         "[[aggressor]]\nname = \"random\"\ncommand = \"load\"\nno_such_flag = 3\n\n[[victim]]\nname = \"a\"\ncommand = \"exec\"\nrun = [\"true\"]\n",
     );
-    let out = common::dmalab()
-        .arg("run")
-        .arg(&exp)
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = common::assert_usage_error_of(
+        common::dmalab()
+            .arg("run")
+            .arg(&exp)
+            .current_dir(dir.path()),
+        "e.toml:4:",
+    );
+    assert!(err.contains("--no-such-flag"), "{err}");
+}
+
+/// Regression: a value the aggressor's command refuses through clap was
+/// reported with the last line of clap's message ("For more information,
+/// try '--help'.") instead of its error line.
+#[test]
+fn aggressor_value_refused_by_clap_names_the_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = write(
+        dir.path(),
+        "e.toml",
+        "[[aggressor]]\nname = \"x\"\nengine = \"null\"\nworkers = \"zz\"\n\n[[victim]]\nname = \"a\"\ncommand = \"idle\"\nduration = \"1s\"\n",
+    );
+    let err = common::assert_usage_error([Path::new("run"), exp.as_path()], "e.toml:1:");
     assert!(
-        err.contains("e.toml:4:") && err.contains("--no-such-flag"),
+        err.contains("refused it: invalid value 'zz' for '--workers"),
         "{err}"
     );
 }
@@ -301,18 +309,14 @@ fn changed_experiment_is_refused_unless_restart() {
         "c.toml",
         "[experiment]\nrepetitions = 2\ncooldown = \"0s\"\n[[victim]]\nname = \"t\"\ncommand = \"exec\"\nrun = [\"true\"]\n",
     );
-    let out = common::dmalab()
-        .args(["run", "-q", "-o"])
-        .arg(&res)
-        .arg(&exp)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("--restart") && err.contains("different version"),
-        "{err}"
+    let err = common::assert_usage_error_of(
+        common::dmalab()
+            .args(["run", "-q", "-o"])
+            .arg(&res)
+            .arg(&exp),
+        "--restart",
     );
+    assert!(err.contains("different version"), "{err}");
     assert_eq!(std::fs::read_to_string(&res).unwrap(), first, "untouched");
 
     let out = common::dmalab()
@@ -365,43 +369,22 @@ extern "C" {
 }
 
 /// Not a test of its own: the fake aggressor the evidence test starts (the
-/// test binary re-executed). Writes a live-stats file by the documented
-/// layout, 1 MiB and 256 commands per 10 ms, until killed.
+/// test binary re-executed; without the variable it returns at once).
+/// Writes a live-stats file through `dmalab_load::live`, the writer `dmalab
+/// load --live-stats` uses, so the layout cannot drift from the real one:
+/// 1 MiB and 256 commands per 10 ms, until killed.
 #[test]
-#[ignore]
 fn fake_aggressor_entry() {
+    use dmalab_core::sys::clock::monotonic_ns;
+    use dmalab_load::live::LiveStats;
     let Ok(path) = std::env::var("DMALAB_FAKE_LIVE_STATS") else {
         return;
     };
-    let mono = || {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap();
-        t.as_nanos() as u64
-    };
-    let mut buf = vec![0u8; 4096];
-    buf[..8].copy_from_slice(b"DMALSTAT");
-    buf[8..16].copy_from_slice(&1u64.to_le_bytes());
-    buf[16..24].copy_from_slice(&(std::process::id() as u64).to_le_bytes());
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
-    f.write_all_at(&buf, 0).unwrap();
-    let start = mono();
-    f.write_all_at(&start.to_le_bytes(), 64).unwrap();
-    f.write_all_at(&1u64.to_le_bytes(), 24).unwrap();
-    let mut n = 0u64;
+    let live = LiveStats::create(Some(Path::new(&path))).unwrap();
+    live.set_running(monotonic_ns());
     loop {
         std::thread::sleep(Duration::from_millis(10));
-        n += 1;
-        f.write_all_at(&(n << 20).to_le_bytes(), 32).unwrap();
-        f.write_all_at(&(n * 256).to_le_bytes(), 40).unwrap();
-        f.write_all_at(&(n * 256).to_le_bytes(), 48).unwrap();
-        f.write_all_at(&mono().to_le_bytes(), 56).unwrap();
+        live.add(1 << 20, 256, 256);
     }
 }
 
@@ -422,7 +405,7 @@ cooldown = "0s"
 [[aggressor]]
 name = "fake"
 command = "exec"
-run = ["env", "DMALAB_FAKE_LIVE_STATS={{live_stats}}", "{}", "fake_aggressor_entry", "--exact", "--ignored", "--nocapture"]
+run = ["env", "DMALAB_FAKE_LIVE_STATS={{live_stats}}", "{}", "fake_aggressor_entry", "--exact", "--nocapture"]
 
 [[victim]]
 name = "nap"
@@ -606,17 +589,16 @@ fn missing_redis_says_how_to_install_it() {
         "redis.toml",
         "[experiment]\nrepetitions = 1\n\n[[victim]]\nname = \"redis\"\ncommand = \"redis\"\n",
     );
-    let out = common::dmalab()
-        .args(["run", "-q"])
-        .arg(&exp)
-        .current_dir(dir.path())
-        .env("PATH", "/nonexistent")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = common::assert_usage_error_of(
+        common::dmalab()
+            .args(["run", "-q"])
+            .arg(&exp)
+            .current_dir(dir.path())
+            .env("PATH", "/nonexistent"),
+        "redis.toml:4:",
+    );
     assert!(
-        err.contains("redis.toml:4:") && err.contains("apt-get install redis-server redis-tools"),
+        err.contains("apt-get install redis-server redis-tools"),
         "{err}"
     );
 }

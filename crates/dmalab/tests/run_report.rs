@@ -285,13 +285,8 @@ fn csv_and_compare() {
         "{text}"
     );
     // A results file against a document is refused.
-    let out = common::dmalab()
-        .arg("compare")
-        .arg(&a)
-        .arg(&d2)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let err = common::assert_usage_error([Path::new("compare"), a.as_path(), d2.as_path()], "B: ");
+    assert!(err.contains("is an experiment results file"), "{err}");
 
     // A results file that is not there, or a directory: bad input, one line,
     // and no report written.
@@ -299,15 +294,8 @@ fn csv_and_compare() {
         dir.path().join("nope.results.jsonl"),
         dir.path().to_path_buf(),
     ] {
-        let out = common::dmalab()
-            .arg("report")
-            .arg(&missing)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{err}");
+        let err = common::assert_usage_error([Path::new("report"), missing.as_path()], "RESULTS");
         assert!(err.starts_with("dmalab: error: RESULTS: "), "{err}");
-        assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
     assert!(!dir.path().join("nope.results.html").exists());
 }

@@ -11,7 +11,7 @@ fn stdout(out: &std::process::Output) -> String {
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../dmalab-sim/tests/fixtures")
+        .join("../../tests/fixtures/sim")
         .join(name)
 }
 
@@ -322,4 +322,75 @@ fn output_to_a_fifo_is_written_in_place() {
             "{args:?}"
         );
     }
+}
+
+/// `synth --text` writes the text form directly (it once wrote a hidden
+/// binary trace and converted it): the file is the one `convert --to text`
+/// makes of the binary synth, byte for byte, and nothing else is left.
+#[test]
+fn synth_text_is_the_converted_binary_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, txt, via) = (
+        dir.path().join("w.trace"),
+        dir.path().join("w.txt"),
+        dir.path().join("via.txt"),
+    );
+    for (out, text) in [(&bin, false), (&txt, true)] {
+        let mut c = dmalab();
+        c.args(["sim", "synth", "web", "--requests", "300", "--output"])
+            .arg(out);
+        if text {
+            c.arg("--text");
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{o:?}");
+        assert!(stdout(&o).contains(" records written to "), "{o:?}");
+    }
+    dmalab()
+        .args(["sim", "convert"])
+        .arg(&bin)
+        .arg(&via)
+        .args(["--to", "text"])
+        .assert()
+        .success();
+    let text = std::fs::read(&txt).unwrap();
+    assert!(text.starts_with(b"0 ") && text.contains(&b'\n'));
+    assert_eq!(text, std::fs::read(&via).unwrap());
+    let stat = |p: &Path| stdout(&dmalab().args(["sim", "stat"]).arg(p).output().unwrap());
+    assert_eq!(stat(&bin), stat(&txt));
+    assert!(stat(&txt).contains("dma_transfers "));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+/// Issue 16 item 7: `--set` options were checked one by one, so
+/// `--set llc.ways=1 --set llc.ddio_ways=1` failed on the first (ddio_ways
+/// still 4 > ways 1) while the reverse order worked. The set is now checked
+/// once, after all of them.
+#[test]
+fn set_llc_ways_1_then_ddio_ways_1_was_refused() {
+    for order in [
+        ["llc.ways=1", "llc.ddio_ways=1"],
+        ["llc.ddio_ways=1", "llc.ways=1"],
+    ] {
+        let out = dmalab()
+            .args(["sim", "params", "--set", order[0], "--set", order[1]])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{order:?}: {err}");
+        let text = stdout(&out);
+        assert!(text.contains("ddio_ways = 1"), "{text}");
+    }
+    // A set that is wrong after all of them still fails, naming --set.
+    let out = dmalab()
+        .args([
+            "sim",
+            "params",
+            "--set",
+            "llc.ways=1",
+            "--set",
+            "llc.ddio_ways=2",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("llc.ddio_ways"));
 }

@@ -2,6 +2,7 @@
 //! binary.
 
 mod common;
+mod load_util;
 
 use common::dmalab_bin;
 use dmalab_core::ratecontrol::{Limits, RateControl};
@@ -290,6 +291,34 @@ fn throttle_bad_input_exits_2_and_names_the_option() {
             ],
             "--aggressor",
         ),
+        (
+            vec![
+                "--aggressor",
+                NULL_AGGRESSOR,
+                "--slo",
+                "p99 <= 2 x baseline",
+                "--max-rate",
+                "8M",
+                "--pi-boost-max",
+                "0.5",
+            ],
+            "--pi-boost-max",
+        ),
+        (
+            vec![
+                "--victim-exec",
+                "sleep 100",
+                "--victim-counters",
+                "software:nosuch",
+                "--aggressor",
+                NULL_AGGRESSOR,
+                "--slo",
+                "value <= 2 x baseline",
+                "--max-rate",
+                "8M",
+            ],
+            "--victim-counters",
+        ),
     ] {
         let (code, err, doc) = throttle(dir.path(), &args);
         assert_eq!(code, Some(2), "{args:?}: {err}");
@@ -341,10 +370,73 @@ fn throttle_holds_a_latency_slo_against_storage_reads_on_this_machine() {
 
 /// Most intervals past the bound that the end-to-end test accepts: the
 /// share scripts/bench-throttle.sh measured for the same SLO on this 2-core
-/// VM (24 of 40, docs/bench/throttle-2026-11-24.md). The VM is shared:
-/// most of those intervals were other tenants' doing, which no rate limit
-/// on the aggressor can undo.
-const SHARE_ON_THIS_VM: f64 = 0.60;
+/// VM (11 of 40, docs/bench/throttle-2026-11-24.md, 05:17 UTC; 24 of 40
+/// with the first, linear PI). The VM is shared: those intervals were
+/// other tenants' doing (the frontier of that run does not rise with the
+/// rate), which no rate limit on the aggressor can undo.
+const SHARE_ON_THIS_VM: f64 = 0.275;
+
+#[test]
+fn throttle_holds_a_bandwidth_slo_against_a_tmpfs_loop_aggressor_on_this_machine() {
+    // The plant on this VM whose victim does slow with the rate: reads of a
+    // loop device over a sparse file in tmpfs (the kernel copies every
+    // block into the aggressor's 512 MiB buffer, on whichever CPU its
+    // worker runs) against `probe bandwidth` on CPU 0. In the benchmark the
+    // victim's bandwidth fell from 1.41x to 0.71x of its baseline between
+    // 20 MiB/s and 1.2 GiB/s (docs/bench/throttle-2026-11-24.md, 05:20 UTC).
+    if !common::need(
+        "root and loop devices (losetup)",
+        load_util::loop_devices_available(),
+    ) {
+        return;
+    }
+    let _m = machine();
+    let lo = load_util::LoopDev::new(1 << 30, true, |_| {}, false);
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let aggressor = format!(
+        "--target {} --pattern random --direction write --buffer 512M --workers 2 --cpus-allowed 1",
+        lo.dev.display()
+    );
+    let (code, err, doc) = throttle(
+        dir.path(),
+        &[
+            "--victim",
+            "probe bandwidth --size 64M --cpus-allowed 0",
+            "--aggressor",
+            &aggressor,
+            "--slo",
+            "bw >= 0.8 x baseline",
+            "--intervals",
+            "40",
+            "--baseline-intervals",
+            "5",
+            "--min-rate",
+            "20M",
+            "--max-rate",
+            "1200M",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let l = doc.unwrap()["result"]["loops"][0].clone();
+    let series = l["series"].as_array().unwrap();
+    assert_eq!(series.len(), 40);
+    for p in series {
+        let r = p["rate_target_bytes_per_s"].as_f64().unwrap();
+        assert!((20.0 * 1048576.0..=1200.0 * 1048576.0).contains(&r), "{p}");
+        assert!(p["victim_metric"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    let share = l["violation_share"].as_f64().unwrap();
+    assert!(
+        share <= LOOP_SHARE_ON_THIS_VM,
+        "violations in {share} of the intervals: {l}"
+    );
+}
+
+/// Most intervals past `bw >= 0.8 x baseline` the loop-aggressor test
+/// accepts: what scripts/bench-throttle.sh measured for that SLO and
+/// aggressor (10 of 40, docs/bench/throttle-2026-11-24.md, 05:20 UTC, on a
+/// machine shared with other builds).
+const LOOP_SHARE_ON_THIS_VM: f64 = 0.25;
 
 /// Live children of `parent`: (pid, command line); zombies excluded.
 fn children_of(parent: u32) -> Vec<(u32, String)> {
@@ -459,7 +551,6 @@ fn io_max_throttles_a_cgroup_and_restores_its_limit() {
 }
 
 #[test]
-#[ignore = "flaky on the guest kernel (6.1): when io.max is rewritten, blk-throttle lets a burst of 4-7 MB through and then holds the cgroup for seconds to pay it back, so a 3-second sweep point at 256 KiB/s or 2 MiB/s can see nothing delivered (failed in a fresh-clone CI run, passed in others; pacing the load at 3 MiB/s did not help). Run with --ignored; issue 20 stays open for it."]
 fn io_max_limits_a_cgroups_reads_in_the_nvme_guest() {
     // The real interface: the QEMU guest (scripts/nvme-vm/) mounts cgroup
     // v2, runs a `dmalab load` reading /dev/nvme0n1 inside a cgroup, and
@@ -504,11 +595,18 @@ fn io_max_limits_a_cgroups_reads_in_the_nvme_guest() {
             .and_then(|p| p["delivered_bytes_per_s"].as_f64())
             .unwrap_or_else(|| panic!("no sweep point at {rate}: {d}"))
     };
-    let (lo, hi) = (at(256.0 * 1024.0), at(2.0 * 1048576.0));
+    // Regression (ignored as flaky until 2026-11-24): the guest's 6.1
+    // blk-throttle lets 4-7 MB through when io.max is rewritten and then
+    // holds the cgroup until the limit has paid it back, so 3-second points
+    // at 256 KiB/s and 2 MiB/s could see nothing delivered. The guest job
+    // now uses 1 and 8 MiB/s (a payback of seconds, not tens of seconds)
+    // and measures 8 intervals after discarding 3.
+    let (lo, hi) = (at(1048576.0), at(8.0 * 1048576.0));
     // blk-throttle holds the reads to the limit (a little over while its
     // slice catches up), and the higher limit lets clearly more through.
-    assert!(lo <= 1.3 * 256.0 * 1024.0, "at 256 KiB/s: {lo}");
-    assert!(hi > 2.0 * lo, "at 2 MiB/s: {hi}, at 256 KiB/s: {lo}");
+    assert!(lo <= 1.3 * 1048576.0, "at 1 MiB/s: {lo}");
+    assert!(hi <= 1.3 * 8.0 * 1048576.0, "at 8 MiB/s: {hi}");
+    assert!(hi > 2.0 * lo, "at 8 MiB/s: {hi}, at 1 MiB/s: {lo}");
     // The old (unlimited) io.max is back: no limit line for the device.
     let after = read("io_max_after");
     let majmin = read("majmin");
@@ -555,4 +653,95 @@ fn throttle_reads_a_bandwidth_victim_per_interval() {
     assert!(series
         .iter()
         .all(|p| p["victim_metric"].as_f64().unwrap() > 1e6));
+}
+
+/// `dmalab throttle --victim-exec CMD --victim-counters METRIC` against a
+/// null aggressor: (exit code, stderr, the document).
+fn counted_victim(
+    cmd: &str,
+    metric: &str,
+    pmu_root: Option<&std::path::Path>,
+) -> (Option<i32>, String, Option<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.json");
+    let mut c = Command::new(dmalab_bin());
+    c.args([
+        "throttle",
+        "--victim-exec",
+        cmd,
+        "--victim-counters",
+        metric,
+        "--aggressor",
+        NULL_AGGRESSOR,
+        "--slo",
+        "value >= 0.1 x baseline",
+        "--interval",
+        "200ms",
+        "--intervals",
+        "4",
+        "--baseline-intervals",
+        "3",
+        "--min-rate",
+        "1M",
+        "--max-rate",
+        "8M",
+        "-q",
+        "--output",
+    ])
+    .arg(&out)
+    .current_dir(dir.path());
+    if let Some(p) = pmu_root {
+        c.env("DMALAB_PMU_ROOT", p);
+    }
+    let o = c.output().unwrap();
+    let doc = std::fs::read(&out)
+        .ok()
+        .map(|b| serde_json::from_slice(&b).unwrap());
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        doc,
+    )
+}
+
+#[test]
+fn throttle_takes_a_counter_recipes_metric_as_the_victims_figure() {
+    let _m = machine();
+    // The kernel's task-clock of the victim's tasks, per interval: a busy
+    // loop keeps a CPU share busy, a sleeper next to none. Neither prints
+    // anything: the figures can only come from the counters.
+    let (code, err, busy) = counted_victim(
+        "sh -c 'while :; do :; done'",
+        "software:cpus_utilized",
+        None,
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let busy = busy.unwrap();
+    assert_eq!(busy["result"]["victim_unit"], "CPUs");
+    let series = busy["result"]["loops"][0]["series"].as_array().unwrap();
+    assert_eq!(series.len(), 4);
+    let b = busy["result"]["baseline"]["value"].as_f64().unwrap();
+    let (code, err, idle) = counted_victim("sleep 1000", "software:cpus_utilized", None);
+    assert_eq!(code, Some(0), "{err}");
+    let i = idle.unwrap()["result"]["baseline"]["value"]
+        .as_f64()
+        .unwrap();
+    // On a machine shared with other work the loop still gets a share of
+    // a CPU; sleep gets microseconds.
+    assert!(b > 0.02 && b <= 2.5, "busy loop: {b} CPUs");
+    assert!(i < 0.01 && b > 10.0 * i, "sleep: {i} CPUs, busy loop {b}");
+}
+
+#[test]
+fn throttle_says_when_the_host_cannot_count_the_victims_metric() {
+    // An empty PMU tree: no core PMU, so no cycles or instructions.
+    let empty = tempfile::tempdir().unwrap();
+    let (code, err, doc) = counted_victim("sleep 1000", "core:ipc", Some(empty.path()));
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("cannot count the metric ipc of recipe core: cycles:"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(doc.is_none());
 }

@@ -48,7 +48,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 use std::str::FromStr;
-use topology::CpuId;
+use topology::{cpu_id, CpuId, DdioCpu};
 
 /// Config-space offset of a root port's `perfctrlsts_0`.
 pub const PERFCTRLSTS_0: u64 = 0x180;
@@ -122,12 +122,12 @@ pub enum DdioError {
     #[error("{0}")]
     Usage(#[from] UsageError),
     /// A register or journal access failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// The error.
-        source: io::Error,
+        cause: io::Error,
     },
     /// A register did not hold the value written.
     #[error("{0}")]
@@ -139,7 +139,7 @@ pub enum DdioError {
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> DdioError {
     let what = what.into();
-    move |source| DdioError::Io { what, source }
+    move |cause| DdioError::Io { what, cause }
 }
 
 /// DDIO state of one root port.
@@ -264,7 +264,7 @@ pub fn status(
     regs: &Registers,
     device: Option<&str>,
 ) -> Result<Status, UsageError> {
-    let cpu = CpuId::read(root);
+    let cpu = cpu_id(root);
     let mut st = Status {
         generation: cpu.ddio_generation().map(str::to_string),
         llc_ways: topology::llc_ways(root),
@@ -452,7 +452,7 @@ pub fn plan(
     setting: Setting,
     device: Option<&str>,
 ) -> Result<Plan, UsageError> {
-    let cpu = CpuId::read(root);
+    let cpu = cpu_id(root);
     if cpu.ddio_generation().is_none() {
         return Err(UsageError::new("ddio", cpu.refusal()));
     }
@@ -670,7 +670,7 @@ impl Session {
             Err(e) => {
                 return Err(DdioError::Io {
                     what: format!("remove the DDIO journal {}", self.path.display()),
-                    source: e,
+                    cause: e,
                 })
             }
         }

@@ -343,3 +343,16 @@ fn a_kill_between_journal_and_write_restores_cleanly() {
     );
     assert!(journal::journal_files(&root).is_empty());
 }
+
+#[test]
+fn ddio_errors_print_each_cause_once() {
+    let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+    let e = DdioError::Io {
+        what: "read perfctrlsts".into(),
+        cause: io,
+    };
+    assert_eq!(dmalab_core::error::chain_line(&e), "read perfctrlsts: gone");
+    let e = DdioError::from(UsageError::new("--device", "bad"));
+    let u = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<UsageError>());
+    assert_eq!(u, Some(&UsageError::new("--device", "bad")));
+}

@@ -3,7 +3,6 @@
 
 use crate::{dir_names, read_trim, HostRoot};
 use dmalab_core::UsageError;
-use serde::{Deserialize, Serialize};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -21,45 +20,23 @@ pub const SUPPORTED_MODELS: &[(u32, &str)] = &[
     (0xcf, "Emerald Rapids"),
 ];
 
-/// The CPU as /proc/cpuinfo names it.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct CpuId {
-    /// `GenuineIntel`, `AuthenticAMD`.
-    pub vendor: String,
-    /// CPU family (decimal in /proc/cpuinfo).
-    pub family: u32,
-    /// CPU model number.
-    pub model: u32,
-    /// Model name string.
-    pub model_name: String,
+pub use dmalab_core::sys::cpuinfo::CpuId;
+
+/// Reads the first processor of `ROOT/proc/cpuinfo`.
+pub fn cpu_id(root: &HostRoot) -> CpuId {
+    CpuId::read(&root.path("/proc/cpuinfo"))
 }
 
-impl CpuId {
-    /// Reads the first processor of `ROOT/proc/cpuinfo`.
-    pub fn read(root: &HostRoot) -> Self {
-        let text = fs::read_to_string(root.path("/proc/cpuinfo")).unwrap_or_default();
-        Self::parse(&text)
-    }
-
-    /// Parses /proc/cpuinfo text (its first processor).
-    pub fn parse(text: &str) -> Self {
-        let field = |name: &str| {
-            text.lines()
-                .find(|l| l.split(':').next().map(str::trim) == Some(name))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-                .unwrap_or_default()
-        };
-        Self {
-            vendor: field("vendor_id"),
-            family: field("cpu family").parse().unwrap_or(0),
-            model: field("model").parse().unwrap_or(0),
-            model_name: field("model name"),
-        }
-    }
-
+/// What DDIO control makes of a CPU.
+pub trait DdioCpu {
     /// The Xeon generation when DDIO control supports this CPU.
-    pub fn ddio_generation(&self) -> Option<&'static str> {
+    fn ddio_generation(&self) -> Option<&'static str>;
+    /// Why DDIO cannot be controlled on this CPU, as the refusal says it.
+    fn refusal(&self) -> String;
+}
+
+impl DdioCpu for CpuId {
+    fn ddio_generation(&self) -> Option<&'static str> {
         if self.vendor != "GenuineIntel" || self.family != 6 {
             return None;
         }
@@ -69,8 +46,7 @@ impl CpuId {
             .map(|(_, g)| *g)
     }
 
-    /// Why DDIO cannot be controlled on this CPU, as the refusal says it.
-    pub fn refusal(&self) -> String {
+    fn refusal(&self) -> String {
         let models: Vec<String> = SUPPORTED_MODELS
             .iter()
             .map(|(m, _)| format!("{m:#x}"))

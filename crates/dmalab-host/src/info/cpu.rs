@@ -10,12 +10,10 @@ pub(super) fn kernel_list(text: &str) -> Vec<usize> {
 }
 
 pub(super) fn cpu_facts(root: &HostRoot, host: &HostInfo) -> CpuFacts {
-    let id = ddio::topology::CpuId::read(root);
+    let id = ddio::topology::cpu_id(root);
     let cpuinfo = fs::read_to_string(root.path("/proc/cpuinfo")).unwrap_or_default();
-    let stepping = cpuinfo
-        .lines()
-        .find(|l| l.split(':').next().map(str::trim) == Some("stepping"))
-        .and_then(|l| l.split_once(':')?.1.trim().parse().ok())
+    let stepping = dmalab_core::sys::cpuinfo::cpuinfo_field(&cpuinfo, "stepping")
+        .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     let online = root
         .read("/sys/devices/system/cpu/online")
@@ -224,7 +222,6 @@ pub(super) fn system(root: &HostRoot, host: &HostInfo) -> SystemFacts {
             None
         },
         dmi_product: (!dmi.is_empty()).then_some(dmi),
-        // SAFETY: geteuid has no arguments and cannot fail.
-        privileged: unsafe { libc::geteuid() } == 0,
+        privileged: dmalab_core::sys::is_root(),
     }
 }

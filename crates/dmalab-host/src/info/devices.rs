@@ -159,8 +159,7 @@ pub(super) fn block(root: &HostRoot) -> Vec<BlockFacts> {
             } else {
                 match dmalab_core::safety::check_block_device(&node) {
                     Ok(()) => "passes (with --allow-destroy naming it)".into(),
-                    // SAFETY: geteuid has no arguments and cannot fail.
-                    Err(r) if r.check == "readable" && unsafe { libc::geteuid() } != 0 => {
+                    Err(r) if r.check == "readable" && !dmalab_core::sys::is_root() => {
                         "not checked: reading it for signatures needs root".to_string()
                     }
                     Err(r) => format!("refused: {} check: {}", r.check, r.detail),

@@ -57,12 +57,7 @@ pub(super) fn cgroup(root: &HostRoot) -> CgroupFacts {
 
 pub(super) fn resctrl(root: &HostRoot) -> ResctrlFacts {
     let cpuinfo = fs::read_to_string(root.path("/proc/cpuinfo")).unwrap_or_default();
-    let flags: Vec<&str> = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("flags"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, v)| v.split_whitespace().collect())
-        .unwrap_or_default();
+    let flags = dmalab_core::sys::cpuinfo::cpu_flags(&cpuinfo);
     let wanted = [
         "cat_l3",
         "cat_l2",

@@ -39,7 +39,7 @@ pub(super) fn memory(root: &HostRoot, host: &HostInfo) -> MemoryFacts {
         hugepages,
         thp_enabled: selected(&root.path("/sys/kernel/mm/transparent_hugepage/enabled")),
         thp_defrag: selected(&root.path("/sys/kernel/mm/transparent_hugepage/defrag")),
-        swaps: dmalab_page::sysinfo::parse_swaps(
+        swaps: dmalab_core::sys::swaps::parse_swaps(
             &fs::read_to_string(root.path("/proc/swaps")).unwrap_or_default(),
         ),
         zram,

@@ -7,7 +7,7 @@
 use crate::ddio;
 use crate::{dir_names, read_trim, HostRoot};
 use dmalab_core::host::HostInfo;
-use dmalab_page::sysinfo::SwapEntry;
+use dmalab_core::sys::swaps::SwapEntry;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fs;
@@ -379,7 +379,7 @@ impl HostReport {
             caches: {
                 let c = caches(root);
                 if c.is_empty() && root.is_system() {
-                    cpuid_caches(&ddio::topology::CpuId::read(root).vendor)
+                    cpuid_caches(&ddio::topology::cpu_id(root).vendor)
                 } else {
                     c
                 }
@@ -690,7 +690,7 @@ mod tests {
     fn cpuid_caches_agree_with_sysfs_here() {
         let root = HostRoot::system();
         let sysfs = caches(&root);
-        let cpuid = cpuid_caches(&ddio::topology::CpuId::read(&root).vendor);
+        let cpuid = cpuid_caches(&ddio::topology::cpu_id(&root).vendor);
         if sysfs.is_empty() || cpuid.is_empty() {
             eprintln!("SKIPPED: no sysfs cache directory or no CPUID cache leaf here");
             return;

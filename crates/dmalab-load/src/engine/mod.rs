@@ -62,6 +62,7 @@ use dmalab_core::UsageError;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub mod gpu;
 pub mod null;
 pub mod nvme;
 pub mod rdma;
@@ -141,6 +142,8 @@ pub enum EngineKind {
     Nvme,
     /// Moves no data; every command completes at once (tests the tool itself).
     Null,
+    /// GPU copy engines: copies between the buffer and GPU memory (CUDA driver).
+    Gpu,
     /// RDMA WRITE/READ over RC queue pairs to a `dmalab rdma serve` peer or
     /// in loopback (libibverbs, loaded at run time).
     Rdma,
@@ -153,6 +156,7 @@ impl EngineKind {
             EngineKind::IoUring => "io_uring",
             EngineKind::Nvme => "nvme",
             EngineKind::Null => "null",
+            EngineKind::Gpu => "gpu",
             EngineKind::Rdma => "rdma",
         }
     }
@@ -202,22 +206,21 @@ pub enum EngineError {
         detail: String,
     },
     /// A system call failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// The OS error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
 impl EngineError {
     /// Shorthand for an [`EngineError::Io`].
-    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+    pub fn io(what: impl Into<String>, cause: std::io::Error) -> Self {
         EngineError::Io {
             what: what.into(),
-            source,
+            cause,
         }
     }
 }
@@ -341,6 +344,7 @@ pub fn driver(kind: EngineKind) -> Box<dyn Driver> {
         EngineKind::IoUring => Box::new(uring::UringDriver::default()),
         EngineKind::Nvme => Box::new(nvme::NvmeDriver::default()),
         EngineKind::Null => Box::new(null::NullDriver),
+        EngineKind::Gpu => Box::new(gpu::GpuDriver::default()),
         EngineKind::Rdma => Box::new(rdma::RdmaDriver::default()),
     }
 }

@@ -130,11 +130,14 @@ impl Driver for NvmeDriver {
             // preflight passed the safety guard and --allow-destroy named
             // the device.
             let idx = format_before(path).map_err(|e| match e {
-                EngineError::Io { what, source } => EngineError::Io {
+                EngineError::Io { what, cause } => EngineError::Io {
                     what: format!("--format-before: Format NVM of {}: {what}", path.display()),
-                    source,
+                    cause,
                 },
-                other => other,
+                EngineError::Unsupported { feature, detail } => EngineError::Unsupported {
+                    feature: format!("--format-before ({feature})"),
+                    detail,
+                },
             })?;
             eprintln!(
                 "dmalab: formatted {} (Format NVM, LBA format {idx}, no secure erase)",
@@ -240,7 +243,7 @@ fn format_before(target: &Path) -> Result<u8, EngineError> {
 
 fn nvme_err(e: dmalab_nvme::Error) -> EngineError {
     match e {
-        dmalab_nvme::Error::Io { what, source } => EngineError::Io { what, source },
+        dmalab_nvme::Error::Io { what, cause } => EngineError::Io { what, cause },
         dmalab_nvme::Error::Unsupported { what, detail } => EngineError::Unsupported {
             feature: what,
             detail,

@@ -149,54 +149,15 @@ fn bar_plot(res: &Results, victim: &str, cells: &[&Cell]) -> Option<String> {
             let x0 = cv.fx(group_w * gi as f64 + group_w * 0.1 + bar_w * li as f64);
             let bw = bar_w * cv.plot_w();
             let col = color(&labels, l);
-            if let Some(s) = &cell.summary {
-                let (y0, y1) = (cv.py(0.0), cv.py(s.mean));
-                let _ = write!(
-                    cv.body,
-                    r##"<rect x="{:.1}" y="{y1:.1}" width="{:.1}" height="{:.1}" fill="{col}" fill-opacity="0.55" stroke="{col}"><title>{} / {}: mean {} (n={})</title></rect>"##,
-                    x0 + 2.0,
-                    (bw - 4.0).max(1.0),
-                    (y0 - y1).max(0.0),
-                    esc(c),
-                    esc(l),
-                    esc(&fmt_value(s.mean, &unit)),
-                    s.n
-                );
-                let xm = x0 + bw / 2.0;
-                let _ = write!(
-                    cv.body,
-                    r##"<line x1="{xm:.1}" x2="{xm:.1}" y1="{:.1}" y2="{:.1}" class="whisker"/><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" class="whisker"/><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" class="whisker"/>"##,
-                    cv.py(s.ci_lo),
-                    cv.py(s.ci_hi),
-                    xm - 5.0,
-                    xm + 5.0,
-                    cv.py(s.ci_lo),
-                    cv.py(s.ci_lo),
-                    xm - 5.0,
-                    xm + 5.0,
-                    cv.py(s.ci_hi),
-                    cv.py(s.ci_hi)
-                );
-            }
-            for v in &cell.values {
-                k += 1;
-                let x = x0 + bw / 2.0 + jitter(k) * bw * 0.25;
-                let _ = write!(
-                    cv.body,
-                    r##"<circle cx="{x:.1}" cy="{:.1}" r="3" class="dot"><title>{}</title></circle>"##,
-                    cv.py(*v),
-                    esc(&fmt_value(*v, &unit))
-                );
-            }
-            if let Some(s) = cell.slowdown {
-                let _ = write!(
-                    cv.body,
-                    r##"<text x="{:.1}" y="{:.1}" class="small" text-anchor="middle">{:+.1}%</text>"##,
-                    x0 + bw / 2.0,
-                    cv.py(0.0) - 4.0,
-                    (s - 1.0) * 100.0
-                );
-            }
+            draw_bar(
+                &mut cv,
+                cell,
+                (x0, bw),
+                col,
+                (c.as_str(), l.as_str()),
+                &unit,
+                &mut k,
+            );
         }
     }
     cv.legend(
@@ -206,6 +167,68 @@ fn bar_plot(res: &Results, victim: &str, cells: &[&Cell]) -> Option<String> {
             .collect::<Vec<_>>(),
     );
     Some(cv.finish(&format!("bars: {victim}")))
+}
+
+/// One bar of a bar plot at `x0` and `bw` wide: the mean with its 95%
+/// interval, each run as a dot (`k` numbers the dots for their jitter),
+/// and the change against plain; `names` are the configuration and load.
+fn draw_bar(
+    cv: &mut Canvas,
+    cell: &Cell,
+    (x0, bw): (f64, f64),
+    col: &str,
+    names: (&str, &str),
+    unit: &str,
+    k: &mut usize,
+) {
+    if let Some(s) = &cell.summary {
+        let (y0, y1) = (cv.py(0.0), cv.py(s.mean));
+        let _ = write!(
+            cv.body,
+            r##"<rect x="{:.1}" y="{y1:.1}" width="{:.1}" height="{:.1}" fill="{col}" fill-opacity="0.55" stroke="{col}"><title>{} / {}: mean {} (n={})</title></rect>"##,
+            x0 + 2.0,
+            (bw - 4.0).max(1.0),
+            (y0 - y1).max(0.0),
+            esc(names.0),
+            esc(names.1),
+            esc(&fmt_value(s.mean, unit)),
+            s.n
+        );
+        let xm = x0 + bw / 2.0;
+        let _ = write!(
+            cv.body,
+            r##"<line x1="{xm:.1}" x2="{xm:.1}" y1="{:.1}" y2="{:.1}" class="whisker"/><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" class="whisker"/><line x1="{:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}" class="whisker"/>"##,
+            cv.py(s.ci_lo),
+            cv.py(s.ci_hi),
+            xm - 5.0,
+            xm + 5.0,
+            cv.py(s.ci_lo),
+            cv.py(s.ci_lo),
+            xm - 5.0,
+            xm + 5.0,
+            cv.py(s.ci_hi),
+            cv.py(s.ci_hi)
+        );
+    }
+    for v in &cell.values {
+        *k += 1;
+        let x = x0 + bw / 2.0 + jitter(*k) * bw * 0.25;
+        let _ = write!(
+            cv.body,
+            r##"<circle cx="{x:.1}" cy="{:.1}" r="3" class="dot"><title>{}</title></circle>"##,
+            cv.py(*v),
+            esc(&fmt_value(*v, unit))
+        );
+    }
+    if let Some(s) = cell.slowdown {
+        let _ = write!(
+            cv.body,
+            r##"<text x="{:.1}" y="{:.1}" class="small" text-anchor="middle">{:+.1}%</text>"##,
+            x0 + bw / 2.0,
+            cv.py(0.0) - 4.0,
+            (s - 1.0) * 100.0
+        );
+    }
 }
 
 /// The first latency summary (an object with `buckets` of `lo_ns`/`hi_ns`/
@@ -567,18 +590,57 @@ fn hosts_table(h: &crate::record::Header) -> String {
 pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
     let cells = analysis::cells(res, noisy_cv_pct);
     let h = &res.header;
-    let mut plots = 0;
-    let mut body = String::new();
-    let mut fig = |body: &mut String, svg: Option<String>, caption: &str| {
+    let mut figs = Figures::default();
+    let mut body = meta(res);
+    body.push_str(&ddio_table(res));
+    body.push_str(&victim_bars(res, &cells, &mut figs));
+    body.push_str(&latency_histograms(res, &mut figs));
+    body.push_str(&sweep_plots(res, &mut figs));
+    body.push_str(&figure_against_bandwidth(res, &mut figs));
+    body.push_str(&stats_table(&cells, noisy_cv_pct));
+    body.push_str(&counters::section(res));
+    body.push_str(&failed_runs(res));
+    let _ = writeln!(
+        body,
+        "<h2>Experiment file</h2><pre>{}</pre>",
+        esc(&h.experiment_toml)
+    );
+
+    let plots = figs.plots;
+    let html = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><meta name=\"generator\" content=\"dmalab {}\"><title>dmalab report: {}</title><style>{STYLE}</style></head>\n<body data-plots=\"{plots}\">\n{body}</body></html>\n",
+        esc(&h.tool.version),
+        esc(&h.experiment)
+    );
+    Report { html, plots }
+}
+
+/// Counts the plots as they are placed.
+#[derive(Default)]
+struct Figures {
+    plots: usize,
+}
+
+impl Figures {
+    /// Appends a plot with its caption to `body`; nothing when there is no
+    /// plot.
+    fn fig(&mut self, body: &mut String, svg: Option<String>, caption: &str) {
         if let Some(s) = svg {
-            plots += 1;
+            self.plots += 1;
             let _ = writeln!(
                 body,
                 "<figure>{s}<figcaption>{}</figcaption></figure>",
                 esc(caption)
             );
         }
-    };
+    }
+}
+
+/// The title, the facts table (host, runs, placement, experiment), the
+/// experiment's warnings and, for merged files, the hosts.
+fn meta(res: &Results) -> String {
+    let h = &res.header;
+    let mut body = String::new();
     let failed = res
         .runs
         .iter()
@@ -639,7 +701,13 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
         body.push_str(&hosts_table(h));
     }
 
-    // DDIO per configuration (the `ddio` key), when the experiment has one.
+    body
+}
+
+/// DDIO per configuration (the `ddio` key), when the experiment has one.
+fn ddio_table(res: &Results) -> String {
+    let h = &res.header;
+    let mut body = String::new();
     if res.runs.iter().any(|r| r.ddio.is_some()) {
         body.push_str(r#"<h2>DDIO per configuration</h2><table class="stats"><tr><th>configuration</th><th>ddio</th><th>runs with it set</th><th>registers / why not</th></tr>"#);
         for c in &h.configurations {
@@ -663,90 +731,109 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
         body.push_str("</table>\n");
     }
 
-    // Bars per victim.
+    body
+}
+
+/// A bar plot per victim: its figure under each load.
+fn victim_bars(res: &Results, cells: &[Cell], figs: &mut Figures) -> String {
+    let h = &res.header;
     let mut section = String::new();
     for v in &h.victims {
         let vc: Vec<&Cell> = cells.iter().filter(|c| c.victim == v.name).collect();
-        fig(
+        figs.fig(
             &mut section,
             bar_plot(res, &v.name, &vc),
             &format!("Bars: mean of completed runs; dots: each run; whiskers: 95% bootstrap interval of the mean; labels: change against plain. Figure: {} ({}).", v.metric, v.command),
         );
     }
-    if !section.is_empty() {
-        let _ = write!(body, "<h2>Victims under load</h2>\n{section}");
+    if section.is_empty() {
+        return section;
     }
+    format!("<h2>Victims under load</h2>\n{section}")
+}
 
-    // Latency histograms.
+/// Latency histograms per victim and configuration.
+fn latency_histograms(res: &Results, figs: &mut Figures) -> String {
+    let h = &res.header;
     let mut section = String::new();
     for v in &h.victims {
         for c in &h.configurations {
-            fig(&mut section, hist_plot(res, &v.name, c), "Histogram buckets of every completed run merged per load, as share of all accesses; latency on a log scale.");
+            figs.fig(&mut section, hist_plot(res, &v.name, c), "Histogram buckets of every completed run merged per load, as share of all accesses; latency on a log scale.");
         }
     }
-    if !section.is_empty() {
-        let _ = write!(body, "<h2>Latency distributions</h2>\n{section}");
+    if section.is_empty() {
+        return section;
     }
+    format!("<h2>Latency distributions</h2>\n{section}")
+}
 
-    // Sweep: bandwidth and command rate against the swept flag.
-    if let Some(s) = &h.sweep {
-        let mut section = String::new();
-        let mut bw = Vec::new();
-        let mut cmd = Vec::new();
-        for (ci, c) in h.configurations.iter().enumerate() {
-            let mut pb = Vec::new();
-            let mut pc = Vec::new();
-            for r in res
-                .runs
-                .iter()
-                .filter(|r| &r.configuration == c && r.status == RunStatus::Completed)
-            {
-                let (Some(sv), Some((bwv, cmdv))) =
-                    (r.sweep_value.as_ref(), analysis::aggressor_rates(r))
-                else {
-                    continue;
-                };
-                let Ok(x) = sv.parse::<f64>() else { continue };
-                pb.push((x, bwv, x.to_bits()));
-                if let Some(c) = cmdv {
-                    pc.push((x, c, x.to_bits()));
-                }
-            }
-            let col = PALETTE[(ci + 1) % PALETTE.len()].to_string();
-            if !pb.is_empty() {
-                bw.push((c.clone(), col.clone(), pb));
-                cmd.push((c.clone(), col, pc));
+/// Sweep: the aggressor's bandwidth and command rate against the swept
+/// flag.
+fn sweep_plots(res: &Results, figs: &mut Figures) -> String {
+    let h = &res.header;
+    let Some(s) = &h.sweep else {
+        return String::new();
+    };
+    let mut section = String::new();
+    let mut bw = Vec::new();
+    let mut cmd = Vec::new();
+    for (ci, c) in h.configurations.iter().enumerate() {
+        let mut pb = Vec::new();
+        let mut pc = Vec::new();
+        for r in res
+            .runs
+            .iter()
+            .filter(|r| &r.configuration == c && r.status == RunStatus::Completed)
+        {
+            let (Some(sv), Some((bwv, cmdv))) =
+                (r.sweep_value.as_ref(), analysis::aggressor_rates(r))
+            else {
+                continue;
+            };
+            let Ok(x) = sv.parse::<f64>() else { continue };
+            pb.push((x, bwv, x.to_bits()));
+            if let Some(c) = cmdv {
+                pc.push((x, c, x.to_bits()));
             }
         }
-        let flag = s.flag.clone();
-        fig(
-            &mut section,
-            xy_plot(&format!("aggressor '{}': data bandwidth against --{}", s.aggressor, flag), &flag, "data bandwidth", &bw, &|v| format!("{v}"), &bw_fmt, true, "sweep bandwidth"),
-            "Data bytes the aggressor completed while each victim ran, per second (from its live-stats file); one dot per run, line through the means.",
-        );
-        fig(
-            &mut section,
-            xy_plot(
-                &format!(
-                    "aggressor '{}': command rate against --{}",
-                    s.aggressor, flag
-                ),
-                &flag,
-                "commands per second",
-                &cmd,
-                &|v| format!("{v}"),
-                &rate_fmt,
-                true,
-                "sweep command rate",
+        let col = PALETTE[(ci + 1) % PALETTE.len()].to_string();
+        if !pb.is_empty() {
+            bw.push((c.clone(), col.clone(), pb));
+            cmd.push((c.clone(), col, pc));
+        }
+    }
+    let flag = s.flag.clone();
+    figs.fig(
+        &mut section,
+        xy_plot(&format!("aggressor '{}': data bandwidth against --{}", s.aggressor, flag), &flag, "data bandwidth", &bw, &|v| format!("{v}"), &bw_fmt, true, "sweep bandwidth"),
+        "Data bytes the aggressor completed while each victim ran, per second (from its live-stats file); one dot per run, line through the means.",
+    );
+    figs.fig(
+        &mut section,
+        xy_plot(
+            &format!(
+                "aggressor '{}': command rate against --{}",
+                s.aggressor, flag
             ),
-            "Commands the aggressor completed while each victim ran, per second.",
-        );
-        if !section.is_empty() {
-            let _ = write!(body, "<h2>Sweep over --{}</h2>\n{section}", esc(&flag));
-        }
+            &flag,
+            "commands per second",
+            &cmd,
+            &|v| format!("{v}"),
+            &rate_fmt,
+            true,
+            "sweep command rate",
+        ),
+        "Commands the aggressor completed while each victim ran, per second.",
+    );
+    if section.is_empty() {
+        return section;
     }
+    format!("<h2>Sweep over --{}</h2>\n{section}", esc(&flag))
+}
 
-    // Victim figure against aggressor bandwidth.
+/// Each victim's figure against the bandwidth the aggressor delivered.
+fn figure_against_bandwidth(res: &Results, figs: &mut Figures) -> String {
+    let h = &res.header;
     let mut section = String::new();
     for v in &h.victims {
         let mut series = Vec::new();
@@ -779,7 +866,7 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
             }
         }
         let unit = v.unit.clone();
-        fig(
+        figs.fig(
             &mut section,
             xy_plot(
                 &format!("{}: figure against the aggressor's bandwidth", v.name),
@@ -794,21 +881,22 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
             "Each run's figure against the bandwidth the aggressor delivered while it ran (plain runs at zero).",
         );
     }
-    if !section.is_empty() {
-        let _ = write!(
-            body,
-            "<h2>Victim figure against aggressor bandwidth</h2>\n{section}"
-        );
+    if section.is_empty() {
+        return section;
     }
+    format!("<h2>Victim figure against aggressor bandwidth</h2>\n{section}")
+}
 
-    // Statistics table.
+/// The statistics table: one row per cell.
+fn stats_table(cells: &[Cell], noisy_cv_pct: f64) -> String {
+    let mut body = String::new();
     let _ = write!(
         body,
         r#"<h2>Statistics</h2><p class="meta">Mean, median and sample standard deviation of completed runs; 95% percentile-bootstrap interval of the mean (10,000 resamples, fixed seed); slowdown = loaded/plain for lower-is-better figures and plain/loaded for higher-is-better ones, with its bootstrap interval; Mann-Whitney U two-sided against plain (exact without ties for small samples). Noisy: coefficient of variation above {noisy_cv_pct}%.</p>
 <div class="scroll"><table class="stats"><tr><th>configuration</th><th>victim</th><th>load</th><th>n</th><th>failed</th><th>mean</th><th>median</th><th>sd</th><th>CV</th><th>95% CI</th><th>slowdown</th><th>slowdown 95% CI</th><th>MWU U</th><th>MWU p</th><th>aggressor bandwidth</th><th>aggressor commands</th></tr>
 "#
     );
-    for c in &cells {
+    for c in cells {
         let load = match &c.sweep_value {
             Some(s) => format!("{}@{s}", c.load),
             None => c.load.clone(),
@@ -865,8 +953,12 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
     }
     body.push_str("</table></div>\n");
 
-    body.push_str(&counters::section(res));
+    body
+}
 
+/// Failed runs with their reasons, when there are any.
+fn failed_runs(res: &Results) -> String {
+    let mut body = String::new();
     let failed: Vec<&RunRecord> = res
         .runs
         .iter()
@@ -904,16 +996,97 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
         }
         body.push_str("</table>\n");
     }
-    let _ = writeln!(
-        body,
-        "<h2>Experiment file</h2><pre>{}</pre>",
-        esc(&h.experiment_toml)
-    );
+    body
+}
 
-    let html = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><meta name=\"generator\" content=\"dmalab {}\"><title>dmalab report: {}</title><style>{STYLE}</style></head>\n<body data-plots=\"{plots}\">\n{body}</body></html>\n",
-        esc(&h.tool.version),
-        esc(&h.experiment)
-    );
-    Report { html, plots }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_count_only_the_plots_placed() {
+        let mut f = Figures::default();
+        let mut body = String::new();
+        f.fig(&mut body, None, "nothing");
+        assert!(body.is_empty());
+        f.fig(&mut body, Some("<svg/>".into()), "a <b>");
+        assert_eq!(f.plots, 1);
+        assert_eq!(
+            body,
+            "<figure><svg/><figcaption>a &lt;b&gt;</figcaption></figure>\n"
+        );
+    }
+
+    /// A results file of one victim: a plain and a loaded run (with
+    /// evidence), and a failed one.
+    fn results() -> Results {
+        let header = serde_json::json!({
+            "record": "header", "schema_version": 1, "tool": {"name": "dmalab", "version": "0.1.0"},
+            "experiment": "t", "experiment_path": "t.toml", "experiment_hash": "feedfacefeedface",
+            "experiment_toml": "[x]", "started_at": "2026-11-22T00:00:00Z", "host": {"hostname": "h", "cpu_model": "cpu",
+            "cpu_vendor": "v", "cpus_online": 2, "cpus_allowed": "0-1", "numa_nodes": 1, "kernel": "6.1",
+            "mem_total_bytes": 1, "mem_available_bytes": 1, "steal_since_boot_pct": 0.0, "virtualized": true,
+            "thp_enabled": "madvise", "clocksource": "kvm-clock"},
+            "planned_runs": 3, "victims": [{"name": "v", "command": "exec", "metric": "wall_s", "unit": "s", "better": "lower"}],
+            "configurations": ["default"], "loads": ["plain", "random"],
+            "noisy_cv_pct": 5.0, "aggressor_cpus": "1", "victim_cpus": "0"
+        });
+        let run = |index: u64, load: &str, status: &str, value: Option<f64>| {
+            let mut r = serde_json::json!({"record": "run", "experiment_hash": "feedfacefeedface", "index": index,
+                "configuration": "default", "repetition": 1, "victim": "v", "load": load,
+                "started_at": "2026-11-22T00:00:00Z", "status": status, "value": value, "metric": "wall_s",
+                "unit": "s", "better": "lower", "victim_wall_ns": 1, "victim_argv": [], "victim_cpus": "0"});
+            if load != PLAIN {
+                r["aggressor"] = serde_json::json!({"argv": [], "evidence": {"window_ns": 1_000_000_000u64,
+                    "data_bytes": 1u64 << 20, "commands": 256, "blocks": 256, "bw_bytes": 1048576.0,
+                    "cmd_per_s": 256.0, "running_throughout": true, "samples": []}});
+            }
+            if status == "failed" {
+                r["failure"] = serde_json::json!({"reason": "victim 'v' failed (exit status: 3)",
+                    "exit_status": 3, "stderr_tail": "oops <&>\n"});
+            }
+            r.to_string()
+        };
+        let lines = [
+            header.to_string(),
+            run(0, PLAIN, "completed", Some(1.0)),
+            run(1, "random", "completed", Some(1.5)),
+            run(2, "random", "failed", None),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.jsonl");
+        std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+        crate::record::read(&p).unwrap()
+    }
+
+    #[test]
+    fn sections_appear_with_their_data_only() {
+        let res = results();
+        let r = render(&res, 5.0);
+        assert_eq!(
+            r.plots,
+            r.html.matches("<figure>").count(),
+            "every placed plot is counted"
+        );
+        assert!(r.html.contains(&format!("data-plots=\"{}\"", r.plots)));
+        assert!(r.html.contains("<h2>Victims under load</h2>"));
+        assert!(r
+            .html
+            .contains("<h2>Victim figure against aggressor bandwidth</h2>"));
+        assert!(!r.html.contains("<h2>Sweep over"), "no sweep");
+        assert!(!r.html.contains("<h2>DDIO per configuration</h2>"));
+        assert!(!r.html.contains("<h2>Latency distributions</h2>"));
+        let failed = failed_runs(&res);
+        assert!(failed.starts_with("<h2>Failed runs</h2>"), "{failed}");
+        assert!(failed.contains("oops &lt;&amp;&gt;"), "escaped: {failed}");
+        assert!(r.html.contains(&failed));
+        assert_eq!(sweep_plots(&res, &mut Figures::default()), "");
+        assert_eq!(ddio_table(&res), "");
+        assert!(r
+            .html
+            .contains("<tr><td>runs</td><td>3 recorded of 3 planned, 1 failed"));
+        assert!(r
+            .html
+            .ends_with("<h2>Experiment file</h2><pre>[x]</pre>\n</body></html>\n"));
+    }
 }

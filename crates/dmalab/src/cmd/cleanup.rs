@@ -15,8 +15,7 @@ pub struct Args {}
 
 /// Runs `dmalab cleanup`.
 pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    if unsafe { libc_geteuid() } != 0 {
+    if !dmalab_core::sys::is_root() {
         // A user's own killed load/probe/run left files in the user's
         // ledger; page's changes need root to undo.
         let Some(dir) = dmalab_core::ledger::ledger_dir() else {
@@ -89,9 +88,4 @@ pub fn print_outcome(
     } else {
         ExitCode::from(1)
     }
-}
-
-extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
 }

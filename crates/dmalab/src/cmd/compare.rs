@@ -1,6 +1,5 @@
 //! `dmalab compare A B`.
 
-use super::run::lift;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -20,7 +19,7 @@ pub struct Args {
 
 /// Runs `dmalab compare`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let text = dmalab_run::compare::compare(&args.a, &args.b).map_err(lift)?;
+    let text = dmalab_run::compare::compare(&args.a, &args.b)?;
     print!("{text}");
     Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,7 @@ use anyhow::Context;
 use dmalab_core::host::HostInfo;
 use dmalab_core::schema::ResultDoc;
 use dmalab_core::UsageError;
-use dmalab_host::ddio::{self, regs::Registers, DdioError, Session, Setting};
+use dmalab_host::ddio::{self, regs::Registers, topology::DdioCpu, Session, Setting};
 use dmalab_host::HostRoot;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -121,13 +121,6 @@ fn status(root: &HostRoot, a: StatusArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn lib_err(e: DdioError) -> anyhow::Error {
-    match e {
-        DdioError::Usage(u) => u.into(),
-        other => other.into(),
-    }
-}
-
 fn change(
     root: &HostRoot,
     setting: Setting,
@@ -135,7 +128,7 @@ fn change(
     command: &[String],
 ) -> anyhow::Result<ExitCode> {
     let plan = ddio::plan(root, &Registers::files(root), setting, device)?;
-    let mut session = Session::begin(root, Registers::files(root)).map_err(lib_err)?;
+    let mut session = Session::begin(root, Registers::files(root))?;
     for d in &session.leftovers.done {
         println!("first undid a killed run's change: {d}");
     }
@@ -143,7 +136,7 @@ fn change(
     let code = match applied {
         Err(e) => {
             let restored = session.restore();
-            let e = lib_err(e);
+            let e = anyhow::Error::new(e);
             return Err(match restored {
                 Ok(_) => e,
                 Err(r) => e.context(format!("and then: {r}")),
@@ -165,7 +158,7 @@ fn change(
             }
         }
     };
-    let done = session.restore().map_err(lib_err)?;
+    let done = session.restore()?;
     for d in &done {
         println!("{d}");
     }

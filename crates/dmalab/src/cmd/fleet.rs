@@ -3,7 +3,7 @@
 //! dmalab-fleet crate; this file maps flags and prints.
 
 use dmalab_fleet::plan::{NodeSource, Split, SubmitRequest};
-use dmalab_fleet::{merge, slurm, status, submit, FleetError};
+use dmalab_fleet::{merge, slurm, status, submit};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -105,20 +105,12 @@ pub struct MergeArgs {
     pub output: Option<PathBuf>,
 }
 
-/// Maps library errors: bad input stays a `UsageError` (exit 2).
-fn lift(e: FleetError) -> anyhow::Error {
-    match e {
-        FleetError::Usage(u) => anyhow::Error::new(u),
-        other => anyhow::anyhow!(other),
-    }
-}
-
 /// Runs `dmalab fleet`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Command::Submit(a) => run_submit(a),
         Command::Status(a) => {
-            let s = status::status(&a.results).map_err(lift)?;
+            let s = status::status(&a.results)?;
             print!("{}", status::render(&s));
             Ok(ExitCode::SUCCESS)
         }
@@ -159,7 +151,7 @@ fn run_submit(a: SubmitArgs) -> anyhow::Result<ExitCode> {
         dmalab,
         dry_run: a.dry_run,
     };
-    let out = submit::submit(&req).map_err(lift)?;
+    let out = submit::submit(&req)?;
     for (u, why) in &out.skipped {
         eprintln!("dmalab fleet: {} skipped: {why}", u.results_file());
     }
@@ -198,7 +190,7 @@ fn run_submit(a: SubmitArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_merge(a: MergeArgs) -> anyhow::Result<ExitCode> {
-    let m = merge::merge(&a.results, a.output.as_deref()).map_err(lift)?;
+    let m = merge::merge(&a.results, a.output.as_deref())?;
     let names: Vec<&str> = m.hosts.iter().map(|h| h.results_file.as_str()).collect();
     println!(
         "{}: {} of {} planned runs from {} file(s) ({}); `dmalab report {}` compares the hosts side by side",

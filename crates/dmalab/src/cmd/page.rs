@@ -9,7 +9,7 @@ use dmalab_core::schema::{ResultDoc, RunStatus, ToolInfo};
 use dmalab_core::units::{parse_duration, parse_size};
 use dmalab_core::UsageError;
 use dmalab_page::config::{ClassifyMethod, Offset, PageConfig, Pattern, SwapSpec, TimerKind};
-use dmalab_page::run::{run_page, PageError, RunOptions};
+use dmalab_page::run::{run_page, RunOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -44,43 +44,6 @@ struct ImportArgs {
     output: OutputArgs,
 }
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum PatternArg {
-    /// Fixed stride (--shape pages, default 1), wrapping at the set end.
-    Linear,
-    /// Uniformly random pages (pmbench's default).
-    Uniform,
-    /// Normal around the middle of the set (--shape: stddev as a fraction
-    /// of the set, default 0.125).
-    Normal,
-    /// Bounded Pareto, hot pages first (--shape: alpha, default 1.16).
-    Pareto,
-    /// Zipf (--shape: exponent, default 1.0).
-    Zipf,
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum TimerArg {
-    /// rdtscp on both sides (x86-64).
-    Rdtscp,
-    /// lfence; rdtsc; lfence (x86-64).
-    Rdtsc,
-    /// clock_gettime(CLOCK_MONOTONIC) (pmbench's perfc).
-    Clock,
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum ClassifyArg {
-    /// perf software events page-faults-maj/-min (period 1) into per-thread
-    /// rings read from user memory: no system call per access.
-    Perf,
-    /// getrusage(RUSAGE_THREAD) fault counters around every access (two
-    /// system calls per access).
-    Rusage,
-    /// Do not classify (to measure what classifying costs).
-    None,
-}
-
 /// The measuring run's flags.
 #[derive(clap::Args, Debug)]
 struct RunArgs {
@@ -98,8 +61,8 @@ struct RunArgs {
     #[arg(long, value_name = "PCT", default_value_t = 50)]
     read_pct: u32,
     /// Spatial access pattern (pmbench -p).
-    #[arg(long, value_enum, default_value_t = PatternArg::Uniform)]
-    pattern: PatternArg,
+    #[arg(long, value_enum, default_value_t = Pattern::Uniform)]
+    pattern: Pattern,
     /// Pattern shape (pmbench -e); meaning depends on --pattern.
     #[arg(long)]
     shape: Option<f64>,
@@ -108,11 +71,11 @@ struct RunArgs {
     #[arg(long, default_value = "random")]
     offset: String,
     /// Timing method (pmbench -t).
-    #[arg(long, value_enum, default_value_t = TimerArg::Rdtscp)]
-    timer: TimerArg,
+    #[arg(long, value_enum, default_value_t = TimerKind::Rdtscp)]
+    timer: TimerKind,
     /// Fault classification method.
-    #[arg(long, value_enum, default_value_t = ClassifyArg::Perf)]
-    classify: ClassifyArg,
+    #[arg(long, value_enum, default_value_t = ClassifyMethod::Perf)]
+    classify: ClassifyMethod,
     /// Skip the warm-up pass over the working set (pmbench -c).
     #[arg(long)]
     cold: bool,
@@ -172,30 +135,8 @@ impl RunArgs {
             Some(s) => parse_size("--set", s)?,
             None => map_bytes,
         };
-        for (opt, v) in [("--map", map_bytes), ("--set", set_bytes)] {
-            if v % dmalab_page::config::PAGE_SIZE != 0 {
-                return Err(UsageError::new(
-                    opt,
-                    format!("{v} bytes is not a whole number of 4K pages"),
-                ));
-            }
-        }
-        let pattern = match self.pattern {
-            PatternArg::Linear => Pattern::Linear,
-            PatternArg::Uniform => Pattern::Uniform,
-            PatternArg::Normal => Pattern::Normal,
-            PatternArg::Pareto => Pattern::Pareto,
-            PatternArg::Zipf => Pattern::Zipf,
-        };
-        let offset = match self.offset.trim() {
-            "random" | "-1" => Offset::Random,
-            o => Offset::Fixed(o.parse().map_err(|_| {
-                UsageError::new(
-                    "--offset",
-                    format!("'{o}' is neither 'random' nor a byte offset"),
-                )
-            })?),
-        };
+        let pattern = self.pattern;
+        let offset = Offset::parse(&self.offset)?;
         let runtime = parse_duration("--runtime", &self.runtime)?;
         let cfg = PageConfig {
             map_bytes,
@@ -205,16 +146,8 @@ impl RunArgs {
             pattern,
             shape: self.shape.unwrap_or(pattern.default_shape()),
             offset,
-            timer: match self.timer {
-                TimerArg::Rdtscp => TimerKind::Rdtscp,
-                TimerArg::Rdtsc => TimerKind::Rdtsc,
-                TimerArg::Clock => TimerKind::Clock,
-            },
-            classify: match self.classify {
-                ClassifyArg::Rusage => ClassifyMethod::Rusage,
-                ClassifyArg::Perf => ClassifyMethod::Perf,
-                ClassifyArg::None => ClassifyMethod::None,
-            },
+            timer: self.timer,
+            classify: self.classify,
             cold: self.cold,
             init_random: self.init_random,
             delay_ns: dmalab_core::schema::ns(parse_duration("--delay", &self.delay)?),
@@ -274,11 +207,7 @@ fn measure(a: RunArgs) -> anyhow::Result<ExitCode> {
         worker_args: vec!["page".into(), "__worker".into()],
         state_dir: PathBuf::from(dmalab_page::state::STATE_DIR),
     };
-    let outcome = match run_page(&cfg, &opts) {
-        Ok(o) => o,
-        Err(PageError::Usage(u)) => return Err(u.into()),
-        Err(e) => return Err(anyhow::anyhow!(e)),
-    };
+    let outcome = run_page(&cfg, &opts)?;
     let text = outcome.result.render_text();
     print!("{text}");
     for w in &outcome.warnings {

@@ -1,21 +1,18 @@
 //! `dmalab probe`: memory latency histograms, bandwidth and loaded latency.
 //!
-//! Flags are validated here into a resolved plan (errors are `UsageError`s:
-//! exit 2); the measuring lives in the `dmalab-probe` crate.
+//! The measuring flags are the options of the `dmalab-probe` crate
+//! (`dmalab_probe::options`), which validates them into a resolved plan
+//! (errors are `UsageError`s: exit 2) and measures; this file adds the
+//! output flags, prints and writes the result.
 
 use super::common::OutputArgs;
 use anyhow::Context as _;
-use dmalab_core::cpus::{allowed_cpus, format_cpu_list, parse_cpu_list};
 use dmalab_core::host::HostInfo;
 use dmalab_core::schema::{ResultDoc, RunStatus};
-use dmalab_core::units::{parse_duration, parse_size};
-use dmalab_core::UsageError;
-use dmalab_probe::access::Pattern;
-use dmalab_probe::bandwidth::{BandwidthPlan, Traffic};
-use dmalab_probe::latency::{LatencyPlan, LatencyResult, Mode};
-use dmalab_probe::loaded::LoadedPlan;
-use dmalab_probe::mem::{node_cpus, numa_nodes, PageKind, LINE};
-use dmalab_probe::{text, ProbeError};
+use dmalab_probe::bandwidth::BandwidthInterval;
+use dmalab_probe::latency::IntervalFigures;
+use dmalab_probe::options::{BandwidthOptions, LatencyOptions, LoadedOptions};
+use dmalab_probe::text;
 use serde::Serialize;
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -44,85 +41,20 @@ enum Sub {
     Loaded(LoadedArgs),
 }
 
-/// Where threads run and memory lives.
-#[derive(clap::Args, Debug, Clone)]
-struct PlaceArgs {
-    /// Pages backing the buffers: 4k, thp (transparent huge pages via
-    /// madvise), 2m or 1g (hugetlbfs; the pool is raised for the run and
-    /// restored afterwards).
-    #[arg(long, default_value = "4k", value_name = "KIND")]
-    pages: String,
-    /// CPUs to pin threads to, in order (e.g. 0-3,6); default: the CPUs
-    /// this process may use (those of --cpunodebind when given).
-    #[arg(long, value_name = "LIST")]
-    cpus_allowed: Option<String>,
-    /// Bind the buffers to this NUMA node (mbind MPOL_BIND).
-    #[arg(long, value_name = "NODE")]
-    membind: Option<usize>,
-    /// Run the threads on this NUMA node's CPUs.
-    #[arg(long, value_name = "NODE")]
-    cpunodebind: Option<usize>,
-    /// Allow more threads than CPUs (they then share CPUs, and figures
-    /// suffer).
-    #[arg(long)]
-    oversubscribe: bool,
-}
-
 /// `dmalab probe latency`.
 #[derive(clap::Args, Debug)]
 struct LatencyArgs {
-    /// Buffer size per thread (e.g. 32K, 256M, 1G).
-    #[arg(long, default_value = "256M", value_name = "SIZE")]
-    size: String,
-    /// Access pattern: chase, uniform, sequential, normal, pareto, zipf.
-    #[arg(long, default_value = "chase", value_name = "NAME")]
-    pattern: String,
-    /// Shape of normal (sd as a fraction of the buffer, default 0.1), pareto
-    /// (alpha, 1.16) and zipf (s, 1.0).
-    #[arg(long, value_name = "X")]
-    shape: Option<f64>,
-    /// Stride of --pattern sequential, bytes (multiple of 64).
-    #[arg(long, default_value = "64", value_name = "BYTES")]
-    stride: String,
-    /// Pages per chain group: lines are permuted within a group of this many
-    /// pages, groups visited in random order; 0 = one group over the whole
-    /// buffer (TLB-hostile).
-    #[arg(long, default_value_t = 16, value_name = "N")]
-    group_pages: usize,
-    /// Share of accesses that also write the line, percent (0-100).
-    #[arg(long, default_value_t = 0, value_name = "PCT")]
-    write_pct: u32,
-    /// Probe threads, each with its own buffer, pinned one per CPU.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    threads: usize,
-    /// Timing: per-access (histogram), clock (mean only), or both
-    /// (alternating rounds on the same chain).
-    #[arg(long, default_value = "per-access", value_name = "MODE")]
-    mode: String,
-    /// Rounds of clock/per-access in --mode both.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    rounds: usize,
-    /// How long to measure (after setup).
-    #[arg(long, default_value = "5s", value_name = "DURATION")]
-    runtime: String,
-    /// Print percentiles every DURATION while running (e.g. 1s), and keep
-    /// them in the result.
-    #[arg(long, value_name = "DURATION")]
-    interval: Option<String>,
+    #[command(flatten)]
+    opts: LatencyOptions,
     /// Print each --interval as one JSON line (the result's interval
     /// fields) instead of the table, for programs that read it live
     /// (`dmalab throttle`).
     #[arg(long, requires = "interval")]
     interval_json: bool,
-    /// Seed of the chain and patterns.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
     /// Measure a latency matrix: every CPU node against every memory node
     /// (one thread, --runtime per cell).
     #[arg(long)]
     matrix: bool,
-    #[command(flatten)]
-    place: PlaceArgs,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -130,31 +62,12 @@ struct LatencyArgs {
 /// `dmalab probe bandwidth`.
 #[derive(clap::Args, Debug)]
 struct BandwidthArgs {
-    /// Traffic: R, W2 (2 reads:1 write), W3 (3:1), W5 (1:1 in place), W6
-    /// (non-temporal writes), copy, triad.
-    #[arg(long, default_value = "R", value_name = "TYPE")]
-    traffic: String,
-    /// Size of each array of each thread.
-    #[arg(long, default_value = "128M", value_name = "SIZE")]
-    size: String,
-    /// Threads, pinned one per CPU.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    threads: usize,
-    /// Spin this many cycles (a dec/jnz loop) after every 64-byte line.
-    #[arg(long, default_value_t = 0, value_name = "CYCLES")]
-    delay: u32,
-    /// How long to measure.
-    #[arg(long, default_value = "5s", value_name = "DURATION")]
-    runtime: String,
-    /// Print the bandwidth of every DURATION while running (e.g. 1s).
-    #[arg(long, value_name = "DURATION")]
-    interval: Option<String>,
+    #[command(flatten)]
+    opts: BandwidthOptions,
     /// Print each --interval as one JSON line instead of text, for programs
     /// that read it live (`dmalab throttle`).
     #[arg(long, requires = "interval")]
     interval_json: bool,
-    #[command(flatten)]
-    place: PlaceArgs,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -162,37 +75,8 @@ struct BandwidthArgs {
 /// `dmalab probe loaded`.
 #[derive(clap::Args, Debug)]
 struct LoadedArgs {
-    /// Chase buffer size of the latency thread.
-    #[arg(long, default_value = "256M", value_name = "SIZE")]
-    size: String,
-    /// Size of each array of each load thread.
-    #[arg(long, default_value = "128M", value_name = "SIZE")]
-    bw_size: String,
-    /// Traffic of the load threads (as in `probe bandwidth`).
-    #[arg(long, default_value = "R", value_name = "TYPE")]
-    traffic: String,
-    /// Load threads; default: one per remaining CPU (at least one).
-    #[arg(long, value_name = "N")]
-    load_threads: Option<usize>,
-    /// Delays to sweep, cycles per line, comma separated (an idle point
-    /// with no load threads always comes first).
-    #[arg(
-        long,
-        default_value = "5000,1000,500,200,100,50,20,10,0",
-        value_name = "LIST"
-    )]
-    delays: String,
-    /// Measuring time per point.
-    #[arg(long, default_value = "2s", value_name = "DURATION")]
-    point_runtime: String,
-    /// Pages per chain group (0 = whole buffer).
-    #[arg(long, default_value_t = 16, value_name = "N")]
-    group_pages: usize,
-    /// Seed of the chain.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
     #[command(flatten)]
-    place: PlaceArgs,
+    opts: LoadedOptions,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -219,118 +103,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The most clock/per-access rounds: each keeps its figures, and a round
-/// needs some time of its own.
-const MAX_ROUNDS: usize = 10_000;
-
-/// Turns a probe error into anyhow, keeping a `UsageError` findable (exit 2).
-fn lift(e: ProbeError) -> anyhow::Error {
-    match e {
-        ProbeError::Usage(u) => u.into(),
-        other => anyhow::Error::new(other),
-    }
-}
-
-fn size_arg(option: &str, text: &str) -> Result<usize, UsageError> {
-    let s = parse_size(option, text)?;
-    if s < LINE as u64 {
-        return Err(UsageError::new(
-            option,
-            format!(
-                "{text} is smaller than one 64-byte cache line; use at least 64 bytes (e.g. 32K)"
-            ),
-        ));
-    }
-    if s / LINE as u64 >= 1 << 31 {
-        return Err(UsageError::new(
-            option,
-            format!("{text} is too large (at most 128G per buffer)"),
-        ));
-    }
-    usize::try_from(s).map_err(|_| UsageError::new(option, format!("{text} is too large")))
-}
-
-fn runtime_arg(option: &str, text: &str) -> Result<u64, UsageError> {
-    let d = parse_duration(option, text)?;
-    if d.is_zero() {
-        return Err(UsageError::new(
-            option,
-            format!("'{text}' is zero; give a positive duration such as 5s"),
-        ));
-    }
-    Ok(dmalab_core::schema::ns(d))
-}
-
-/// Resolves where `threads` threads run: one CPU each, in order.
-fn place(p: &PlaceArgs, threads: usize, threads_opt: &str) -> Result<Vec<usize>, UsageError> {
-    if threads == 0 {
-        return Err(UsageError::new(threads_opt, "0 threads; use at least 1"));
-    }
-    let nodes = numa_nodes();
-    for (opt, node) in [("--membind", p.membind), ("--cpunodebind", p.cpunodebind)] {
-        if let Some(n) = node {
-            if !nodes.contains(&n) {
-                return Err(UsageError::new(
-                    opt,
-                    format!(
-                        "node {n} is not online (this host has node{} {}); choose one of those",
-                        if nodes.len() == 1 { "" } else { "s" },
-                        format_cpu_list(&nodes)
-                    ),
-                ));
-            }
-        }
-    }
-    let cpus = match (&p.cpus_allowed, p.cpunodebind) {
-        (Some(_), Some(_)) => {
-            return Err(UsageError::new(
-                "--cpunodebind",
-                "give either --cpus-allowed or --cpunodebind, not both",
-            ))
-        }
-        (Some(list), None) => parse_cpu_list("--cpus-allowed", list)?,
-        (None, Some(n)) => {
-            let allowed = allowed_cpus();
-            let c: Vec<usize> = node_cpus(n)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|c| allowed.contains(c))
-                .collect();
-            if c.is_empty() {
-                return Err(UsageError::new(
-                    "--cpunodebind",
-                    format!("node {n} has no CPU this process may use; choose another node"),
-                ));
-            }
-            c
-        }
-        (None, None) => allowed_cpus(),
-    };
-    if threads > cpus.len() && !p.oversubscribe {
-        return Err(UsageError::new(
-            threads_opt,
-            format!(
-                "{threads} threads but only {} CPU(s) available ({}); use at most {}, or add --oversubscribe to share CPUs",
-                cpus.len(),
-                format_cpu_list(&cpus),
-                cpus.len()
-            ),
-        ));
-    }
-    // Sharing CPUs has a bound too: thread creation fails far past it.
-    dmalab_core::cpus::check_threads(threads_opt, threads)?;
-    Ok((0..threads).map(|i| cpus[i % cpus.len()]).collect())
-}
-
-fn pages_arg(p: &PlaceArgs) -> Result<PageKind, UsageError> {
-    PageKind::parse("--pages", &p.pages)
-}
-
+/// Writes the result document (and prints its warnings).
 fn finish<C: Serialize, R: Serialize>(
     command: &str,
-    config: C,
-    result: R,
-    warnings: Vec<String>,
+    (config, result, warnings): (C, R, Vec<String>),
     started: SystemTime,
     output: &OutputArgs,
     file_text: &str,
@@ -353,93 +129,44 @@ fn finish<C: Serialize, R: Serialize>(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Prints one line to stdout at once (live output another program reads).
+fn live(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
 fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
-    let size = size_arg("--size", &a.size)?;
-    let stride = usize::try_from(parse_size("--stride", &a.stride)?)
-        .map_err(|_| UsageError::new("--stride", "too large"))?;
-    let pattern = Pattern::parse(&a.pattern, a.shape, stride)?;
-    if a.write_pct > 100 {
-        return Err(UsageError::new(
-            "--write-pct",
-            format!("{} is not a percentage; use 0 to 100", a.write_pct),
-        )
-        .into());
-    }
-    let mode = match a.mode.as_str() {
-        "per-access" => Mode::PerAccess,
-        "clock" => Mode::Clock,
-        "both" => Mode::Both,
-        other => {
-            return Err(UsageError::new(
-                "--mode",
-                format!("'{other}' is not a mode; use per-access, clock or both"),
-            )
-            .into())
-        }
-    };
-    if a.rounds == 0 || a.rounds > MAX_ROUNDS {
-        return Err(UsageError::new(
-            "--rounds",
-            format!("{} is out of range; use 1 to {MAX_ROUNDS}", a.rounds),
-        )
-        .into());
-    }
-    let pages = pages_arg(&a.place)?;
-    let cpus = place(&a.place, a.threads, "--threads")?;
-    let runtime_ns = runtime_arg("--runtime", &a.runtime)?;
-    let interval_ns = match &a.interval {
-        Some(t) => {
-            let ns = runtime_arg("--interval", t)?;
-            if ns < 10_000_000 {
-                return Err(UsageError::new(
-                    "--interval",
-                    format!("'{t}' is shorter than 10ms; use e.g. 1s or 100ms"),
-                )
-                .into());
-            }
-            ns
-        }
-        None => 0,
-    };
-    let plan = LatencyPlan {
-        size_bytes: size,
-        pages,
-        group_pages: a.group_pages,
-        pattern,
-        write_pct: a.write_pct,
-        cpus,
-        membind: a.place.membind,
-        mode,
-        rounds: a.rounds,
-        runtime_ns,
-        interval_ns,
-        seed: a.seed,
-    };
+    let plan = a.opts.validate()?;
     let started = SystemTime::now();
     if a.matrix {
-        return latency_matrix(plan, started, &a.output);
+        let (result, warnings) = dmalab_probe::latency::run_matrix(&plan)?;
+        let t = text::latency(&plan, &result);
+        print!("{t}");
+        return finish(
+            "probe latency",
+            (plan, result, warnings),
+            started,
+            &a.output,
+            &t,
+        );
     }
     let mut printed_header = false;
-    let json_lines = a.interval_json;
-    let mut on_interval = |f: &dmalab_probe::latency::IntervalFigures| {
-        let mut out = std::io::stdout().lock();
-        if json_lines {
+    let mut on_interval = |f: &IntervalFigures| {
+        if a.interval_json {
             if let Ok(line) = serde_json::to_string(f) {
-                let _ = writeln!(out, "{line}");
-                let _ = out.flush();
+                live(&line);
             }
             return;
         }
         if !printed_header {
-            let _ = writeln!(out, "{}", text::interval_header());
+            live(&text::interval_header());
             printed_header = true;
         }
-        let _ = writeln!(out, "{}", text::interval_line(f));
-        let _ = out.flush();
+        live(&text::interval_line(f));
     };
-    let (result, warnings) = dmalab_probe::latency::run(&plan, &mut on_interval)
-        .map_err(lift)
-        .context("dmalab probe latency")?;
+    let (result, warnings) =
+        dmalab_probe::latency::run(&plan, &mut on_interval).context("dmalab probe latency")?;
     let full = text::latency(&plan, &result);
     // Intervals were printed as they happened; do not repeat them.
     let mut shown = result.clone();
@@ -447,88 +174,21 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     print!("{}", text::latency(&plan, &shown));
     finish(
         "probe latency",
-        plan,
-        result,
-        warnings,
+        (plan, result, warnings),
         started,
         &a.output,
         &full,
     )
 }
 
-fn latency_matrix(
-    plan: LatencyPlan,
-    started: SystemTime,
-    output: &OutputArgs,
-) -> anyhow::Result<ExitCode> {
-    let nodes = numa_nodes();
-    let (tsc, timer, mut warnings) = dmalab_probe::latency::measure_timing();
-    if nodes.len() == 1 {
-        warnings.push(format!(
-            "this host has one NUMA node (node {}); the matrix is 1x1",
-            nodes[0]
-        ));
-    }
-    let matrix = dmalab_probe::latency::matrix(&plan, &nodes, &tsc, &timer).map_err(lift)?;
-    let result = LatencyResult {
-        tsc,
-        timer,
-        matrix,
-        ..Default::default()
-    };
-    let t = text::latency(&plan, &result);
-    print!("{t}");
-    finish("probe latency", plan, result, warnings, started, output, &t)
-}
-
 fn bandwidth(a: BandwidthArgs) -> anyhow::Result<ExitCode> {
-    let traffic = Traffic::parse("--traffic", &a.traffic)?;
-    let size = size_arg("--size", &a.size)?;
-    let pages = pages_arg(&a.place)?;
-    let cpus = place(&a.place, a.threads, "--threads")?;
-    let runtime_ns = runtime_arg("--runtime", &a.runtime)?;
-    let plan = BandwidthPlan {
-        traffic,
-        size_bytes: size,
-        pages,
-        cpus,
-        membind: a.place.membind,
-        delay_cycles: a.delay,
-        runtime_ns,
-        interval_ns: match &a.interval {
-            Some(t) => {
-                let ns = runtime_arg("--interval", t)?;
-                if ns < 10_000_000 {
-                    return Err(UsageError::new(
-                        "--interval",
-                        format!("'{t}' is shorter than 10ms; use e.g. 1s or 100ms"),
-                    )
-                    .into());
-                }
-                ns
-            }
-            None => 0,
-        },
-    };
+    let plan = a.opts.validate()?;
     let started = SystemTime::now();
-    let json_lines = a.interval_json;
-    let mut on_interval = |i: &dmalab_probe::bandwidth::BandwidthInterval| {
-        let mut out = std::io::stdout().lock();
-        let line = if json_lines {
-            serde_json::to_string(i).unwrap_or_default()
-        } else {
-            format!(
-                "{:>5} {:>8.2} s  {}/s",
-                i.index,
-                i.start_ns as f64 / 1e9,
-                dmalab_core::units::fmt_bytes(i.bw_bytes)
-            )
-        };
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
+    let mut on_interval = |i: &BandwidthInterval| match a.interval_json {
+        true => live(&serde_json::to_string(i).unwrap_or_default()),
+        false => live(&text::bandwidth_interval_line(i)),
     };
     let result = dmalab_probe::bandwidth::run_intervals(&plan, &mut on_interval)
-        .map_err(lift)
         .context("dmalab probe bandwidth")?;
     let t = text::bandwidth(&plan, &result);
     print!("{t}");
@@ -538,9 +198,7 @@ fn bandwidth(a: BandwidthArgs) -> anyhow::Result<ExitCode> {
     }
     finish(
         "probe bandwidth",
-        plan,
-        result,
-        warnings,
+        (plan, result, warnings),
         started,
         &a.output,
         &t,
@@ -548,61 +206,12 @@ fn bandwidth(a: BandwidthArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn loaded(a: LoadedArgs) -> anyhow::Result<ExitCode> {
-    let traffic = Traffic::parse("--traffic", &a.traffic)?;
-    let size = size_arg("--size", &a.size)?;
-    let bw_size = size_arg("--bw-size", &a.bw_size)?;
-    let pages = pages_arg(&a.place)?;
-    let point_runtime_ns = runtime_arg("--point-runtime", &a.point_runtime)?;
-    let mut delays = Vec::new();
-    for d in a.delays.split(',') {
-        let v: u32 = d.trim().parse().map_err(|_| {
-            UsageError::new(
-                "--delays",
-                format!("'{d}' is not a number of cycles; use e.g. 5000,1000,100,0"),
-            )
-        })?;
-        delays.push(v);
-    }
-    // CPUs the placement allows, to size the default number of load
-    // threads; `place` below checks everything.
-    let available = match (&a.place.cpus_allowed, a.place.cpunodebind) {
-        (Some(l), _) => parse_cpu_list("--cpus-allowed", l)?.len(),
-        (None, Some(n)) => node_cpus(n).map_or(1, |c| c.len()),
-        (None, None) => allowed_cpus().len(),
-    };
-    let load_threads = a.load_threads.unwrap_or(available.saturating_sub(1).max(1));
-    if load_threads == 0 {
-        return Err(UsageError::new("--load-threads", "0 load threads; use at least 1").into());
-    }
-    let cpus = place(&a.place, load_threads + 1, "--load-threads").map_err(|e| {
-        UsageError::new(
-            e.option,
-            format!("{} (one CPU goes to the latency thread)", e.message),
-        )
-    })?;
-    let plan = LoadedPlan {
-        size_bytes: size,
-        bw_size_bytes: bw_size,
-        pages,
-        group_pages: a.group_pages,
-        traffic,
-        latency_cpu: cpus[0],
-        load_cpus: cpus[1..].to_vec(),
-        membind: a.place.membind,
-        delays_cycles: delays,
-        point_runtime_ns,
-        seed: a.seed,
-    };
+    let plan = a.opts.validate()?;
     let started = SystemTime::now();
     println!("{}", text::loaded_header());
-    let mut on_point = |p: &dmalab_probe::loaded::LoadedPoint| {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}", text::loaded_line(p));
-        let _ = out.flush();
-    };
-    let (result, warnings) = dmalab_probe::loaded::run(&plan, &mut on_point)
-        .map_err(lift)
-        .context("dmalab probe loaded")?;
+    let mut on_point = |p: &dmalab_probe::loaded::LoadedPoint| live(&text::loaded_line(p));
+    let (result, warnings) =
+        dmalab_probe::loaded::run(&plan, &mut on_point).context("dmalab probe loaded")?;
     let t = text::loaded(&plan, &result);
     println!(
         "{}",
@@ -610,9 +219,7 @@ fn loaded(a: LoadedArgs) -> anyhow::Result<ExitCode> {
     );
     finish(
         "probe loaded",
-        plan,
-        result,
-        warnings,
+        (plan, result, warnings),
         started,
         &a.output,
         &t,

@@ -1,6 +1,5 @@
 //! `dmalab report RESULTS`: the HTML report (and CSV) of an experiment.
 
-use super::run::lift;
 use anyhow::Context;
 use dmalab_core::output::{Accept, OutputGuard};
 use std::path::PathBuf;
@@ -70,9 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return throttle_report(&args, &doc, &out);
     }
     // A merged file (`dmalab fleet merge`) compares its hosts side by side.
-    let res = dmalab_run::record::read_for_report(&args.results)
-        .map_err(lift)?
-        .grouped_by_host();
+    let res = dmalab_run::record::read_for_report(&args.results)?.grouped_by_host();
     let noisy = args.noisy_cv.unwrap_or(res.header.noisy_cv_pct);
     let rep = dmalab_run::report::render(&res, noisy);
     dmalab_core::output::write_atomic(&out, rep.html.as_bytes())

@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use dmalab_core::output::{Accept, OutputGuard};
-use dmalab_run::{experiment, progress::Progress, runner, RunError};
+use dmalab_run::{experiment, progress::Progress, runner};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -38,14 +38,6 @@ pub struct Args {
     pub configuration: Option<String>,
 }
 
-/// Maps library errors: bad input stays a `UsageError` (exit 2).
-pub fn lift(e: RunError) -> anyhow::Error {
-    match e {
-        RunError::Usage(u) => anyhow::Error::new(u),
-        other => anyhow::anyhow!(other),
-    }
-}
-
 /// Runs `dmalab run`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let exp = experiment::load(&args.experiment).map_err(|e| anyhow::Error::new(e.to_usage()))?;
@@ -70,12 +62,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         configuration: args.configuration.clone(),
     };
     let mut progress = Progress::auto(args.quiet);
-    let out = runner::run(&exp, &opts, &mut progress).map_err(lift)?;
+    let out = runner::run(&exp, &opts, &mut progress)?;
     if args.dry_run {
         println!("{} runs planned; nothing was run (--dry-run)", out.planned);
         return Ok(ExitCode::SUCCESS);
     }
-    let res = dmalab_run::record::read(&results).map_err(lift)?;
+    let res = dmalab_run::record::read(&results)?;
     let cells = dmalab_run::analysis::cells(&res, res.header.noisy_cv_pct);
     print!("{}", dmalab_run::analysis::text_table(&cells));
     let total = res.runs.len();

@@ -5,7 +5,7 @@ use crate::cmd::common::OutputArgs;
 use anyhow::Context;
 use dmalab_throttle::controller::Kind;
 use dmalab_throttle::plan::{resolve, Options};
-use dmalab_throttle::session::{self, SessionError, Setup};
+use dmalab_throttle::session::{self, Setup};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -39,6 +39,11 @@ pub struct Args {
     /// Regex whose first group (or whole match) is an exec victim's figure.
     #[arg(long, value_name = "REGEX")]
     pub victim_regex: Option<String>,
+    /// The victim's figure is a counter recipe's metric over its tasks, per
+    /// interval (e.g. software:cpus_utilized; SLO on 'value'); its output
+    /// is then not read. Recipes: `dmalab info counters`.
+    #[arg(long, value_name = "RECIPE:METRIC")]
+    pub victim_counters: Option<String>,
     /// Flags of the `dmalab load` aggressor (without --rate or --runtime),
     /// e.g. '--engine io_uring --target /var/tmp/f --size 1G --bs 128k'.
     #[arg(long, value_name = "'LOAD FLAGS'", allow_hyphen_values = true)]
@@ -86,15 +91,21 @@ pub struct Args {
     /// AIMD: factor applied to the rate on a violation.
     #[arg(long, default_value_t = 0.7, value_name = "FACTOR")]
     pub aimd_decrease: f64,
-    /// PI: proportional gain (share of the rate range per unit of slack).
-    #[arg(long, default_value_t = 0.3, value_name = "GAIN")]
+    /// PI: proportional gain (share of the logarithmic rate range per unit
+    /// of slack).
+    #[arg(long, default_value_t = 0.1, value_name = "GAIN")]
     pub pi_kp: f64,
-    /// PI: integral gain per interval.
-    #[arg(long, default_value_t = 0.2, value_name = "GAIN")]
+    /// PI: integral gain per interval (boosted up to 4x while the victim
+    /// stays far inside its bound).
+    #[arg(long, default_value_t = 0.15, value_name = "GAIN")]
     pub pi_ki: f64,
     /// PI: slack aimed for (0.1: 10% inside the bound).
     #[arg(long, default_value_t = 0.1, value_name = "SHARE")]
     pub pi_margin: f64,
+    /// PI: largest factor on the integral gain while the victim stays far
+    /// inside its bound (doubles each such interval; 1: no boost).
+    #[arg(long, default_value_t = 4.0, value_name = "FACTOR")]
+    pub pi_boost_max: f64,
     /// Settled: the rate target stays within this share of the settled rate
     /// (the median of the loop's last third).
     #[arg(long, default_value_t = 0.1, value_name = "SHARE")]
@@ -134,6 +145,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         victim: a.victim.clone(),
         victim_exec: a.victim_exec.clone(),
         victim_regex: a.victim_regex.clone(),
+        victim_counters: a.victim_counters.clone(),
         aggressor: a.aggressor.clone(),
         experiment: a.experiment.clone(),
         victim_name: a.victim_name.clone(),
@@ -155,6 +167,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         pi_kp: a.pi_kp,
         pi_ki: a.pi_ki,
         pi_margin: a.pi_margin,
+        pi_boost_max: a.pi_boost_max,
         settle_band: a.settle_band,
         sweep: a.sweep,
         sweep_points: a.sweep_points,
@@ -186,10 +199,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             progress: &mut progress,
         },
     )
-    .map_err(|e| match e {
-        SessionError::Usage(u) => anyhow::Error::new(u),
-        other => anyhow::anyhow!(other),
-    })
     .context("dmalab throttle")?;
     let text = dmalab_throttle::report::text(&cfg, &result);
     print!("{text}");

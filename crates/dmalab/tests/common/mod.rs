@@ -24,13 +24,7 @@ pub fn need(what: &str, present: bool) -> bool {
 
 /// True when running as root.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    unsafe { libc_geteuid() == 0 }
-}
-
-extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
+    dmalab_core::sys::is_root()
 }
 
 /// Skips (or fails under CI) unless root.
@@ -52,4 +46,37 @@ pub fn dmalab() -> assert_cmd::Command {
 pub fn have_program(prog: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(prog).is_file()))
+}
+
+/// Runs `dmalab ARGS` and asserts it refused bad input the house way: exit
+/// 2, one stderr line `dmalab: error: ...` naming `option` (a flag, a field,
+/// or a `FILE:LINE:` location). Returns that line for further checks.
+pub fn assert_usage_error<I, S>(args: I, option: &str) -> String
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut cmd = dmalab();
+    cmd.args(args);
+    assert_usage_error_of(&mut cmd, option)
+}
+
+/// [`assert_usage_error`] for a prepared command (its own directory or
+/// environment).
+pub fn assert_usage_error_of(cmd: &mut assert_cmd::Command, option: &str) -> String {
+    let out = cmd.output().expect("dmalab runs");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "exit 2 on bad input; stderr: {err}"
+    );
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "one error line: {err}");
+    assert!(
+        lines[0].starts_with("dmalab: error: "),
+        "the error line starts with `dmalab: error: `: {err}"
+    );
+    assert!(lines[0].contains(option), "the error names {option}: {err}");
+    lines[0].to_string()
 }

@@ -6,6 +6,7 @@ use crate::cmd::common::OutputArgs;
 use dmalab_core::units::{parse_count, parse_count_rate, parse_duration, parse_rate, parse_size};
 use dmalab_core::{cpus, UsageError};
 use dmalab_load::buffer::{Fill, HugePages};
+use dmalab_load::engine::gpu::GpuPlan;
 use dmalab_load::engine::rdma::RdmaPlan;
 use dmalab_load::engine::{EngineKind, TargetInfo, TargetRequest};
 use dmalab_load::limiter::{Arrival, RateSpec};
@@ -32,8 +33,13 @@ pub struct LoadArgs {
     /// File or block device to move data to or from (a file that does not
     /// exist is created with --size bytes of data and removed afterwards
     /// unless --keep). Default: a scratch file in a temporary directory.
+    /// With --engine gpu: gpu:N.
     #[arg(long, value_name = "PATH")]
     pub target: Option<PathBuf>,
+    /// GPUs for --engine gpu, instead of --target gpu:N (e.g. 0,1 or 0-3;
+    /// worker i drives the (i mod n)-th; see docs/gpu.md).
+    #[arg(long, value_name = "LIST")]
+    pub gpus: Option<String>,
     /// How commands reach the device.
     #[arg(long, value_enum, default_value_t = EngineKind::IoUring)]
     pub engine: EngineKind,
@@ -134,7 +140,7 @@ pub struct LoadArgs {
     #[arg(long)]
     pub realtime: bool,
     /// Record every DMA transfer (buffer address, length, direction, submit
-    /// and completion times) into this dmalab-sim trace file.
+    /// and completion times) into this dmalab trace file.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
     /// Print the resolved plan and exit.
@@ -334,6 +340,7 @@ impl LoadArgs {
             trace: self.trace.clone(),
             buffer_checksum: self.buffer_checksum,
             region_from_target: self.region.is_none(),
+            gpu: GpuPlan::from_flag(self.engine, self.gpus.as_deref())?,
             rdma,
         })
     }

@@ -10,18 +10,10 @@ use dmalab_core::host::HostInfo;
 use dmalab_core::output::{Accept, OutputGuard};
 use dmalab_core::schema::{ResultDoc, RunStatus};
 use dmalab_load::engine::{self, Driver};
-use dmalab_load::target::TargetError;
 pub use flags::Args;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::SystemTime;
-
-fn target_error(e: TargetError) -> anyhow::Error {
-    match e {
-        TargetError::Usage(u) => u.into(),
-        other => anyhow::Error::new(other),
-    }
-}
 
 /// Runs `dmalab load`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -54,7 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Pools and files a killed run left (its ledger) go first.
     dmalab_core::ledger::cleanup_at_start();
     // Ready the target (this may create and fill a file, or format).
-    driver.prepare(&mut plan).map_err(target_error)?;
+    driver.prepare(&mut plan)?;
     let driver: Arc<dyn Driver> = Arc::from(driver);
     let mut host = HostInfo::collect();
     host.target = driver.device(&plan);

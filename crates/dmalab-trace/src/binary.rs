@@ -1,6 +1,6 @@
 //! The binary trace form: a 16-byte header, then 16-byte records.
 
-use super::{Kind, Record, RecordSource, Source, TraceError};
+use crate::{Kind, Record, RecordSource, Source, TraceError};
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -135,7 +135,7 @@ impl<R: Read> BinaryDecoder<R> {
                 Err(e) => {
                     return Err(TraceError::Io {
                         path: self.path.clone(),
-                        source: e,
+                        cause: e,
                     })
                 }
             }

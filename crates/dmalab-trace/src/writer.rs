@@ -1,6 +1,7 @@
-//! [`TraceWriter`]: a thread-safe, all-or-nothing binary trace file writer.
+//! [`TraceWriter`]: a thread-safe, all-or-nothing trace file writer (binary
+//! or text form).
 
-use super::{BinaryEncoder, DmaDir, Kind, Record, TraceError};
+use crate::{BinaryEncoder, DmaDir, Format, Kind, Record, TextEncoder, TraceError};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -18,14 +19,37 @@ pub struct TraceSummary {
     pub reordered: u64,
 }
 
+/// The encoder of the form being written.
+enum Encoder {
+    Binary(BinaryEncoder<BufWriter<File>>),
+    Text(TextEncoder<BufWriter<File>>),
+}
+
+impl Encoder {
+    #[inline]
+    fn write(&mut self, r: &Record) -> std::io::Result<()> {
+        match self {
+            Encoder::Binary(e) => e.write(r),
+            Encoder::Text(e) => e.write(r),
+        }
+    }
+
+    fn get_mut(&mut self) -> &mut BufWriter<File> {
+        match self {
+            Encoder::Binary(e) => e.get_mut(),
+            Encoder::Text(e) => e.get_mut(),
+        }
+    }
+}
+
 struct Inner {
-    enc: BinaryEncoder<BufWriter<File>>,
+    enc: Encoder,
     last_ns: Option<u64>,
     summary: TraceSummary,
     failed: bool,
 }
 
-/// Writes a binary trace; see the [module docs](super) for the API contract.
+/// Writes a trace; see the [crate docs](crate) for the API contract.
 pub struct TraceWriter {
     inner: Mutex<Inner>,
     path: PathBuf,
@@ -39,7 +63,7 @@ pub struct TraceWriter {
 /// renamed to `path` (the resolved file) or was written in place (an
 /// existing character device or FIFO such as `/dev/null`, which a rename
 /// would replace: [`dmalab_core::output::output_target`]).
-pub(crate) fn staging(path: &Path) -> Result<(PathBuf, PathBuf, bool), TraceError> {
+fn staging(path: &Path) -> Result<(PathBuf, PathBuf, bool), TraceError> {
     use dmalab_core::output::{output_target, tmp_beside, OutputTarget};
     match output_target(path).map_err(|e| TraceError::io(path, e))? {
         OutputTarget::Direct => Ok((path.to_path_buf(), path.to_path_buf(), true)),
@@ -53,7 +77,7 @@ pub(crate) fn staging(path: &Path) -> Result<(PathBuf, PathBuf, bool), TraceErro
 /// Opens the file [`staging`] chose: a FIFO or device in place (without
 /// blocking for ever on a FIFO nobody reads:
 /// [`dmalab_core::output::open_in_place`]), else the new temporary file.
-pub(crate) fn create_staged(tmp: &Path, direct: bool) -> Result<File, TraceError> {
+fn create_staged(tmp: &Path, direct: bool) -> Result<File, TraceError> {
     if direct {
         return dmalab_core::output::open_in_place(tmp).map_err(|e| TraceError::io(tmp, e));
     }
@@ -70,13 +94,23 @@ pub(crate) fn create_staged(tmp: &Path, direct: bool) -> Result<File, TraceError
 const MAX_LEN: u64 = u32::MAX as u64 & !4095;
 
 impl TraceWriter {
-    /// Creates the trace; it appears at `path` only when [`finish`](Self::finish)
-    /// succeeds.
+    /// Creates a binary trace; it appears at `path` only when
+    /// [`finish`](Self::finish) succeeds.
     pub fn create(path: &Path) -> Result<Self, TraceError> {
+        Self::create_as(path, Format::Binary)
+    }
+
+    /// Creates a trace in the `form` given, as [`create`](Self::create) does.
+    pub fn create_as(path: &Path, form: Format) -> Result<Self, TraceError> {
         let (path, tmp, direct) = staging(path)?;
         let f = create_staged(&tmp, direct)?;
-        let enc = BinaryEncoder::new(BufWriter::with_capacity(1 << 20, f))
-            .map_err(|e| TraceError::io(&tmp, e))?;
+        let out = BufWriter::with_capacity(1 << 20, f);
+        let enc = match form {
+            Format::Binary => {
+                Encoder::Binary(BinaryEncoder::new(out).map_err(|e| TraceError::io(&tmp, e))?)
+            }
+            Format::Text => Encoder::Text(TextEncoder::new(out)),
+        };
         Ok(TraceWriter {
             inner: Mutex::new(Inner {
                 enc,
@@ -194,7 +228,7 @@ impl Drop for TraceWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{RecordSource, TraceReader};
+    use crate::{RecordSource, TraceReader};
     use std::sync::Arc;
 
     #[test]
@@ -249,5 +283,45 @@ mod tests {
             .unwrap();
         drop(w);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn text_writer_writes_what_conversion_writes_and_nothing_unfinished() {
+        let dir = tempfile::tempdir().unwrap();
+        let (bin, via, direct) = (
+            dir.path().join("t.trace"),
+            dir.path().join("via.txt"),
+            dir.path().join("direct.txt"),
+        );
+        let recs = [
+            Record::cpu(7, true, 0x40, 8),
+            Record::dma(0, false, 0x1000, 64),
+            Record::cpu(1 << 30, false, 0x80, 64),
+        ];
+        let (b, t) = (
+            TraceWriter::create(&bin).unwrap(),
+            TraceWriter::create_as(&direct, Format::Text).unwrap(),
+        );
+        for r in &recs {
+            b.write_record(r).unwrap();
+            t.write_record(r).unwrap();
+        }
+        b.write_dma_transfer(0x2000, 8192, DmaDir::ToMemory, 5, 905)
+            .unwrap();
+        t.write_dma_transfer(0x2000, 8192, DmaDir::ToMemory, 5, 905)
+            .unwrap();
+        assert!(!direct.exists(), "nothing at the path before finish");
+        assert_eq!(b.finish().unwrap(), t.finish().unwrap());
+        crate::convert(&bin, &via, Format::Text).unwrap();
+        let text = std::fs::read_to_string(&direct).unwrap();
+        assert_eq!(text, std::fs::read_to_string(&via).unwrap());
+        assert!(text.ends_with("0 xfer-w 0x2000 8192 900\n"), "{text}");
+
+        let gone = dir.path().join("gone.txt");
+        let w = TraceWriter::create_as(&gone, Format::Text).unwrap();
+        w.write_record(&recs[0]).unwrap();
+        drop(w);
+        assert!(!gone.exists());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
     }
 }

@@ -1,6 +1,6 @@
 //! The text trace form: `GAP_NS OP ADDR LEN [DUR_NS]`, one record a line.
 
-use super::{Kind, Record, RecordSource, Source, TraceError};
+use crate::{Kind, Record, RecordSource, Source, TraceError};
 use std::io::{BufRead, Read, Write};
 use std::path::Path;
 
@@ -122,7 +122,7 @@ impl<R: BufRead> RecordSource for TextDecoder<R> {
                 .read_until(b'\n', &mut self.line)
                 .map_err(|e| TraceError::Io {
                     path: self.path.clone(),
-                    source: e,
+                    cause: e,
                 })?;
             if n == 0 {
                 return Ok(false);
@@ -200,6 +200,11 @@ impl<W: Write> TextEncoder<W> {
     /// The underlying writer.
     pub fn into_inner(self) -> W {
         self.out
+    }
+
+    /// The underlying writer, borrowed.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
     }
 }
 

@@ -12,8 +12,10 @@
 //! Zen CPU for Spectre v1).
 //!
 //! The calibration is written against the [`Clocks`] trait so tests drive it
-//! with a mock clock.
+//! with a mock clock; `dmalab page` calibrates its own tick readers (bare
+//! `rdtscp`, fenced `rdtsc`) through the same function.
 
+use super::clock::monotonic_ns;
 use serde::{Deserialize, Serialize};
 
 /// Reads the TSC with `rdtscp` and then `lfence`: earlier instructions have
@@ -33,7 +35,7 @@ pub fn rdtscp_fenced() -> u64 {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        mono_ns()
+        monotonic_ns()
     }
 }
 
@@ -47,12 +49,34 @@ pub fn rdtsc_bare() -> u64 {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        mono_ns()
+        monotonic_ns()
+    }
+}
+
+/// Reads the TSC with `lfence; rdtsc; lfence`: the read waits for earlier
+/// instructions to complete and later ones wait for it (`dmalab page
+/// --timer rdtsc`, for CPUs without `rdtscp`).
+#[inline(always)]
+pub fn rdtsc_lfenced() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: lfence and rdtsc are baseline x86-64 instructions without
+        // memory operands.
+        unsafe {
+            core::arch::x86_64::_mm_lfence();
+            let t = core::arch::x86_64::_rdtsc();
+            core::arch::x86_64::_mm_lfence();
+            t
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        monotonic_ns()
     }
 }
 
 /// Reads the TSC with a bare `rdtscp` (waits for earlier instructions, no
-/// trailing fence).
+/// trailing fence). The caller checks that the CPU has `rdtscp`.
 #[inline(always)]
 pub fn rdtscp_bare() -> u64 {
     #[cfg(target_arch = "x86_64")]
@@ -63,19 +87,8 @@ pub fn rdtscp_bare() -> u64 {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        mono_ns()
+        monotonic_ns()
     }
-}
-
-/// `CLOCK_MONOTONIC` in nanoseconds.
-pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// A source of paired readings: the monotonic clock and the TSC. The real
@@ -92,7 +105,7 @@ pub struct HwClocks;
 
 impl Clocks for HwClocks {
     fn mono_ns(&mut self) -> u64 {
-        mono_ns()
+        monotonic_ns()
     }
     fn tsc(&mut self) -> u64 {
         rdtscp_fenced()

@@ -1,0 +1,512 @@
+//! The GPU side of a load run: the devices opened for it (primary context,
+//! one device buffer each), the shared host buffer page-locked for them, and
+//! one worker's copy queue (a stream and an event per slot).
+
+use crate::api::{
+    describe, CuError, CuResult, Cuda, Device, DevicePtr, Event, Stream, EVENT_DISABLE_TIMING,
+    HOST_REGISTER_PORTABLE, STREAM_NON_BLOCKING,
+};
+use crate::error::GpuError;
+use crate::facts::{normalize_pci_address, read_pci_link, GpuFacts};
+use dmalab_core::units::fmt_bytes;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Which way a copy goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyDir {
+    /// Device to host: the GPU writes host memory (`cuMemcpyDtoHAsync`).
+    ToHost,
+    /// Host to device: the GPU reads host memory (`cuMemcpyHtoDAsync`).
+    ToDevice,
+}
+
+/// Turns a failed call into a [`GpuError`].
+pub(crate) fn call<T>(
+    cuda: &dyn Cuda,
+    name: &'static str,
+    context: impl FnOnce() -> String,
+    r: CuResult<T>,
+) -> Result<T, GpuError> {
+    r.map_err(|code| GpuError::Driver {
+        call: name,
+        context: context(),
+        code,
+        text: describe(cuda, code),
+    })
+}
+
+/// Initialises the driver and describes the GPUs `indices` (nothing is
+/// created on them). `sys` stands for `/sys`.
+pub fn inspect(cuda: &dyn Cuda, indices: &[u32], sys: &Path) -> Result<Vec<GpuFacts>, GpuError> {
+    call(cuda, "cuInit", String::new, cuda.init())?;
+    let count = call(cuda, "cuDeviceGetCount", String::new, cuda.device_count())?;
+    let count = u32::try_from(count).unwrap_or(0);
+    indices
+        .iter()
+        .map(|&index| {
+            if index >= count {
+                return Err(GpuError::NoSuchGpu { index, count });
+            }
+            let on = || format!(" for GPU {index}");
+            let dev = call(cuda, "cuDeviceGet", on, cuda.device_get(index as i32))?;
+            let name = call(cuda, "cuDeviceGetName", on, cuda.device_name(dev))?;
+            let bus = call(cuda, "cuDeviceGetPCIBusId", on, cuda.device_pci_bus_id(dev))?;
+            let memory_bytes = call(cuda, "cuDeviceTotalMem_v2", on, cuda.device_total_mem(dev))?;
+            let mut f = GpuFacts {
+                index,
+                name,
+                pci_address: normalize_pci_address(&bus).unwrap_or(bus),
+                memory_bytes,
+                ..GpuFacts::default()
+            };
+            read_pci_link(sys, &mut f);
+            Ok(f)
+        })
+        .collect()
+}
+
+/// One GPU opened for a run: its primary context retained and a device
+/// buffer allocated; both are given back on drop.
+pub struct Gpu {
+    cuda: Arc<dyn Cuda>,
+    dev: Device,
+    ctx: crate::api::Context,
+    buf: DevicePtr,
+    buf_bytes: u64,
+    /// What the result says about it.
+    pub facts: GpuFacts,
+}
+
+impl Gpu {
+    /// Retains the primary context of the GPU `facts` describes (from
+    /// [`inspect`]) and allocates `buf_bytes` on it.
+    pub fn open(cuda: Arc<dyn Cuda>, facts: GpuFacts, buf_bytes: u64) -> Result<Self, GpuError> {
+        let c = &*cuda;
+        let index = facts.index;
+        let on = || format!(" for GPU {index}");
+        let dev = call(c, "cuDeviceGet", on, c.device_get(index as i32))?;
+        let ctx = call(c, "cuDevicePrimaryCtxRetain", on, c.primary_ctx_retain(dev))?;
+        let alloc = c
+            .ctx_set_current(ctx)
+            .map_err(|e| ("cuCtxSetCurrent", e))
+            .and_then(|()| c.mem_alloc(buf_bytes).map_err(|e| ("cuMemAlloc_v2", e)));
+        let buf = match alloc {
+            Ok(b) => b,
+            Err((name, code)) => {
+                let _ = c.primary_ctx_release(dev);
+                let context = if code == CuError::OUT_OF_MEMORY {
+                    format!(
+                        " allocating {} on GPU {index} ({} of device memory; use a smaller --size)",
+                        fmt_bytes(buf_bytes as f64),
+                        fmt_bytes(facts.memory_bytes as f64)
+                    )
+                } else {
+                    format!(" for GPU {index}")
+                };
+                return Err(GpuError::Driver {
+                    call: name,
+                    context,
+                    code,
+                    text: describe(c, code),
+                });
+            }
+        };
+        Ok(Self {
+            cuda,
+            dev,
+            ctx,
+            buf,
+            buf_bytes,
+            facts,
+        })
+    }
+
+    /// Makes this GPU's context current on the calling thread.
+    pub fn make_current(&self) -> Result<(), GpuError> {
+        let index = self.facts.index;
+        call(
+            &*self.cuda,
+            "cuCtxSetCurrent",
+            || format!(" for GPU {index}"),
+            self.cuda.ctx_set_current(self.ctx),
+        )
+    }
+
+    /// Bytes of the device buffer.
+    pub fn buf_bytes(&self) -> u64 {
+        self.buf_bytes
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        // Errors here cannot be acted on: the process is done with the GPU.
+        let _ = self.cuda.ctx_set_current(self.ctx);
+        let _ = self.cuda.mem_free(self.buf);
+        let _ = self.cuda.primary_ctx_release(self.dev);
+    }
+}
+
+/// Host memory page-locked for the GPUs (portable: for every context),
+/// unregistered on drop.
+pub struct HostRegistration {
+    cuda: Arc<dyn Cuda>,
+    starts: Vec<usize>,
+}
+
+impl HostRegistration {
+    /// Registers each `(address, bytes)` range with `cuMemHostRegister`
+    /// (cacheable memory: no write-combining flag exists for it), with
+    /// `gpu`'s context current on the calling thread.
+    ///
+    /// # Safety
+    /// Every range must stay mapped until the registration drops.
+    pub unsafe fn new(gpu: &Gpu, ranges: &[(*mut u8, usize)]) -> Result<Self, GpuError> {
+        gpu.make_current()?;
+        let mut reg = Self {
+            cuda: gpu.cuda.clone(),
+            starts: Vec::with_capacity(ranges.len()),
+        };
+        for &(p, n) in ranges {
+            // SAFETY: the caller keeps the range mapped while registered.
+            let r = unsafe { gpu.cuda.mem_host_register(p, n, HOST_REGISTER_PORTABLE) };
+            // On failure `reg` drops and unregisters what was done.
+            call(
+                &*gpu.cuda,
+                "cuMemHostRegister_v2",
+                || format!(" page-locking {} of the DMA buffer", fmt_bytes(n as f64)),
+                r,
+            )?;
+            reg.starts.push(p as usize);
+        }
+        Ok(reg)
+    }
+}
+
+impl Drop for HostRegistration {
+    fn drop(&mut self) {
+        for &p in &self.starts {
+            // SAFETY: registered by `new`; every queue using it has drained
+            // (queues hold the registration alive through an Arc).
+            let _ = unsafe { self.cuda.mem_host_unregister(p as *mut u8) };
+        }
+    }
+}
+
+// SAFETY: the registration holds addresses only, never dereferenced here.
+unsafe impl Send for HostRegistration {}
+// SAFETY: as above.
+unsafe impl Sync for HostRegistration {}
+
+/// How long a dropped queue waits for its copies before giving up on them.
+const DRAIN_LIMIT: Duration = Duration::from_secs(30);
+
+/// One worker's copies to one GPU: a stream and an event per slot.
+pub struct CopyQueue {
+    cuda: Arc<dyn Cuda>,
+    gpu: Arc<Gpu>,
+    _reg: Arc<HostRegistration>,
+    streams: Vec<Stream>,
+    events: Vec<Event>,
+    pending: Vec<bool>,
+    in_flight: usize,
+}
+
+impl CopyQueue {
+    /// Makes `gpu` current on the calling thread and creates `depth`
+    /// streams and events on it. `reg` is kept alive while copies may run.
+    pub fn new(gpu: Arc<Gpu>, reg: Arc<HostRegistration>, depth: u32) -> Result<Self, GpuError> {
+        gpu.make_current()?;
+        let cuda = gpu.cuda.clone();
+        let mut q = Self {
+            cuda: cuda.clone(),
+            gpu,
+            _reg: reg,
+            streams: Vec::new(),
+            events: Vec::new(),
+            pending: vec![false; depth as usize],
+            in_flight: 0,
+        };
+        let c = &*cuda;
+        for _ in 0..depth {
+            // On failure `q` drops and destroys what was made.
+            let s = call(
+                c,
+                "cuStreamCreate",
+                String::new,
+                c.stream_create(STREAM_NON_BLOCKING),
+            )?;
+            q.streams.push(s);
+            let e = call(
+                c,
+                "cuEventCreate",
+                String::new,
+                c.event_create(EVENT_DISABLE_TIMING),
+            )?;
+            q.events.push(e);
+        }
+        Ok(q)
+    }
+
+    /// Copies `len` bytes between `host` and the device buffer at
+    /// `dev_offset` on `slot`'s stream, then records `slot`'s event.
+    ///
+    /// # Safety
+    /// `host..host+len` lies in the registered memory.
+    pub unsafe fn submit(
+        &mut self,
+        slot: u32,
+        dir: CopyDir,
+        host: *mut u8,
+        dev_offset: u64,
+        len: usize,
+    ) -> Result<(), GpuError> {
+        let s = slot as usize;
+        if s >= self.streams.len() || self.pending[s] {
+            return Err(GpuError::Driver {
+                call: "submit",
+                context: format!(" on slot {slot}"),
+                code: CuError::INVALID_VALUE,
+                text: "the slot does not exist or is busy".into(),
+            });
+        }
+        if dev_offset.saturating_add(len as u64) > self.gpu.buf_bytes {
+            return Err(GpuError::Driver {
+                call: "submit",
+                context: format!(" at device offset {dev_offset}"),
+                code: CuError::INVALID_VALUE,
+                text: format!(
+                    "{len} bytes reach past the {}-byte device buffer",
+                    self.gpu.buf_bytes
+                ),
+            });
+        }
+        let c = &*self.cuda;
+        let d = DevicePtr(self.gpu.buf.0 + dev_offset);
+        let stream = self.streams[s];
+        match dir {
+            CopyDir::ToHost => {
+                // SAFETY: the caller guarantees the host range; the device
+                // range was checked against the buffer above.
+                let r = unsafe { c.memcpy_dtoh_async(host, d, len, stream) };
+                call(c, "cuMemcpyDtoHAsync_v2", String::new, r)?;
+            }
+            CopyDir::ToDevice => {
+                // SAFETY: as above.
+                let r = unsafe { c.memcpy_htod_async(d, host, len, stream) };
+                call(c, "cuMemcpyHtoDAsync_v2", String::new, r)?;
+            }
+        }
+        call(
+            c,
+            "cuEventRecord",
+            String::new,
+            c.event_record(self.events[s], stream),
+        )?;
+        self.pending[s] = true;
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    /// Appends the slots whose copies have completed to `done`.
+    pub fn poll(&mut self, done: &mut Vec<u32>) -> Result<(), GpuError> {
+        if self.in_flight == 0 {
+            return Ok(());
+        }
+        for (s, p) in self.pending.iter_mut().enumerate() {
+            if !*p {
+                continue;
+            }
+            let index = self.gpu.facts.index;
+            let r = self.cuda.event_query(self.events[s]);
+            if call(
+                &*self.cuda,
+                "cuEventQuery",
+                || format!(" (a copy on GPU {index})"),
+                r,
+            )? {
+                *p = false;
+                self.in_flight -= 1;
+                done.push(s as u32);
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies submitted and not yet seen complete.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+}
+
+impl Drop for CopyQueue {
+    fn drop(&mut self) {
+        // The host memory must not be unregistered (or unmapped) under a
+        // copy: wait for what is in flight, unless the context has failed.
+        let _ = self.gpu.make_current();
+        let t0 = Instant::now();
+        let mut done = Vec::new();
+        while self.in_flight > 0 && t0.elapsed() < DRAIN_LIMIT {
+            if self.poll(&mut done).is_err() {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        for &e in &self.events {
+            let _ = self.cuda.event_destroy(e);
+        }
+        for &s in &self.streams {
+            let _ = self.cuda.stream_destroy(s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mock::{MockConfig, MockDriver};
+
+    fn mock(cfg: MockConfig) -> (Arc<MockDriver>, Arc<dyn Cuda>) {
+        let m = Arc::new(MockDriver::new(cfg));
+        let c: Arc<dyn Cuda> = m.clone();
+        (m, c)
+    }
+
+    /// A page-aligned host range inside `v`.
+    fn aligned(v: &mut [u8], len: usize) -> *mut u8 {
+        let a = (v.as_mut_ptr() as usize).next_multiple_of(4096);
+        assert!(a + len <= v.as_ptr() as usize + v.len());
+        a as *mut u8
+    }
+
+    #[test]
+    fn inspect_names_the_gpus_and_refuses_missing_ones() {
+        let (_m, c) = mock(MockConfig {
+            devices: 2,
+            ..MockConfig::default()
+        });
+        let f = inspect(&*c, &[0, 1], Path::new("/nonexistent")).unwrap();
+        assert_eq!(f[1].pci_address, "0000:e1:00.0");
+        assert_eq!(f[1].name, "dmalab mock GPU 1");
+        assert_eq!(f[0].memory_bytes, 16 << 30);
+        let e = inspect(&*c, &[2], Path::new("/")).err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            "GPU 2 does not exist: the driver sees 2 GPU(s) (numbered from 0)"
+        );
+        let (_m, c) = mock(MockConfig {
+            devices: 0,
+            ..MockConfig::default()
+        });
+        let e = inspect(&*c, &[0], Path::new("/")).err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            "cuInit failed: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)"
+        );
+        assert!(e.is_host_lacking());
+    }
+
+    #[test]
+    fn an_out_of_memory_device_says_how_much_was_asked_and_releases_the_context() {
+        let (m, c) = mock(MockConfig {
+            mem_bytes: 64 << 20,
+            ..MockConfig::default()
+        });
+        let f = inspect(&*c, &[0], Path::new("/")).unwrap().remove(0);
+        let e = Gpu::open(c, f, 128 << 20).err().unwrap().to_string();
+        assert!(
+            e.starts_with("cuMemAlloc_v2 failed allocating 128.00 MiB on GPU 0"),
+            "{e}"
+        );
+        assert!(e.contains("--size"), "{e}");
+        assert!(
+            e.ends_with("CUDA_ERROR_OUT_OF_MEMORY (out of memory)"),
+            "{e}"
+        );
+        assert_eq!(m.stats().live_contexts, 0);
+    }
+
+    #[test]
+    fn a_worker_copies_both_ways_and_everything_is_given_back() {
+        let (m, c) = mock(MockConfig {
+            gbps: 1.0,
+            ..MockConfig::default()
+        });
+        let f = inspect(&*c, &[0], Path::new("/")).unwrap().remove(0);
+        let gpu = Arc::new(Gpu::open(c, f, 1 << 20).unwrap());
+        let mut host = vec![0u8; (1 << 20) + 4096];
+        let p = aligned(&mut host, 1 << 20);
+        // SAFETY: `host` outlives the registration (dropped in the scope).
+        let reg = Arc::new(unsafe { HostRegistration::new(&gpu, &[(p, 1 << 20)]) }.unwrap());
+        let addr = p as usize;
+        std::thread::scope(|s| {
+            let (gpu, reg) = (gpu.clone(), reg.clone());
+            s.spawn(move || {
+                // A fresh thread: the queue makes the context current itself.
+                let mut q = CopyQueue::new(gpu, reg, 4).unwrap();
+                let p = addr as *mut u8;
+                // SAFETY: inside the registered range.
+                unsafe {
+                    q.submit(0, CopyDir::ToHost, p, 0, 65536).unwrap();
+                    q.submit(1, CopyDir::ToDevice, p.add(65536), 65536, 65536)
+                        .unwrap();
+                    let busy = q.submit(0, CopyDir::ToHost, p, 0, 4096).unwrap_err();
+                    assert!(busy.to_string().contains("busy"), "{busy}");
+                    let past = q
+                        .submit(2, CopyDir::ToHost, p, (1 << 20) - 4096, 8192)
+                        .unwrap_err();
+                    assert!(past.to_string().contains("past the 1048576-byte"), "{past}");
+                }
+                let mut done = Vec::new();
+                while q.in_flight() > 0 {
+                    q.poll(&mut done).unwrap();
+                }
+                done.sort_unstable();
+                assert_eq!(done, [0, 1]);
+                // Left in flight: the drop waits for it.
+                // SAFETY: inside the registered range.
+                unsafe { q.submit(3, CopyDir::ToHost, p, 0, 1 << 20) }.unwrap();
+            });
+        });
+        let st = m.stats();
+        assert_eq!((st.dtoh_copies, st.htod_copies), (2, 1));
+        assert_eq!((st.live_streams, st.live_events), (0, 0));
+        drop(reg);
+        drop(gpu);
+        let st = m.stats();
+        assert_eq!(
+            (st.live_allocs, st.live_registrations, st.live_contexts),
+            (0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn a_failing_copy_is_an_error_naming_the_gpu() {
+        let (_m, c) = mock(MockConfig {
+            fail_copy: Some(1),
+            ..MockConfig::default()
+        });
+        let f = inspect(&*c, &[0], Path::new("/")).unwrap().remove(0);
+        let gpu = Arc::new(Gpu::open(c, f, 1 << 20).unwrap());
+        let mut host = vec![0u8; 8192];
+        let p = aligned(&mut host, 4096);
+        // SAFETY: `host` outlives the registration.
+        let reg = Arc::new(unsafe { HostRegistration::new(&gpu, &[(p, 4096)]) }.unwrap());
+        let mut q = CopyQueue::new(gpu, reg, 1).unwrap();
+        // SAFETY: inside the registered range.
+        unsafe { q.submit(0, CopyDir::ToDevice, p, 0, 4096) }.unwrap();
+        let mut done = Vec::new();
+        let e = loop {
+            if let Err(e) = q.poll(&mut done) {
+                break e;
+            }
+        };
+        assert_eq!(
+            e.to_string(),
+            "cuEventQuery failed (a copy on GPU 0): CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)"
+        );
+        assert!(done.is_empty());
+    }
+}

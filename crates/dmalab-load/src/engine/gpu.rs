@@ -1,0 +1,509 @@
+//! The `gpu` engine: GPU copy engines as the DMA source. Copies between
+//! dmalab's one shared buffer (page-locked for the GPUs with
+//! `cuMemHostRegister`: cacheable memory, so hugepages, `--fill`, `--cache`
+//! and the patterns apply unchanged) and a buffer in each GPU's memory,
+//! through the CUDA driver loaded at run time (`dmalab_gpu`).
+//!
+//! * `--direction write` (the device writes memory, [`Op::Read`]) =
+//!   device-to-host copies (`cuMemcpyDtoHAsync`); `--direction read`
+//!   ([`Op::Write`]) = host-to-device copies (`cuMemcpyHtoDAsync`).
+//! * The target is `gpu:N` (`--target`) or the list `--gpus`; worker `i`
+//!   drives GPU `gpus[i % n]`, through `--iodepth` streams, one per slot,
+//!   each with an event recorded after its copy for the completion.
+//! * `--size` is each GPU's device buffer (default 256 MiB); device offsets
+//!   follow `--device-offsets` inside `--region` of it.
+//! * `DMALAB_GPU_DRIVER=mock[:OPTIONS]` runs the engine on the mock driver
+//!   (a test hook; `dmalab_gpu::mock`).
+
+use super::{
+    refuse_format_before, BufferPiece, Command, Completion, Driver, Engine, EngineError,
+    EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
+};
+use crate::pattern::Pattern;
+use crate::plan::Plan;
+use crate::target::TargetError;
+use dmalab_core::host::DeviceInfo;
+use dmalab_core::UsageError;
+use dmalab_gpu::queue::{CopyDir, CopyQueue, Gpu, HostRegistration};
+use dmalab_gpu::{GpuError, GpuFacts, Loaded};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// The GPU engine's part of the plan (`--gpus`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuPlan {
+    /// GPUs to use, by the driver's index; worker `i` drives `gpus[i % n]`.
+    /// Empty: the one `--target gpu:N` names (GPU 0 without a target).
+    pub gpus: Vec<u32>,
+}
+
+impl GpuPlan {
+    /// The plan of `--gpus LIST` (None without it); refused for engines
+    /// other than `gpu`.
+    pub fn from_flag(engine: EngineKind, gpus: Option<&str>) -> Result<Option<Self>, UsageError> {
+        let Some(text) = gpus else { return Ok(None) };
+        if engine != EngineKind::Gpu {
+            return Err(UsageError::new(
+                "--gpus",
+                "only --engine gpu takes GPUs; add --engine gpu or leave --gpus out",
+            ));
+        }
+        Ok(Some(Self {
+            gpus: dmalab_gpu::parse_gpu_list("--gpus", text)?,
+        }))
+    }
+}
+
+/// Where one worker runs relative to its GPU.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerPlacement {
+    /// Worker index.
+    pub worker: usize,
+    /// The GPU it drives (driver index).
+    pub gpu: u32,
+    /// NUMA nodes of the CPUs it may run on.
+    pub cpu_nodes: Vec<u32>,
+}
+
+/// What the result says about the GPU side of a run (key `gpu`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuRunFacts {
+    /// The driver used (`libcuda.so.1`, or `mock` in tests).
+    pub driver: String,
+    /// `cuDriverGetVersion` (12040 = CUDA 12.4).
+    pub driver_version: i32,
+    /// The GPUs of the run.
+    pub gpus: Vec<GpuFacts>,
+    /// Streams (copies in flight) per worker.
+    pub streams_per_worker: u32,
+    /// Bytes of the device buffer on each GPU.
+    pub device_buffer_bytes: u64,
+    /// Where each worker ran.
+    pub workers: Vec<WorkerPlacement>,
+    /// Placement warnings (a worker on another NUMA node than its GPU).
+    pub warnings: Vec<String>,
+}
+
+/// The GPU engine's lifecycle for one run.
+#[derive(Default)]
+pub struct GpuDriver {
+    loaded: Option<Loaded>,
+    target: Option<u32>,
+    facts: GpuRunFacts,
+    gpus: Vec<Arc<Gpu>>,
+    reg: Mutex<Weak<HostRegistration>>,
+    placed: Mutex<(Vec<WorkerPlacement>, Vec<String>)>,
+}
+
+/// A GPU-layer failure as a usage error of `option` (exit 2): the host
+/// lacks what the engine needs, or the device cannot hold what was asked.
+fn usage(option: &str, e: GpuError) -> UsageError {
+    UsageError::new(option, e.to_string())
+}
+
+fn engine_error(e: GpuError) -> EngineError {
+    EngineError::io("GPU", std::io::Error::other(e))
+}
+
+impl GpuDriver {
+    fn loaded(&self) -> Result<&Loaded, UsageError> {
+        self.loaded.as_ref().ok_or_else(|| {
+            UsageError::new("--engine gpu", "the driver was not loaded (inspect first)")
+        })
+    }
+}
+
+impl Driver for GpuDriver {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Gpu
+    }
+
+    fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError> {
+        refuse_format_before(req)?;
+        if req.allow_destroy.is_some() {
+            return Err(UsageError::new(
+                "--allow-destroy",
+                "--engine gpu writes no storage (copies stay between the buffer and GPU memory); leave it out",
+            ));
+        }
+        if let Some(t) = &req.target {
+            let text = t.to_str().unwrap_or_default();
+            self.target = Some(dmalab_gpu::parse_target("--target", text)?);
+        }
+        let spec = std::env::var(dmalab_gpu::DRIVER_ENV).ok();
+        let loaded =
+            dmalab_gpu::load_driver(spec.as_deref()).map_err(|e| usage("--engine gpu", e))?;
+        self.loaded = Some(loaded);
+        let size = match req.size_bytes {
+            Some(0) => return Err(UsageError::new("--size", "must be greater than 0")),
+            _ => req.create_bytes(),
+        };
+        Ok(TargetInfo {
+            path: req.target.clone(),
+            exists: true,
+            kind: "gpu".into(),
+            size_bytes: size,
+            // Copies have no block size of their own.
+            logical_block_size: 1,
+            creates: false,
+        })
+    }
+
+    fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError> {
+        let listed = plan
+            .gpu
+            .as_ref()
+            .map(|g| g.gpus.clone())
+            .unwrap_or_default();
+        let gpus = match (self.target, listed.is_empty()) {
+            (Some(_), false) => {
+                return Err(UsageError::new(
+                    "--gpus",
+                    "give either --target gpu:N or --gpus LIST, not both",
+                ))
+            }
+            (Some(n), true) => vec![n],
+            (None, false) => listed,
+            (None, true) => vec![0],
+        };
+        if plan.stream.pattern == Pattern::Flush {
+            return Err(UsageError::new(
+                "--pattern",
+                "a GPU copy engine has no flush; use noop for a baseline without copies",
+            ));
+        }
+        if plan.workers < gpus.len() {
+            return Err(UsageError::new(
+                "--workers",
+                format!(
+                    "{} GPUs need at least {} workers (worker i drives GPU i mod {}); raise --workers",
+                    gpus.len(),
+                    gpus.len(),
+                    gpus.len()
+                ),
+            ));
+        }
+        let loaded = self.loaded()?.clone();
+        let option = if self.target.is_some() {
+            "--target"
+        } else if plan.gpu.is_some() {
+            "--gpus"
+        } else {
+            "--engine gpu"
+        };
+        let facts = dmalab_gpu::queue::inspect(&*loaded.cuda, &gpus, &loaded.sysfs)
+            .map_err(|e| usage(option, e))?;
+        for f in &facts {
+            if plan.target_size_bytes > f.memory_bytes {
+                return Err(UsageError::new(
+                    "--size",
+                    format!(
+                        "{} bytes do not fit GPU {} ({}, {} bytes of memory); use a smaller --size",
+                        plan.target_size_bytes, f.index, f.name, f.memory_bytes
+                    ),
+                ));
+            }
+        }
+        self.facts = GpuRunFacts {
+            driver: loaded.cuda.origin(),
+            driver_version: loaded.cuda.driver_version().unwrap_or(0),
+            gpus: facts,
+            streams_per_worker: plan.iodepth,
+            device_buffer_bytes: plan.target_size_bytes,
+            ..GpuRunFacts::default()
+        };
+        Ok(())
+    }
+
+    fn prepare(&mut self, plan: &mut Plan) -> Result<(), TargetError> {
+        let loaded = self.loaded()?.clone();
+        for f in &self.facts.gpus {
+            let gpu = Gpu::open(loaded.cuda.clone(), f.clone(), plan.target_size_bytes)
+                .map_err(|e| usage("--size", e))?;
+            self.gpus.push(Arc::new(gpu));
+        }
+        let list: Vec<String> = self
+            .facts
+            .gpus
+            .iter()
+            .map(|f| f.index.to_string())
+            .collect();
+        plan.target = Some(PathBuf::from(format!("gpu:{}", list.join(","))));
+        Ok(())
+    }
+
+    fn open(&self, spec: &EngineSpec) -> Result<Box<dyn Engine>, EngineError> {
+        let Some(gpu) = self.gpus.get(spec.worker % self.gpus.len().max(1)).cloned() else {
+            return Err(EngineError::Unsupported {
+                feature: "the gpu engine".into(),
+                detail: "no GPU was prepared".into(),
+            });
+        };
+        let reg = {
+            let mut weak = self.reg.lock().unwrap_or_else(|p| p.into_inner());
+            match weak.upgrade() {
+                Some(r) => r,
+                None => {
+                    let ranges = host_ranges(&spec.pieces);
+                    // SAFETY: the pieces describe the run's DmaBuffer, which
+                    // outlives every worker's engine; the registration drops
+                    // with the last engine.
+                    let r = Arc::new(
+                        unsafe { HostRegistration::new(&gpu, &ranges) }.map_err(engine_error)?,
+                    );
+                    *weak = Arc::downgrade(&r);
+                    r
+                }
+            }
+        };
+        self.place(spec, &gpu.facts);
+        let q = CopyQueue::new(gpu, reg, spec.iodepth).map_err(engine_error)?;
+        Ok(Box::new(GpuEngine {
+            q,
+            pieces: spec.pieces.clone(),
+            lens: vec![0; spec.iodepth as usize],
+            immediate: Vec::new(),
+            done: Vec::with_capacity(spec.iodepth as usize),
+        }))
+    }
+
+    fn header(&self) -> String {
+        let mut s = String::new();
+        for f in &self.facts.gpus {
+            s.push_str(&format!(
+                "GPU {}: {}, PCI {}",
+                f.index, f.name, f.pci_address
+            ));
+            if let (Some(g), Some(w)) = (f.link_generation, f.link_width) {
+                s.push_str(&format!(", PCIe gen {g} x{w}"));
+            }
+            if let Some(n) = f.numa_node {
+                s.push_str(&format!(", NUMA node {n}"));
+            }
+            s.push_str(&format!(" ({})\n", self.facts.driver));
+        }
+        let placed = self.placed.lock().unwrap_or_else(|p| p.into_inner());
+        for w in &placed.1 {
+            s.push_str(&format!("warning: {w}\n"));
+        }
+        s
+    }
+
+    fn device(&self, plan: &Plan) -> Option<DeviceInfo> {
+        let f = self.facts.gpus.first()?;
+        Some(DeviceInfo {
+            path: plan
+                .target
+                .as_deref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            kind: "gpu".into(),
+            model: f.name.clone(),
+            size_bytes: plan.target_size_bytes,
+            logical_block_size: 1,
+            physical_block_size: 1,
+            ..DeviceInfo::default()
+        })
+    }
+
+    fn facts(&self) -> Option<(&'static str, serde_json::Value)> {
+        let mut f = self.facts.clone();
+        let placed = self.placed.lock().unwrap_or_else(|p| p.into_inner());
+        f.workers = placed.0.clone();
+        f.workers.sort_by_key(|w| w.worker);
+        f.warnings = placed.1.clone();
+        serde_json::to_value(f).ok().map(|v| ("gpu", v))
+    }
+}
+
+impl GpuDriver {
+    /// Records where worker `spec.worker` runs and warns when none of its
+    /// CPUs is on its GPU's NUMA node (its copies then cross the socket
+    /// interconnect, and the memory they load is remote to the GPU).
+    fn place(&self, spec: &EngineSpec, gpu: &GpuFacts) {
+        let sys = self
+            .loaded
+            .as_ref()
+            .map(|l| l.sysfs.clone())
+            .unwrap_or_default();
+        let cpus = if spec.cpus.is_empty() {
+            dmalab_core::cpus::allowed_cpus()
+        } else {
+            spec.cpus.clone()
+        };
+        let mut nodes: Vec<u32> = cpus
+            .iter()
+            .filter_map(|&c| dmalab_gpu::facts::cpu_node(&sys, c))
+            .collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let mut placed = self.placed.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(g) = gpu.numa_node {
+            if !nodes.is_empty() && !nodes.contains(&g) {
+                let list: Vec<String> = nodes.iter().map(u32::to_string).collect();
+                placed.1.push(format!(
+                    "worker {} runs on NUMA node {}, GPU {} ({}) is on node {g}: pin it there with --cpus-allowed",
+                    spec.worker,
+                    list.join(","),
+                    gpu.index,
+                    gpu.pci_address
+                ));
+            }
+        }
+        placed.0.push(WorkerPlacement {
+            worker: spec.worker,
+            gpu: gpu.index,
+            cpu_nodes: nodes,
+        });
+    }
+}
+
+/// The buffer as ranges to register: one range when the pieces are
+/// contiguous (they are pieces of one mapping), else one per piece.
+fn host_ranges(pieces: &[BufferPiece]) -> Vec<(*mut u8, usize)> {
+    let contiguous = pieces
+        .windows(2)
+        .all(|w| w[0].addr as usize + w[0].len == w[1].addr as usize);
+    match pieces.first() {
+        Some(first) if contiguous => vec![(first.addr, pieces.iter().map(|p| p.len).sum())],
+        _ => pieces.iter().map(|p| (p.addr, p.len)).collect(),
+    }
+}
+
+/// Longest a wait spins before it sleeps between polls: copies of a few
+/// MiB finish within it on a PCIe 4/5 GPU, and a rate-limited run does not
+/// keep a CPU busy between commands.
+const SPIN: Duration = Duration::from_millis(1);
+/// Sleep between polls after [`SPIN`].
+const NAP: Duration = Duration::from_micros(100);
+
+/// One worker's queue: a [`CopyQueue`] over the shared buffer's pieces.
+struct GpuEngine {
+    q: CopyQueue,
+    pieces: Vec<BufferPiece>,
+    lens: Vec<i32>,
+    immediate: Vec<Completion>,
+    done: Vec<u32>,
+}
+
+impl Engine for GpuEngine {
+    fn name(&self) -> &'static str {
+        "gpu"
+    }
+
+    fn queue(&mut self, cmd: &Command, slot: u32) -> Result<(), EngineError> {
+        let dir = match cmd.op {
+            Op::Read => CopyDir::ToHost,
+            Op::Write => CopyDir::ToDevice,
+            Op::Noop | Op::Flush => {
+                self.immediate.push(Completion { slot, result: 0 });
+                return Ok(());
+            }
+        };
+        let bad = |what: &str| {
+            EngineError::io(
+                format!("GPU copy in slot {slot}"),
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, what.to_string()),
+            )
+        };
+        let piece = self
+            .pieces
+            .get(usize::from(cmd.piece))
+            .ok_or_else(|| bad("no such buffer piece"))?;
+        let off = cmd
+            .buf_offset
+            .checked_sub(piece.buf_offset)
+            .filter(|o| o + u64::from(cmd.len) <= piece.len as u64)
+            .ok_or_else(|| bad("the command lies outside its buffer piece"))?;
+        // SAFETY: `off + len` lies inside the piece (checked above), so the
+        // pointer stays inside the mapping.
+        let host = unsafe { piece.addr.add(off as usize) };
+        // SAFETY: the host range lies in the registered buffer (above),
+        // which outlives this engine.
+        unsafe {
+            self.q
+                .submit(slot, dir, host, cmd.dev_offset, cmd.len as usize)
+        }
+        .map_err(engine_error)?;
+        if let Some(l) = self.lens.get_mut(slot as usize) {
+            *l = cmd.len as i32;
+        }
+        Ok(())
+    }
+
+    fn submit_and_reap(
+        &mut self,
+        min_complete: usize,
+        timeout: Option<Duration>,
+        out: &mut Vec<Completion>,
+    ) -> Result<(), EngineError> {
+        let t0 = Instant::now();
+        let mut got = self.immediate.len();
+        out.append(&mut self.immediate);
+        loop {
+            self.done.clear();
+            self.q.poll(&mut self.done).map_err(engine_error)?;
+            for &s in &self.done {
+                let result = self.lens.get(s as usize).copied().unwrap_or(0);
+                out.push(Completion { slot: s, result });
+            }
+            got += self.done.len();
+            if got >= min_complete {
+                return Ok(());
+            }
+            let waited = t0.elapsed();
+            if self.q.in_flight() == 0 {
+                // Nothing can complete: honour the timeout like a ring.
+                if let Some(t) = timeout {
+                    std::thread::sleep(t.saturating_sub(waited));
+                }
+                return Ok(());
+            }
+            if timeout.is_some_and(|t| waited >= t) {
+                return Ok(());
+            }
+            if waited < SPIN {
+                std::hint::spin_loop();
+            } else {
+                let left = timeout.map_or(NAP, |t| t.saturating_sub(waited));
+                std::thread::sleep(NAP.min(left));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpus_are_only_for_the_gpu_engine() {
+        assert_eq!(
+            GpuPlan::from_flag(EngineKind::Gpu, Some("1,0")).unwrap(),
+            Some(GpuPlan { gpus: vec![0, 1] })
+        );
+        assert_eq!(GpuPlan::from_flag(EngineKind::Null, None).unwrap(), None);
+        let e = GpuPlan::from_flag(EngineKind::IoUring, Some("0")).unwrap_err();
+        assert_eq!(e.option, "--gpus");
+    }
+
+    #[test]
+    fn contiguous_pieces_are_registered_as_one_range() {
+        let mut v = vec![0u8; 3 * 4096];
+        let base = v.as_mut_ptr();
+        let piece = |i: usize| BufferPiece {
+            // SAFETY: inside `v`.
+            addr: unsafe { base.add(i * 4096) },
+            len: 4096,
+            buf_offset: (i * 4096) as u64,
+        };
+        let r = host_ranges(&[piece(0), piece(1), piece(2)]);
+        assert_eq!(r, vec![(base, 3 * 4096)]);
+        let r = host_ranges(&[piece(0), piece(2)]);
+        assert_eq!(r.len(), 2);
+        assert!(host_ranges(&[]).is_empty());
+    }
+}

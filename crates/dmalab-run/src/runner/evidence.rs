@@ -1,0 +1,163 @@
+//! Evidence of the load: the aggressor's live-stats counters read when the
+//! victim starts and ends, and once per second between.
+
+use crate::livestats::{LiveStats, Snapshot, State};
+use crate::record::{Evidence, Sample};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Samples the aggressor's counters once per second while the victim runs.
+pub(super) struct Window {
+    pub(super) stats: Option<Arc<LiveStats>>,
+    start: Option<Snapshot>,
+    pub(super) end: Option<Snapshot>,
+    sampler: Option<(mpsc::Sender<()>, std::thread::JoinHandle<Vec<Sample>>)>,
+    t0: Option<Instant>,
+    pub(super) t1: Option<Instant>,
+}
+
+impl Window {
+    pub(super) fn new(stats: Option<Arc<LiveStats>>) -> Self {
+        Self {
+            stats,
+            start: None,
+            end: None,
+            sampler: None,
+            t0: None,
+            t1: None,
+        }
+    }
+
+    /// The victim starts now.
+    pub(super) fn start(&mut self) {
+        if let Some(ls) = &self.stats {
+            let s0 = ls.snapshot();
+            self.start = Some(s0);
+            let ls = ls.clone();
+            let (tx, rx) = mpsc::channel::<()>();
+            let h = std::thread::spawn(move || {
+                let mut out = Vec::new();
+                let mut prev = s0;
+                while let Err(mpsc::RecvTimeoutError::Timeout) =
+                    rx.recv_timeout(Duration::from_secs(1))
+                {
+                    let s = ls.snapshot();
+                    out.push(sample(&s0, &prev, &s));
+                    prev = s;
+                }
+                out
+            });
+            self.sampler = Some((tx, h));
+        }
+        self.t0 = Some(Instant::now());
+    }
+
+    /// The victim ended now.
+    pub(super) fn end(&mut self) {
+        self.t1 = Some(Instant::now());
+        if let Some(ls) = &self.stats {
+            self.end = Some(ls.snapshot());
+        }
+    }
+
+    /// The victim's wall time, nanoseconds.
+    pub(super) fn wall_ns(&self) -> u64 {
+        match (self.t0, self.t1) {
+            (Some(a), Some(b)) => dmalab_core::schema::ns(b.duration_since(a)),
+            _ => 0,
+        }
+    }
+
+    /// Stops the sampler; the evidence when there were live stats.
+    pub(super) fn evidence(mut self) -> Option<Evidence> {
+        let samples = match self.sampler.take() {
+            Some((tx, h)) => {
+                let _ = tx.send(());
+                h.join().unwrap_or_default()
+            }
+            None => Vec::new(),
+        };
+        Some(evidence(&self.start?, &self.end?, samples))
+    }
+}
+
+/// The interval from `prev` to `s`, stamped from the victim's start `s0`.
+fn sample(s0: &Snapshot, prev: &Snapshot, s: &Snapshot) -> Sample {
+    Sample {
+        t_ns: s.taken_ns.saturating_sub(s0.taken_ns),
+        data_bytes: s.data_bytes.saturating_sub(prev.data_bytes),
+        commands: s.commands.saturating_sub(prev.commands),
+        interval_ns: s.taken_ns.saturating_sub(prev.taken_ns),
+    }
+}
+
+/// The load between the snapshots at the victim's start `a` and end `b`.
+fn evidence(a: &Snapshot, b: &Snapshot, samples: Vec<Sample>) -> Evidence {
+    let window_ns = b.taken_ns.saturating_sub(a.taken_ns).max(1);
+    let secs = window_ns as f64 / 1e9;
+    let data_bytes = b.data_bytes.saturating_sub(a.data_bytes);
+    let commands = b.commands.saturating_sub(a.commands);
+    Evidence {
+        window_ns,
+        data_bytes,
+        commands,
+        blocks: b.blocks.saturating_sub(a.blocks),
+        bw_bytes: data_bytes as f64 / secs,
+        cmd_per_s: commands as f64 / secs,
+        running_throughout: a.state == State::Running && b.state == State::Running,
+        samples,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(state: State, data_bytes: u64, commands: u64, blocks: u64, taken_ns: u64) -> Snapshot {
+        Snapshot {
+            pid: 1,
+            state,
+            data_bytes,
+            commands,
+            blocks,
+            updated_ns: taken_ns,
+            started_ns: 0,
+            taken_ns,
+        }
+    }
+
+    #[test]
+    fn sample_is_the_interval_since_the_previous_one() {
+        let s0 = snap(State::Running, 100, 10, 10, 1_000);
+        let prev = snap(State::Running, 300, 30, 30, 2_000);
+        let s = snap(State::Running, 700, 70, 70, 2_500);
+        assert_eq!(
+            sample(&s0, &prev, &s),
+            Sample {
+                t_ns: 1_500,
+                data_bytes: 400,
+                commands: 40,
+                interval_ns: 500,
+            }
+        );
+    }
+
+    #[test]
+    fn evidence_is_the_window_between_two_snapshots() {
+        let a = snap(State::Running, 1 << 20, 256, 256, 1_000_000_000);
+        let b = snap(State::Running, 3 << 20, 768, 768, 3_000_000_000);
+        let e = evidence(&a, &b, vec![]);
+        assert_eq!(e.window_ns, 2_000_000_000);
+        assert_eq!((e.data_bytes, e.commands, e.blocks), (2 << 20, 512, 512));
+        assert_eq!(e.bw_bytes, (1 << 20) as f64);
+        assert_eq!(e.cmd_per_s, 256.0);
+        assert!(e.running_throughout);
+        // A load that stopped before the victim did was not running
+        // throughout; counters that went backwards count as nothing.
+        let c = snap(State::Finished, 0, 0, 0, 1_000_000_000);
+        let e = evidence(&a, &c, vec![]);
+        assert!(!e.running_throughout);
+        assert_eq!((e.window_ns, e.data_bytes, e.commands), (1, 0, 0));
+    }
+}

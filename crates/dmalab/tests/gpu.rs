@@ -1,0 +1,416 @@
+//! `dmalab load --engine gpu` through the binary, on the mock driver
+//! (`DMALAB_GPU_DRIVER=mock:...`, a test hook): the whole engine above the
+//! driver (pacing, stop conditions, SIGINT, live stats, traces, NUMA
+//! warnings, errors) runs here without a GPU. The real driver is only
+//! asked for where the host has none: the one-line refusal.
+
+mod common;
+
+use serde_json::Value;
+use std::path::Path;
+
+fn u(v: &Value, path: &str) -> u64 {
+    v.pointer(path)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{path} missing in {v}"))
+}
+
+fn f(v: &Value, path: &str) -> f64 {
+    v.pointer(path)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("{path} missing in {v}"))
+}
+
+/// Runs `dmalab load --engine gpu ARGS` with the driver `driver` (None:
+/// the real one); (exit code, stdout, stderr, the JSON result if written).
+fn gpu_load(driver: Option<&str>, args: &[&str]) -> (i32, String, String, Option<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let mut cmd = common::dmalab();
+    cmd.args(["load", "--engine", "gpu"])
+        .args(args)
+        .arg("--output")
+        .arg(&out);
+    match driver {
+        Some(d) => cmd.env("DMALAB_GPU_DRIVER", d),
+        None => cmd.env_remove("DMALAB_GPU_DRIVER"),
+    };
+    let o = cmd.output().unwrap();
+    let json = std::fs::read_to_string(&out)
+        .ok()
+        .map(|s| serde_json::from_str(&s).unwrap());
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        json,
+    )
+}
+
+/// Asserts exit 2 with one error line containing every `want`, and no result.
+fn refused(r: (i32, String, String, Option<Value>), want: &[&str]) {
+    let (code, _, err, json) = r;
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with("dmalab: error: "), "{err}");
+    for w in want {
+        assert!(err.contains(w), "{w:?} not in {err}");
+    }
+    assert!(json.is_none(), "nothing written on a refusal");
+}
+
+#[test]
+fn without_a_driver_the_engine_exits_2_in_one_line() {
+    refused(
+        gpu_load(Some("/nonexistent/libcuda.so.1"), &["--runtime", "1"]),
+        &[
+            "--engine gpu: cannot load the CUDA driver /nonexistent/libcuda.so.1",
+            "NVIDIA",
+        ],
+    );
+    // The real driver, where this host has none (CI has no GPU).
+    let r = gpu_load(None, &["--runtime", "1"]);
+    if r.0 == 2 && r.2.contains("libcuda.so.1") {
+        refused(
+            r,
+            &["--engine gpu: cannot load the CUDA driver libcuda.so.1"],
+        );
+    } else {
+        eprintln!("this host has a CUDA driver: the refusal is checked with a bad path only");
+    }
+}
+
+#[test]
+fn no_device_a_missing_gpu_and_bad_options_exit_2() {
+    refused(
+        gpu_load(Some("mock:devices=0"), &[]),
+        &["CUDA_ERROR_NO_DEVICE"],
+    );
+    refused(
+        gpu_load(Some("mock"), &["--target", "gpu:1"]),
+        &["--target: GPU 1 does not exist: the driver sees 1 GPU(s)"],
+    );
+    refused(
+        gpu_load(Some("mock"), &["--target", "/dev/nvidia0"]),
+        &["--target", "gpu:N"],
+    );
+    refused(
+        gpu_load(Some("mock:fast"), &[]),
+        &["DMALAB_GPU_DRIVER: mock option 'fast'"],
+    );
+    refused(
+        gpu_load(Some("mock:devices=2"), &["--gpus", "0,1"]),
+        &["--workers: 2 GPUs need at least 2 workers"],
+    );
+    refused(
+        gpu_load(
+            Some("mock:devices=2"),
+            &["--gpus", "0,1", "--target", "gpu:0", "--workers", "2"],
+        ),
+        &["--gpus", "not both"],
+    );
+    refused(
+        gpu_load(Some("mock"), &["--pattern", "flush"]),
+        &["--pattern", "no flush"],
+    );
+}
+
+#[test]
+fn an_out_of_memory_device_exits_2_naming_size() {
+    // Larger than the device: refused before anything is allocated.
+    refused(
+        gpu_load(Some("mock:mem=64M"), &["--size", "128M"]),
+        &["--size", "do not fit GPU 0"],
+    );
+    // Large enough, but others hold most of it: the allocation fails.
+    refused(
+        gpu_load(Some("mock:mem=1G,used=900M"), &["--size", "256M"]),
+        &[
+            "--size",
+            "cuMemAlloc_v2 failed allocating 256.00 MiB on GPU 0",
+            "CUDA_ERROR_OUT_OF_MEMORY",
+        ],
+    );
+}
+
+#[test]
+fn copies_go_both_ways_with_exact_counts_and_the_gpu_described() {
+    for (dir, copies) in [("write", "dtoh"), ("read", "htod")] {
+        let (code, out, err, json) = gpu_load(
+            Some("mock:50"),
+            &[
+                "--direction",
+                dir,
+                "--pattern",
+                "single",
+                "--bs",
+                "64K",
+                "--buffer",
+                "4M",
+                "--size",
+                "16M",
+                "--commands",
+                "1000",
+                "-q",
+            ],
+        );
+        assert_eq!(code, 0, "{copies}: {err}");
+        let j = json.unwrap();
+        assert_eq!(j["status"], "completed");
+        assert_eq!(j["result"]["engine"], "gpu");
+        assert_eq!(u(&j, "/result/totals/commands"), 1000);
+        assert_eq!(u(&j, "/result/totals/data_bytes"), 1000 * 65536);
+        assert_eq!(u(&j, "/result/totals/errors"), 0);
+        let g = &j["result"]["gpu"];
+        assert_eq!(g["driver"], "mock", "{g}");
+        assert_eq!(g["gpus"][0]["name"], "dmalab mock GPU 0");
+        assert_eq!(g["gpus"][0]["pci_address"], "0000:e0:00.0");
+        assert_eq!(u(g, "/device_buffer_bytes"), 16 << 20);
+        assert_eq!(u(g, "/streams_per_worker"), 16);
+        assert_eq!(j["host"]["target"]["kind"], "gpu");
+        assert!(
+            out.starts_with("GPU 0: dmalab mock GPU 0, PCI 0000:e0:00.0"),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn copies_take_the_simulated_bandwidth() {
+    // 1 GB/s: the mock completes no copy sooner than the link allows, so the
+    // measured rate cannot exceed it, however fast the host.
+    let (code, _, err, json) = gpu_load(
+        Some("mock:1"),
+        &[
+            "--bs",
+            "1M",
+            "--max-blocks",
+            "1",
+            "--pattern",
+            "single",
+            "--buffer",
+            "16M",
+            "--iodepth",
+            "4",
+            "--runtime",
+            "2",
+            "-q",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let j = json.unwrap();
+    let bw = f(&j, "/result/rates/data_bw_bytes");
+    assert!(bw > 0.0 && bw <= 1.0e9 * 1.01, "{bw}");
+}
+
+#[test]
+fn a_rate_limit_paces_the_copies() {
+    let (code, _, err, json) = gpu_load(
+        Some("mock:10"),
+        &[
+            "--bs",
+            "64K",
+            "--max-blocks",
+            "1",
+            "--pattern",
+            "single",
+            "--rate",
+            "100M/s",
+            "--runtime",
+            "3",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    // The per-second lines on stderr, as for every engine.
+    let lines = err.lines().filter(|l| l.contains("commands/s")).count();
+    assert!(lines >= 2, "{err}");
+    let j = json.unwrap();
+    let c = &j["result"]["rate_check"];
+    assert_eq!(c["unit"], "bytes", "{c}");
+    assert_eq!(c["windows_per_s"].as_array().unwrap().len(), 2, "{c}");
+    // Far below the device's speed, the pacer alone sets the rate.
+    let mean = f(&j, "/result/rates/data_bw_bytes");
+    assert!(
+        (mean - 100e6).abs() / 100e6 < 0.05,
+        "{mean} vs 100 MB/s: {c}"
+    );
+}
+
+#[test]
+fn a_failing_copy_ends_the_run_keeping_what_was_measured() {
+    let (code, _, err, json) = gpu_load(
+        Some("mock:10,fail-copy=200"),
+        &[
+            "--bs",
+            "64K",
+            "--max-blocks",
+            "1",
+            "--iodepth",
+            "1",
+            "--runtime",
+            "30",
+            "-q",
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    let j = json.expect("the result is written");
+    assert_eq!(j["status"], "failed");
+    let e = j["result"]["first_error"].as_str().unwrap();
+    assert!(
+        e.contains("CUDA_ERROR_ILLEGAL_ADDRESS") && e.contains("GPU 0"),
+        "{e}"
+    );
+    // With one copy in flight, the 199 before it completed.
+    assert_eq!(u(&j, "/result/totals/commands"), 199);
+}
+
+#[test]
+fn sigint_stops_the_copies_and_keeps_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let live = dir.path().join("live");
+    let mut child = std::process::Command::new(common::dmalab_bin())
+        .args([
+            "load",
+            "--engine",
+            "gpu",
+            "--runtime",
+            "60",
+            "-q",
+            "--rate",
+            "50M/s",
+        ])
+        .arg("--output")
+        .arg(&out)
+        .arg("--live-stats")
+        .arg(&live)
+        .env("DMALAB_GPU_DRIVER", "mock:5")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut running = false;
+    for _ in 0..300 {
+        if let Some(s) = std::fs::read(&live)
+            .ok()
+            .and_then(|b| dmalab_load::live::parse(&b))
+        {
+            if s.state == dmalab_load::live::state::RUNNING && s.commands > 0 {
+                running = true;
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(running, "never saw the load running");
+    // SAFETY: kill with a pid we spawned.
+    unsafe { libc_kill(child.id() as i32, 2) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(j["status"], "interrupted");
+    let snap = dmalab_load::live::parse(&std::fs::read(&live).unwrap()).unwrap();
+    assert_eq!(snap.state, dmalab_load::live::state::FINISHED);
+    assert_eq!(snap.commands, u(&j, "/result/totals/commands"));
+    assert_eq!(snap.bytes, u(&j, "/result/totals/data_bytes"));
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+#[test]
+fn trace_records_every_copy_with_its_direction() {
+    use dmalab_sim::trace::{Kind, Record, RecordSource, TraceReader};
+    let dir = tempfile::tempdir().unwrap();
+    for (d, writes_memory) in [("write", true), ("read", false)] {
+        let t = dir.path().join(format!("{d}.trace"));
+        let (code, _, err, json) = gpu_load(
+            Some("mock"),
+            &[
+                "--direction",
+                d,
+                "--max-blocks",
+                "4",
+                "--commands",
+                "100",
+                "--buffer",
+                "1M",
+                "-q",
+                "--trace",
+                t.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(u(&json.unwrap(), "/result/trace/transfers"), 100);
+        let mut rd = TraceReader::open(&t).unwrap();
+        let mut r = Record::default();
+        let mut n = 0;
+        while rd.next_record(&mut r).unwrap() {
+            assert_eq!(
+                (r.kind, r.len, r.write),
+                (Kind::Xfer, 4 * 4096, writes_memory)
+            );
+            n += 1;
+        }
+        assert_eq!(n, 100);
+    }
+}
+
+fn put(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+#[test]
+fn a_worker_on_another_numa_node_is_warned_about() {
+    // A /sys where GPU 0 sits on node 1, behind a PCIe 4 x16 link, and
+    // every CPU is on node 0.
+    let sys = tempfile::tempdir().unwrap();
+    let d = "bus/pci/devices/0000:e0:00.0";
+    put(sys.path(), &format!("{d}/numa_node"), "1\n");
+    put(
+        sys.path(),
+        &format!("{d}/current_link_speed"),
+        "16.0 GT/s PCIe\n",
+    );
+    put(sys.path(), &format!("{d}/current_link_width"), "16\n");
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    for c in 0..cpus.max(64) {
+        std::fs::create_dir_all(sys.path().join(format!("devices/system/cpu/cpu{c}/node0")))
+            .unwrap();
+    }
+    let driver = format!("mock:sysfs={}", sys.path().display());
+    let (code, out, err, json) = gpu_load(Some(&driver), &["--commands", "10", "-q"]);
+    assert_eq!(code, 0, "{err}");
+    let warning = "warning: worker 0 runs on NUMA node 0, GPU 0 (0000:e0:00.0) is on node 1";
+    assert!(out.contains(warning), "{out}");
+    assert!(out.contains("PCIe gen 4 x16, NUMA node 1"), "{out}");
+    let j = json.unwrap();
+    let g = &j["result"]["gpu"];
+    assert_eq!(u(g, "/gpus/0/link_generation"), 4);
+    assert_eq!(u(g, "/gpus/0/numa_node"), 1);
+    assert_eq!(g["warnings"].as_array().unwrap().len(), 1, "{g}");
+    assert_eq!(g["workers"][0]["cpu_nodes"], serde_json::json!([0]));
+    // On the GPU's node: no warning.
+    put(sys.path(), &format!("{d}/numa_node"), "0\n");
+    let (code, out, err, _) = gpu_load(Some(&driver), &["--commands", "10", "-q"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("warning:"), "{out}");
+}
+
+#[test]
+fn two_gpus_one_worker_each() {
+    let (code, _, err, json) = gpu_load(
+        Some("mock:devices=2"),
+        &["--gpus", "0-1", "--workers", "2", "--commands", "200", "-q"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let j = json.unwrap();
+    assert_eq!(u(&j, "/result/totals/commands"), 200);
+    let g = &j["result"]["gpu"];
+    assert_eq!(g["gpus"].as_array().unwrap().len(), 2);
+    assert_eq!(g["workers"][1]["gpu"], 1, "{g}");
+    assert_eq!(j["config"]["target"], "gpu:0,1");
+}

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# GPU copy-engine benchmark (issue 21): dmalab load --engine gpu against a
+# peer on the same GPU, buffer size and copies in flight:
+#   * nvbandwidth's host_to_device_memcpy_ce / device_to_host_memcpy_ce when
+#     `nvbandwidth` is on PATH, and always
+#   * a plain cuMemcpyAsync loop (C, built here with cc against the driver
+#     alone: no CUDA toolkit needed), registered memory, N streams;
+# then the rate error in 1-second windows at 10/50/90% of dmalab's maximum,
+# and `dmalab probe latency --interval 1s` on the host beside a full-speed
+# device-to-host load.
+#
+#   scripts/bench-gpu.sh [--gpu N] [--bs SIZE] [--buffer SIZE] [--iodepth N]
+#                        [--runtime SECS] [--dmalab BIN]
+#
+# Exits 77 (skipped), saying why, on a host without an NVIDIA GPU and
+# driver. Paste what it prints, with the date and device, under docs/bench/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+gpu=0 bs=64M buffer=1G iodepth=4 runtime=10 dmalab=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --gpu) gpu="$2"; shift 2 ;;
+    --bs) bs="$2"; shift 2 ;;
+    --buffer) buffer="$2"; shift 2 ;;
+    --iodepth) iodepth="$2"; shift 2 ;;
+    --runtime) runtime="$2"; shift 2 ;;
+    --dmalab) dmalab="$2"; shift 2 ;;
+    *) echo "bench-gpu.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$dmalab" ]; then
+  cargo build --release -q -p dmalab
+  dmalab=target/release/dmalab
+fi
+unset DMALAB_GPU_DRIVER # the real driver, never the mock
+out=target/bench-gpu
+mkdir -p "$out"
+# dmalab itself says whether a driver and the GPU are there.
+if ! msg=$("$dmalab" load --engine gpu --target "gpu:$gpu" --dry-run -q 2>&1 >/dev/null); then
+  echo "bench-gpu.sh: skipped, no usable NVIDIA GPU $gpu here: $msg" >&2
+  exit 77
+fi
+bytes() { python3 -c 'import sys; u={"K":1<<10,"M":1<<20,"G":1<<30}; s=sys.argv[1]; print(int(s[:-1])*u[s[-1]] if s[-1] in u else int(s))' "$1"; }
+bs_b=$(bytes "$bs") buf_b=$(bytes "$buffer")
+
+# The peer loop: the same copies dmalab issues, with nothing around them.
+cat >"$out/memcpy-loop.c" <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+typedef int (*f_i)(unsigned);
+typedef int (*f_pi)(int *);
+typedef int (*f_dev)(int *, int);
+typedef int (*f_ctx)(void **, int);
+typedef int (*f_set)(void *);
+typedef int (*f_alloc)(unsigned long long *, size_t);
+typedef int (*f_reg)(void *, size_t, unsigned);
+typedef int (*f_mk)(void **, unsigned);
+typedef int (*f_htod)(unsigned long long, const void *, size_t, void *);
+typedef int (*f_dtoh)(void *, unsigned long long, size_t, void *);
+typedef int (*f_sync)(void *);
+static void *sym(void *h, const char *n) {
+  void *p = dlsym(h, n);
+  if (!p) { fprintf(stderr, "memcpy-loop: no %s\n", n); exit(1); }
+  return p;
+}
+#define CK(x) do { int r_ = (x); if (r_) { fprintf(stderr, "memcpy-loop: %s = %d\n", #x, r_); exit(1); } } while (0)
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+int main(int argc, char **argv) {
+  if (argc != 7) { fprintf(stderr, "usage: memcpy-loop GPU htod|dtoh BS BUFFER DEPTH SECS\n"); return 2; }
+  int gpu = atoi(argv[1]), htod = !strcmp(argv[2], "htod");
+  size_t bs = strtoull(argv[3], 0, 10), buf = strtoull(argv[4], 0, 10);
+  int depth = atoi(argv[5]); double secs = atof(argv[6]);
+  void *h = dlopen("libcuda.so.1", RTLD_NOW);
+  if (!h) { fprintf(stderr, "memcpy-loop: %s\n", dlerror()); return 1; }
+  int dev; void *ctx; unsigned long long d;
+  CK(((f_i)sym(h, "cuInit"))(0));
+  CK(((f_dev)sym(h, "cuDeviceGet"))(&dev, gpu));
+  CK(((f_ctx)sym(h, "cuDevicePrimaryCtxRetain"))(&ctx, dev));
+  CK(((f_set)sym(h, "cuCtxSetCurrent"))(ctx));
+  CK(((f_alloc)sym(h, "cuMemAlloc_v2"))(&d, bs * depth));
+  char *host = aligned_alloc(1 << 21, buf);
+  memset(host, 1, buf);
+  CK(((f_reg)sym(h, "cuMemHostRegister_v2"))(host, buf, 1));
+  f_mk mks = (f_mk)sym(h, "cuStreamCreate"), mke = (f_mk)sym(h, "cuEventCreate");
+  f_htod cp_in = (f_htod)sym(h, "cuMemcpyHtoDAsync_v2");
+  f_dtoh cp_out = (f_dtoh)sym(h, "cuMemcpyDtoHAsync_v2");
+  f_set rec_sync = (f_set)sym(h, "cuEventSynchronize");
+  typedef int (*f_rec)(void *, void *);
+  f_rec rec = (f_rec)sym(h, "cuEventRecord");
+  void **st = calloc(depth, sizeof *st), **ev = calloc(depth, sizeof *ev);
+  for (int i = 0; i < depth; i++) { CK(mks(&st[i], 1)); CK(mke(&ev[i], 2)); }
+  size_t slots = buf / bs, next = 0; unsigned long long copies = 0;
+  double t0 = now(), end = t0 + secs;
+  for (int i = 0; i < depth; i++) {
+    char *p = host + (next++ % slots) * bs;
+    CK(htod ? cp_in(d + i * bs, p, bs, st[i]) : cp_out(p, d + i * bs, bs, st[i]));
+    CK(rec(ev[i], st[i]));
+  }
+  for (int i = 0;; i = (i + 1) % depth) {
+    CK(rec_sync(ev[i]));
+    copies++;
+    if (now() >= end) break;
+    char *p = host + (next++ % slots) * bs;
+    CK(htod ? cp_in(d + i * bs, p, bs, st[i]) : cp_out(p, d + i * bs, bs, st[i]));
+    CK(rec(ev[i], st[i]));
+  }
+  double t = now() - t0;
+  printf("%.0f\n", copies * (double)bs / t);
+  return 0;
+}
+C
+have_loop=1
+cc -O2 -o "$out/memcpy-loop" "$out/memcpy-loop.c" -ldl 2>"$out/cc.err" || { have_loop=0; echo "no C compiler for the cuMemcpyAsync loop: $(head -1 "$out/cc.err")" >&2; }
+
+load() { # DIRECTION JSON [extra flags...]; $lrt: seconds, default --runtime
+  local dir=$1 json=$2; shift 2
+  "$dmalab" load --engine gpu --target "gpu:$gpu" --direction "$dir" --pattern single \
+    --bs "$bs" --max-blocks 1 --buffer "$buffer" --size "$(( bs_b * iodepth ))" \
+    --iodepth "$iodepth" --runtime "${lrt:-$runtime}s" -q --output "$json" "$@" >/dev/null
+}
+rate_line() { # PCT JSON
+  python3 - "$@" <<'PY'
+import json, sys
+pct, path = sys.argv[1], sys.argv[2]
+c = json.load(open(path))["result"]["rate_check"]
+print(f"  {pct}% ({c['target_per_s'] / 1e9:.2f} GB/s): max window error "
+      f"{c['window_max_error_pct']:.3f}% over {len(c['windows_per_s'])} windows")
+PY
+}
+field() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["result"]; print(eval(sys.argv[2], {}, {"r": r}))' "$@"; }
+
+echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, $(uname -r)"
+nvidia-smi --query-gpu=name,pci.bus_id,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader -i "$gpu" 2>/dev/null | sed 's/^/gpu: /' || true
+echo "settings: GPU $gpu, bs $bs, buffer $buffer, $iodepth copies in flight, ${runtime}s per run"
+
+declare -A peak
+for dir in write read; do
+  [ "$dir" = write ] && peer=dtoh nvb=device_to_host_memcpy_ce || peer=htod nvb=host_to_device_memcpy_ce
+  load "$dir" "$out/max-$dir.json"
+  bw=$(field "$out/max-$dir.json" 'r["rates"]["data_bw_bytes"]')
+  peak[$dir]=$bw
+  line="direction $dir ($peer): dmalab $(python3 -c "print(f'{$bw/1e9:.2f}')") GB/s"
+  if [ $have_loop = 1 ]; then
+    p=$("$out/memcpy-loop" "$gpu" "$peer" "$bs_b" "$buf_b" "$iodepth" "$runtime")
+    line+=", cuMemcpyAsync loop $(python3 -c "print(f'{$p/1e9:.2f}')") GB/s, ratio $(python3 -c "print(f'{$bw/$p:.3f}')")"
+  fi
+  if command -v nvbandwidth >/dev/null; then
+    n=$(nvbandwidth -t "$nvb" -b "$(( bs_b >> 20 ))" 2>&1 | awk '/SUM/ {print $NF}' | tail -1)
+    [ -n "$n" ] && line+=", nvbandwidth $nvb $n GB/s, ratio $(python3 -c "print(f'{$bw/($n*1e9):.3f}')")"
+  fi
+  echo "$line"
+done
+
+echo "rate error in 1 s windows (direction write), goal <= 1%:"
+for pct in 10 50 90; do
+  rate=$(python3 -c "print(int(${peak[write]} * $pct / 100))")
+  load write "$out/rate-$pct.json" --rate "$rate"
+  rate_line "$pct" "$out/rate-$pct.json"
+done
+
+echo "probe latency beside a full-speed device-to-host load:"
+lrt=$((runtime + 4)) load write "$out/beside.json" &
+lp=$!
+sleep 2
+"$dmalab" probe latency --interval 1s --runtime "${runtime}s" 2>&1 | sed 's/^/  /'
+wait "$lp"
+echo "  (load beside it: $(field "$out/beside.json" 'round(r["rates"]["data_bw_bytes"] / 1e9, 2)') GB/s)"
