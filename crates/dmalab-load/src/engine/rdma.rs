@@ -373,3 +373,63 @@ impl Driver for RdmaDriver {
             .map(|v| ("rdma", v))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(target: Option<&str>) -> TargetRequest {
+        TargetRequest {
+            target: target.map(PathBuf::from),
+            size_bytes: None,
+            allow_destroy: None,
+            format_before: false,
+        }
+    }
+
+    #[test]
+    fn inspect_takes_a_peer_or_loopback_and_the_remote_region() {
+        let mut d = RdmaDriver::default();
+        let t = d.inspect(&req(Some("loopback"))).unwrap();
+        assert_eq!(t.kind, "rdma");
+        assert_eq!(t.size_bytes, DEFAULT_REMOTE_BUFFER);
+        assert!(!t.creates);
+        let mut r = req(Some("10.1.2.3:18515"));
+        r.size_bytes = Some(1 << 20);
+        assert_eq!(d.inspect(&r).unwrap().size_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn inspect_refuses_what_the_engine_cannot_do() {
+        let mut d = RdmaDriver::default();
+        assert_eq!(d.inspect(&req(None)).unwrap_err().option, "--target");
+        assert_eq!(
+            d.inspect(&req(Some("/dev/nvme0n1"))).unwrap_err().option,
+            "--target"
+        );
+        let mut r = req(Some("loopback"));
+        r.allow_destroy = Some(PathBuf::from("/dev/sda"));
+        assert_eq!(d.inspect(&r).unwrap_err().option, "--allow-destroy");
+        let mut r = req(Some("loopback"));
+        r.format_before = true;
+        assert_eq!(d.inspect(&r).unwrap_err().option, "--format-before");
+        let mut r = req(Some("loopback"));
+        r.size_bytes = Some(0);
+        assert_eq!(d.inspect(&r).unwrap_err().option, "--rdma-remote-buffer");
+    }
+
+    #[test]
+    fn the_plan_field_round_trips_with_the_op_as_text() {
+        let p = RdmaPlan {
+            op: RdmaOp::Mixed { read_pct: 30 },
+            qps: 4,
+            device: Some("rxe0".into()),
+            port: 1,
+            gid_index: Some(1),
+            inline: false,
+        };
+        let j = serde_json::to_value(&p).unwrap();
+        assert_eq!(j["op"], "mixed:30");
+        assert_eq!(serde_json::from_value::<RdmaPlan>(j).unwrap(), p);
+    }
+}
