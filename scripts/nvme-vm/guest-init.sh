@@ -17,6 +17,15 @@ mount -t tmpfs tmpfs /tmp
 modprobe nvme
 i=0
 while [ ! -e /dev/ng0n3 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+# Soft-RoCE (mkinitrd.sh --with-rdma): rxe0 over the loopback interface.
+if [ -e /usr/dmalab/modules/rdma_rxe.ko ]; then
+  modprobe ib_uverbs
+  modprobe udp_tunnel
+  modprobe ip6_udp_tunnel
+  insmod /usr/dmalab/modules/rdma_rxe.ko
+  /usr/dmalab/applets/ip link set lo up
+  /usr/dmalab/bin/rdma link add rxe0 type rxe netdev lo
+fi
 if grep -q dmalab.shell /proc/cmdline; then
   echo "dmalab NVMe guest: $(ls /dev/ng* /dev/nvme* | tr '\n' ' ')"
   echo "exit the shell to power off"

@@ -2,9 +2,12 @@
 # Builds the NVMe test guest's initramfs: the Debian initrd (kernel modules,
 # busybox) with a cpio appended that holds dmalab, nvme-cli, mke2fs, sfdisk,
 # wipefs, setpriv (and fio with --with-fio), their shared libraries (from ldd), the
-# guest init and the job script to run.
+# guest init and the job script to run. With --with-rdma also soft-RoCE: the
+# Debian kernel's rdma_rxe.ko (its initrd carries ib_core, ib_uverbs and the
+# UDP tunnels, not rxe), libibverbs with the rxe provider and its driver file,
+# iproute2's rdma, ibv_devinfo and perftest's ib_write_bw/ib_read_bw.
 #
-#   mkinitrd.sh OUT.img DMALAB_BIN JOB_SCRIPT [--with-fio]
+#   mkinitrd.sh OUT.img DMALAB_BIN JOB_SCRIPT [--with-fio] [--with-rdma]
 #
 # The Debian initrd has a merged /usr (bin, lib, lib64 are links into usr/),
 # so everything goes under usr/: a real bin/ or lib/ in our cpio would hide it.
@@ -15,10 +18,11 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="$1"; dmalab="$2"; job="$3"; shift 3
-with_fio=0
+with_fio=0 with_rdma=0
 for a in "$@"; do
   case "$a" in
     --with-fio) with_fio=1 ;;
+    --with-rdma) with_rdma=1 ;;
     *) echo "mkinitrd.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -80,6 +84,26 @@ add_bin /usr/sbin/blkid blkid
 add_bin /usr/bin/setpriv setpriv
 if [ "$with_fio" = 1 ]; then
   add_bin /usr/bin/fio fio
+fi
+if [ "$with_rdma" = 1 ]; then
+  rxe="/lib/modules/$kver/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko"
+  provider=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
+  for f in "$rxe" "$provider" /etc/libibverbs.d/rxe.driver /usr/bin/ib_write_bw /usr/bin/ibv_devinfo /usr/bin/rdma; do
+    [ -r "$f" ] || { echo "mkinitrd.sh: $f missing (apt-get install linux-image-amd64 rdma-core ibverbs-providers ibverbs-utils perftest iproute2)" >&2; exit 1; }
+  done
+  mkdir -p "$root/usr/dmalab/modules" "$root/usr/lib/x86_64-linux-gnu/libibverbs" "$root/etc/libibverbs.d"
+  cp "$rxe" "$root/usr/dmalab/modules/"
+  # libibverbs looks for providers in its built-in directory and for their
+  # driver files in /etc/libibverbs.d: both at their Debian paths.
+  cp -L "$provider" "$root/usr/lib/x86_64-linux-gnu/libibverbs/"
+  cp /etc/libibverbs.d/rxe.driver "$root/etc/libibverbs.d/"
+  ldd "$provider" | awk '/=>/ {print $3}' | while read -r lib; do [ -n "$lib" ] && copy_lib "$lib"; done
+  # dmalab dlopens libibverbs.so.1 (found through LD_LIBRARY_PATH).
+  copy_lib /usr/lib/x86_64-linux-gnu/libibverbs.so.1
+  add_bin /usr/bin/rdma rdma
+  add_bin /usr/bin/ibv_devinfo ibv_devinfo
+  add_bin /usr/bin/ib_write_bw ib_write_bw
+  add_bin /usr/bin/ib_read_bw ib_read_bw
 fi
 cp "$here/guest-init.sh" "$root/usr/dmalab/init"
 cp "$here/guest-lib.sh" "$root/usr/dmalab/lib.sh"

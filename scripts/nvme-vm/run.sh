@@ -4,8 +4,12 @@
 # with dmalab in it; QEMU traces every NVMe Read, Write and Flush (the
 # oracle the tests judge dmalab by).
 #
-#   run.sh --out DIR --job SCRIPT [--dmalab BIN] [--with-fio] [--timeout SECS]
-#   run.sh --shell [--dmalab BIN] [--with-fio]     # by hand: a shell on the console
+#   run.sh --out DIR --job SCRIPT [--dmalab BIN] [--with-fio] [--with-rdma] [--timeout SECS]
+#   run.sh --shell [--dmalab BIN] [--with-fio] [--with-rdma]  # by hand: a shell on the console
+#
+# --with-rdma: soft-RoCE in the guest (see mkinitrd.sh); its init brings up
+# rxe0 over lo (`rdma link add rxe0 type rxe netdev lo`, GID index 1 is
+# ::ffff:127.0.0.1).
 #
 # Namespaces: 1 = 64 MiB with 512 B blocks, 2 = 64 MiB with 4 KiB blocks,
 # 3 = 1 MiB marker namespace (see guest-lib.sh). Inside the guest they are
@@ -16,13 +20,14 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-out="" job="" dmalab="" fio_flag="" timeout=600 shell=0
+out="" job="" dmalab="" fio_flag="" rdma_flag="" timeout=600 shell=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
     --job) job="$2"; shift 2 ;;
     --dmalab) dmalab="$2"; shift 2 ;;
     --with-fio) fio_flag="--with-fio"; shift ;;
+    --with-rdma) rdma_flag="--with-rdma"; shift ;;
     --timeout) timeout="$2"; shift 2 ;;
     --shell) shell=1; shift ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
@@ -46,7 +51,7 @@ fi
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 rm -rf "$out/results" "$out/trace.log" "$out/console.log"
-"$here/mkinitrd.sh" "$out/initrd.img" "$dmalab" "$job" $fio_flag
+"$here/mkinitrd.sh" "$out/initrd.img" "$dmalab" "$job" $fio_flag $rdma_flag
 for n in 1 2; do rm -f "$out/ns$n.img"; truncate -s 64M "$out/ns$n.img"; done
 rm -f "$out/ns3.img"; truncate -s 1M "$out/ns3.img"
 

@@ -116,6 +116,9 @@ pub struct Plan {
     /// The GPU engine's part (`--gpus`); None for other engines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<crate::engine::gpu::GpuPlan>,
+    /// `--engine rdma`'s own flags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma: Option<crate::engine::rdma::RdmaPlan>,
 }
 
 impl Plan {
@@ -217,7 +220,11 @@ impl Plan {
         }
         if s.region_bytes < command_bytes {
             return Err(UsageError::new(
-                if self.region_from_target { "--size" } else { "--region" },
+                match (self.region_from_target, self.rdma.is_some()) {
+                    (true, true) => "--rdma-remote-buffer",
+                    (true, false) => "--size",
+                    (false, _) => "--region",
+                },
                 format!(
                     "the target region ({} bytes) is smaller than one command ({command_bytes} bytes)",
                     s.region_bytes
@@ -339,6 +346,7 @@ mod tests {
             buffer_checksum: false,
             region_from_target: false,
             gpu: None,
+            rdma: None,
         }
     }
 

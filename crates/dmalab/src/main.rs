@@ -53,6 +53,8 @@ enum Command {
     /// Run a command and count hardware/software events over it (perf stat
     /// with dmalab's recipes).
     Stat(cmd::stat::Args),
+    /// RDMA peers: `rdma serve` registers a buffer for `load --engine rdma`.
+    Rdma(cmd::rdma::Args),
 }
 
 fn main() -> ExitCode {
@@ -76,6 +78,7 @@ fn main() -> ExitCode {
         Command::Fleet(a) => cmd::fleet::run(a),
         Command::Ddio(a) => cmd::ddio::run(a),
         Command::Stat(a) => cmd::stat::run(a),
+        Command::Rdma(a) => cmd::rdma::run(a),
     };
     match result {
         Ok(code) if code == ExitCode::SUCCESS && !internal => interrupted_exit().unwrap_or(code),

@@ -30,7 +30,7 @@ fn help_lists_every_command() {
         names,
         [
             "load", "info", "probe", "page", "run", "report", "compare", "sim", "throttle",
-            "cleanup", "fleet", "ddio", "stat", "help"
+            "cleanup", "fleet", "ddio", "stat", "rdma", "help"
         ],
         "{text}"
     );

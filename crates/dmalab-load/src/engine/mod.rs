@@ -65,6 +65,7 @@ use std::time::Duration;
 pub mod gpu;
 pub mod null;
 pub mod nvme;
+pub mod rdma;
 pub mod uring;
 
 /// What a command does, from the *device's* point of view.
@@ -143,6 +144,9 @@ pub enum EngineKind {
     Null,
     /// GPU copy engines: copies between the buffer and GPU memory (CUDA driver).
     Gpu,
+    /// RDMA WRITE/READ over RC queue pairs to a `dmalab rdma serve` peer or
+    /// in loopback (libibverbs, loaded at run time).
+    Rdma,
 }
 
 impl EngineKind {
@@ -153,6 +157,7 @@ impl EngineKind {
             EngineKind::Nvme => "nvme",
             EngineKind::Null => "null",
             EngineKind::Gpu => "gpu",
+            EngineKind::Rdma => "rdma",
         }
     }
 }
@@ -340,6 +345,7 @@ pub fn driver(kind: EngineKind) -> Box<dyn Driver> {
         EngineKind::Nvme => Box::new(nvme::NvmeDriver::default()),
         EngineKind::Null => Box::new(null::NullDriver),
         EngineKind::Gpu => Box::new(gpu::GpuDriver::default()),
+        EngineKind::Rdma => Box::new(rdma::RdmaDriver::default()),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod info;
 pub mod load;
 pub mod page;
 pub mod probe;
+pub mod rdma;
 pub mod report;
 pub mod run;
 pub mod sim;

@@ -7,10 +7,12 @@ use dmalab_core::units::{parse_count, parse_count_rate, parse_duration, parse_ra
 use dmalab_core::{cpus, UsageError};
 use dmalab_load::buffer::{Fill, HugePages};
 use dmalab_load::engine::gpu::GpuPlan;
+use dmalab_load::engine::rdma::RdmaPlan;
 use dmalab_load::engine::{EngineKind, TargetInfo, TargetRequest};
 use dmalab_load::limiter::{Arrival, RateSpec};
 use dmalab_load::pattern::{DeviceOffsets, Pattern, StreamConfig};
 use dmalab_load::plan::{CacheMode, CpuPolicy, Direction, Plan};
+use dmalab_rdma::client::RdmaOp;
 use std::path::PathBuf;
 
 /// Generate precisely shaped DMA load into one host buffer, through io_uring
@@ -162,6 +164,33 @@ pub struct LoadArgs {
     /// core, skx-pcie, ...) or perf event specs (see docs/counters.md).
     #[arg(long, value_name = "RECIPE|EVENTS")]
     pub counters: Option<String>,
+    /// --engine rdma: write (this NIC reads this host's memory), read (it
+    /// writes it) or mixed[:READ_PCT] (each command a READ with that
+    /// probability; mixed = mixed:50).
+    #[arg(long, value_name = "OP")]
+    pub rdma_op: Option<String>,
+    /// --engine rdma: queue pairs per worker (the paper's multiplexing).
+    #[arg(long, value_name = "N")]
+    pub qps: Option<u32>,
+    /// --engine rdma: size of the remote region the commands address (the
+    /// peer must serve at least this much; loopback allocates it).
+    /// Default 64M.
+    #[arg(long, value_name = "SIZE")]
+    pub rdma_remote_buffer: Option<String>,
+    /// --engine rdma: the RDMA device (default: the first).
+    #[arg(long, value_name = "NAME")]
+    pub rdma_device: Option<String>,
+    /// --engine rdma: the device's port.
+    #[arg(long, value_name = "N")]
+    pub rdma_port: Option<u8>,
+    /// --engine rdma: GID index (default: 0 on InfiniBand, the first
+    /// IPv4-mapped GID on RoCE).
+    #[arg(long, value_name = "N")]
+    pub gid_index: Option<u8>,
+    /// --engine rdma: post small writes as inline data (the CPU copies them;
+    /// the NIC does not read the buffer for them).
+    #[arg(long)]
+    pub rdma_inline: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -182,11 +211,50 @@ fn parsed<T>(
 }
 
 impl LoadArgs {
+    /// The rdma engine's flags (None for other engines, which refuse them).
+    fn rdma_plan(&self) -> Result<Option<RdmaPlan>, UsageError> {
+        if self.engine != EngineKind::Rdma {
+            let given = [
+                ("--rdma-op", self.rdma_op.is_some()),
+                ("--qps", self.qps.is_some()),
+                ("--rdma-remote-buffer", self.rdma_remote_buffer.is_some()),
+                ("--rdma-device", self.rdma_device.is_some()),
+                ("--rdma-port", self.rdma_port.is_some()),
+                ("--gid-index", self.gid_index.is_some()),
+                ("--rdma-inline", self.rdma_inline),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+                return Err(UsageError::new(*flag, "only with --engine rdma"));
+            }
+            return Ok(None);
+        }
+        Ok(Some(RdmaPlan {
+            op: self.rdma_op.as_deref().unwrap_or("write").parse()?,
+            qps: self.qps.unwrap_or(1),
+            device: self.rdma_device.clone(),
+            port: self.rdma_port.unwrap_or(1),
+            gid_index: self.gid_index,
+            inline: self.rdma_inline,
+        }))
+    }
+
     /// What the flags say about the target.
     pub fn target_request(&self) -> Result<TargetRequest, UsageError> {
+        self.rdma_plan()?;
+        // The rdma engine's target is the remote region: its size is
+        // --rdma-remote-buffer.
+        let size_bytes =
+            match (self.engine, &self.rdma_remote_buffer) {
+                (EngineKind::Rdma, Some(_)) if self.size.is_some() => return Err(UsageError::new(
+                    "--size",
+                    "the rdma engine creates no file: its remote region is --rdma-remote-buffer",
+                )),
+                (EngineKind::Rdma, r) => parsed("--rdma-remote-buffer", r, parse_size)?,
+                _ => parsed("--size", &self.size, parse_size)?,
+            };
         Ok(TargetRequest {
             target: self.target.clone(),
-            size_bytes: parsed("--size", &self.size, parse_size)?,
+            size_bytes,
             allow_destroy: self.allow_destroy.clone(),
             format_before: self.format_before,
         })
@@ -212,7 +280,16 @@ impl LoadArgs {
             None if self.commands.is_none() && self.blocks.is_none() => Some(5_000_000_000),
             None => None,
         };
-        let device_offsets = self.device_offsets.unwrap_or(match self.direction {
+        let rdma = self.rdma_plan()?;
+        // An RDMA WRITE makes the NIC read this host's memory, a READ makes
+        // it write it; a mix keeps --direction for the accounting (the
+        // engine's facts count each kind).
+        let direction = match rdma.as_ref().map(|r| r.op) {
+            Some(RdmaOp::Write) => Direction::Read,
+            Some(RdmaOp::Read) => Direction::Write,
+            _ => self.direction,
+        };
+        let device_offsets = self.device_offsets.unwrap_or(match direction {
             Direction::Write => DeviceOffsets::Sequential,
             Direction::Read => DeviceOffsets::Random,
         });
@@ -225,10 +302,10 @@ impl LoadArgs {
             keep: self.keep,
             target_size_bytes: t.size_bytes,
             logical_block_size_bytes: t.logical_block_size,
-            direction: self.direction,
+            direction,
             stream: StreamConfig {
                 pattern: self.pattern,
-                write_storage: self.direction == Direction::Read,
+                write_storage: direction == Direction::Read,
                 bs_bytes: bs,
                 max_blocks: self.max_blocks,
                 buffer_bytes: buffer,
@@ -264,6 +341,7 @@ impl LoadArgs {
             buffer_checksum: self.buffer_checksum,
             region_from_target: self.region.is_none(),
             gpu: GpuPlan::from_flag(self.engine, self.gpus.as_deref())?,
+            rdma,
         })
     }
 }

@@ -1,0 +1,435 @@
+//! The `rdma` engine: one-sided RDMA WRITE and READ over reliable-connected
+//! queue pairs (libibverbs, loaded at run time by `dmalab_rdma`), to a
+//! `dmalab rdma serve` peer or, with `--target loopback`, between two QPs
+//! of the local device.
+//!
+//! The shared DMA buffer is registered once per run (one memory region per
+//! registration piece); each worker opens its own completion queue and
+//! `--qps` queue pairs. The pattern stream decides the local offset of each
+//! command as for every engine; `--device-offsets` decides the remote
+//! offset; `--rdma-op` decides the operation.
+//!
+//! Memory's point of view: an RDMA WRITE makes this NIC read this host's
+//! memory (and the peer's NIC write the peer's); an RDMA READ makes this
+//! NIC write this host's memory (and the peer's NIC read the peer's).
+
+use super::{
+    refuse_format_before, BufferPiece, Command, Completion, Driver, Engine, EngineError,
+    EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
+};
+use crate::plan::Plan;
+use crate::target::TargetError;
+use dmalab_core::host::DeviceInfo;
+use dmalab_core::UsageError;
+use dmalab_rdma::client::{
+    Client, ClientConfig, Finished, LocalPiece, PeerTarget, RdmaOp, Worker, DEFAULT_REMOTE_BUFFER,
+};
+use dmalab_rdma::verbs::{Context, DeviceConfig};
+use dmalab_rdma::RdmaError;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One worker's queue pairs behind the engine interface.
+pub struct RdmaEngine {
+    worker: Worker,
+    pieces: Vec<BufferPiece>,
+    /// Flush and Noop commands: no RDMA operation, completed at once.
+    immediate: Vec<Completion>,
+    finished: Vec<Finished>,
+    /// A lost peer or failed completion, reported on the call after the one
+    /// that handed back the completions before it (so none is lost).
+    deferred: Option<String>,
+}
+
+impl RdmaEngine {
+    /// Wraps a connected worker over the shared buffer's `pieces`.
+    pub fn new(worker: Worker, pieces: Vec<BufferPiece>) -> Self {
+        Self {
+            worker,
+            pieces,
+            immediate: Vec::new(),
+            finished: Vec::new(),
+            deferred: None,
+        }
+    }
+}
+
+fn peer_error(message: String) -> EngineError {
+    EngineError::io("rdma", std::io::Error::other(message))
+}
+
+impl Engine for RdmaEngine {
+    fn name(&self) -> &'static str {
+        "rdma"
+    }
+
+    fn queue(&mut self, cmd: &Command, slot: u32) -> Result<(), EngineError> {
+        if matches!(cmd.op, Op::Flush | Op::Noop) || cmd.len == 0 {
+            self.immediate.push(Completion { slot, result: 0 });
+            return Ok(());
+        }
+        let piece = self.pieces.get(usize::from(cmd.piece)).ok_or_else(|| {
+            peer_error(format!(
+                "command names buffer piece {} of {}",
+                cmd.piece,
+                self.pieces.len()
+            ))
+        })?;
+        let inside = cmd.buf_offset >= piece.buf_offset
+            && cmd.buf_offset + u64::from(cmd.len) <= piece.buf_offset + piece.len as u64;
+        if !inside {
+            return Err(peer_error(format!(
+                "command at buffer offset {} ({} bytes) is outside its piece",
+                cmd.buf_offset, cmd.len
+            )));
+        }
+        // SAFETY: offset and length lie inside the piece (checked above),
+        // which the run's buffer keeps mapped and the client registered.
+        let addr = unsafe { piece.addr.add((cmd.buf_offset - piece.buf_offset) as usize) };
+        // SAFETY: addr..addr+len lies inside registered piece `cmd.piece`.
+        unsafe {
+            self.worker
+                .post(slot, usize::from(cmd.piece), addr, cmd.len, cmd.dev_offset)
+        }
+        .map_err(|e| peer_error(e.to_string()))
+    }
+
+    fn submit_and_reap(
+        &mut self,
+        min_complete: usize,
+        timeout: Option<Duration>,
+        out: &mut Vec<Completion>,
+    ) -> Result<(), EngineError> {
+        if let Some(e) = self.deferred.take() {
+            return Err(peer_error(e));
+        }
+        let had = self.immediate.len();
+        out.append(&mut self.immediate);
+        let min = if had > 0 {
+            0
+        } else {
+            min_complete.saturating_sub(had)
+        };
+        self.finished.clear();
+        let r = self.worker.reap(min, timeout, &mut self.finished);
+        out.extend(self.finished.iter().map(|f| Completion {
+            slot: f.slot,
+            result: f.result,
+        }));
+        if let Err(e) = r {
+            self.deferred = Some(e.to_string());
+        }
+        Ok(())
+    }
+}
+
+/// `--engine rdma`'s own flags, resolved (the plan's `rdma` field).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RdmaPlan {
+    /// `--rdma-op`.
+    pub op: RdmaOp,
+    /// `--qps`: queue pairs per worker.
+    pub qps: u32,
+    /// `--rdma-device` (None: the first).
+    pub device: Option<String>,
+    /// `--rdma-port`.
+    pub port: u8,
+    /// `--gid-index` (None: chosen).
+    pub gid_index: Option<u8>,
+    /// `--rdma-inline`.
+    pub inline: bool,
+}
+
+/// The rdma engine's lifecycle: the peer is checked in `preflight` (the
+/// device opened, the server asked what it serves), the shared buffer is
+/// registered once when the first worker opens, each worker connects its
+/// own QPs.
+#[derive(Default)]
+pub struct RdmaDriver {
+    cfg: Option<ClientConfig>,
+    seed: u64,
+    workers: usize,
+    client: Mutex<Option<Arc<Client>>>,
+}
+
+fn usage(option: &str, e: RdmaError) -> UsageError {
+    match e {
+        RdmaError::Usage(u) => u,
+        other => UsageError::new(option, other.to_string()),
+    }
+}
+
+fn engine_error(e: RdmaError) -> EngineError {
+    EngineError::io("rdma", std::io::Error::other(e.to_string()))
+}
+
+impl RdmaDriver {
+    fn client(&self) -> Option<Arc<Client>> {
+        self.client.lock().ok().and_then(|c| c.clone())
+    }
+}
+
+impl Driver for RdmaDriver {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Rdma
+    }
+
+    fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError> {
+        refuse_format_before(req)?;
+        if req.allow_destroy.is_some() {
+            return Err(UsageError::new(
+                "--allow-destroy",
+                "the rdma engine writes no storage: leave it out",
+            ));
+        }
+        let Some(t) = &req.target else {
+            return Err(UsageError::new(
+                "--target",
+                "--engine rdma needs --target HOST:PORT of a `dmalab rdma serve`, or --target loopback",
+            ));
+        };
+        let text = t.to_string_lossy().into_owned();
+        let _peer: PeerTarget = text.parse()?;
+        let size = req.size_bytes.unwrap_or(DEFAULT_REMOTE_BUFFER);
+        if size == 0 {
+            return Err(UsageError::new(
+                "--rdma-remote-buffer",
+                "must be greater than 0",
+            ));
+        }
+        Ok(TargetInfo {
+            path: Some(PathBuf::from(text)),
+            exists: true,
+            kind: "rdma".into(),
+            size_bytes: size,
+            logical_block_size: 1,
+            creates: false,
+        })
+    }
+
+    fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError> {
+        let Some(r) = &plan.rdma else {
+            return Err(UsageError::new(
+                "--engine",
+                "the rdma engine's flags are missing from the plan",
+            ));
+        };
+        let target: PeerTarget = plan
+            .target
+            .as_deref()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default()
+            .parse()?;
+        let max_msg_bytes = u32::try_from(plan.stream.command_bytes()).map_err(|_| {
+            UsageError::new(
+                "--bs",
+                "one RDMA message carries at most 4 GiB - 1: use fewer blocks per command",
+            )
+        })?;
+        let cfg = ClientConfig {
+            device: DeviceConfig {
+                device: r.device.clone(),
+                port: r.port,
+                gid_index: r.gid_index,
+                device_flag: "--rdma-device",
+            },
+            target: target.clone(),
+            op: r.op,
+            qps: r.qps,
+            iodepth: plan.iodepth,
+            max_msg_bytes,
+            remote_buffer_bytes: plan.target_size_bytes,
+            inline: r.inline,
+            sysfs_root: PathBuf::from("/sys/class/infiniband"),
+        };
+        cfg.validate()?;
+        // The device, port and GID now, so their errors are one line and
+        // exit 2 before anything runs.
+        let ctx = Context::open(&cfg.device).map_err(|e| usage("--rdma-device", e))?;
+        if let PeerTarget::Peer(addr) = &target {
+            let info = dmalab_rdma::client::query_server(addr).map_err(|e| usage("--target", e))?;
+            if info.link_layer != ctx.link_layer() {
+                return Err(UsageError::new(
+                    "--target",
+                    format!(
+                        "{addr} serves on {} and {} is {}: InfiniBand and RoCE ports cannot connect",
+                        if info.link_layer == 1 { "InfiniBand" } else { "RoCE" },
+                        ctx.name,
+                        ctx.link_layer_name()
+                    ),
+                ));
+            }
+            if plan.target_size_bytes > info.buffer_bytes {
+                return Err(UsageError::new(
+                    "--rdma-remote-buffer",
+                    format!(
+                        "{} bytes is more than the {} bytes {addr} serves: use --rdma-remote-buffer {} \
+                         or less, or serve a larger --buffer",
+                        plan.target_size_bytes, info.buffer_bytes, info.buffer_bytes
+                    ),
+                ));
+            }
+        }
+        self.cfg = Some(cfg);
+        self.seed = plan.stream.seed;
+        self.workers = plan.workers;
+        Ok(())
+    }
+
+    fn prepare(&mut self, _plan: &mut Plan) -> Result<(), TargetError> {
+        // Nothing to create: the registrations and connections are made when
+        // the workers open (the shared buffer exists only then).
+        Ok(())
+    }
+
+    fn open(&self, spec: &EngineSpec) -> Result<Box<dyn Engine>, EngineError> {
+        let cfg = self.cfg.as_ref().ok_or_else(|| EngineError::Unsupported {
+            feature: "rdma".into(),
+            detail: "open before preflight".into(),
+        })?;
+        let client = {
+            let mut slot = self.client.lock().map_err(|_| {
+                engine_error(RdmaError::io(
+                    "rdma",
+                    std::io::Error::other("a worker panicked"),
+                ))
+            })?;
+            match &*slot {
+                Some(c) => c.clone(),
+                None => {
+                    let pieces: Vec<LocalPiece> = spec
+                        .pieces
+                        .iter()
+                        .map(|p| LocalPiece {
+                            addr: p.addr,
+                            len: p.len,
+                        })
+                        .collect();
+                    // SAFETY: the pieces are the run's shared DMA buffer,
+                    // which outlives every engine and this driver's client
+                    // (the run drops its workers before the buffer, and the
+                    // driver's client is only used by them).
+                    let c = Arc::new(unsafe { Client::open(cfg, &pieces) }.map_err(engine_error)?);
+                    *slot = Some(c.clone());
+                    c
+                }
+            }
+        };
+        let worker = client
+            .worker(self.seed.wrapping_add(spec.worker as u64))
+            .map_err(engine_error)?;
+        Ok(Box::new(RdmaEngine::new(worker, spec.pieces.clone())))
+    }
+
+    fn header(&self) -> String {
+        let Some(c) = self.client() else {
+            return String::new();
+        };
+        let f = c.facts(self.workers);
+        let mut s = format!(
+            "rdma: {} port {} ({}, GID index {} {}, MTU {} B) -> {}, --rdma-op {}, {} QP(s)\n",
+            f.device, f.port, f.link_layer, f.gid_index, f.gid, f.mtu_bytes, f.target, f.op, f.qps
+        );
+        s.push_str(&format!(
+            "rdma: dmalab counted {} RDMA WRITEs ({} bytes) and {} RDMA READs ({} bytes), {} failed\n",
+            f.moved.writes, f.moved.write_bytes, f.moved.reads, f.moved.read_bytes, f.moved.errors
+        ));
+        match &f.nic_counters {
+            Some(d) => s.push_str(&format!("rdma: {}\n", d.summary())),
+            None => s.push_str("rdma: the port has no NIC counters\n"),
+        }
+        if let Some(e) = &f.first_error {
+            s.push_str(&format!("rdma: first error: {e}\n"));
+        }
+        s
+    }
+
+    fn device(&self, plan: &Plan) -> Option<DeviceInfo> {
+        let c = self.client()?;
+        let ctx = c.context();
+        Some(DeviceInfo {
+            path: plan
+                .target
+                .as_deref()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            kind: "rdma".into(),
+            block_device: None,
+            disk: None,
+            model: format!("{} port {} ({})", ctx.name, ctx.port, ctx.link_layer_name()),
+            size_bytes: plan.target_size_bytes,
+            logical_block_size: 1,
+            physical_block_size: 1,
+            filesystem: None,
+        })
+    }
+
+    fn facts(&self) -> Option<(&'static str, serde_json::Value)> {
+        let c = self.client()?;
+        serde_json::to_value(c.facts(self.workers))
+            .ok()
+            .map(|v| ("rdma", v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(target: Option<&str>) -> TargetRequest {
+        TargetRequest {
+            target: target.map(PathBuf::from),
+            size_bytes: None,
+            allow_destroy: None,
+            format_before: false,
+        }
+    }
+
+    #[test]
+    fn inspect_takes_a_peer_or_loopback_and_the_remote_region() {
+        let mut d = RdmaDriver::default();
+        let t = d.inspect(&req(Some("loopback"))).unwrap();
+        assert_eq!(t.kind, "rdma");
+        assert_eq!(t.size_bytes, DEFAULT_REMOTE_BUFFER);
+        assert!(!t.creates);
+        let mut r = req(Some("10.1.2.3:18515"));
+        r.size_bytes = Some(1 << 20);
+        assert_eq!(d.inspect(&r).unwrap().size_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn inspect_refuses_what_the_engine_cannot_do() {
+        let mut d = RdmaDriver::default();
+        assert_eq!(d.inspect(&req(None)).unwrap_err().option, "--target");
+        assert_eq!(
+            d.inspect(&req(Some("/dev/nvme0n1"))).unwrap_err().option,
+            "--target"
+        );
+        let mut r = req(Some("loopback"));
+        r.allow_destroy = Some(PathBuf::from("/dev/sda"));
+        assert_eq!(d.inspect(&r).unwrap_err().option, "--allow-destroy");
+        let mut r = req(Some("loopback"));
+        r.format_before = true;
+        assert_eq!(d.inspect(&r).unwrap_err().option, "--format-before");
+        let mut r = req(Some("loopback"));
+        r.size_bytes = Some(0);
+        assert_eq!(d.inspect(&r).unwrap_err().option, "--rdma-remote-buffer");
+    }
+
+    #[test]
+    fn the_plan_field_round_trips_with_the_op_as_text() {
+        let p = RdmaPlan {
+            op: RdmaOp::Mixed { read_pct: 30 },
+            qps: 4,
+            device: Some("rxe0".into()),
+            port: 1,
+            gid_index: Some(1),
+            inline: false,
+        };
+        let j = serde_json::to_value(&p).unwrap();
+        assert_eq!(j["op"], "mixed:30");
+        assert_eq!(serde_json::from_value::<RdmaPlan>(j).unwrap(), p);
+    }
+}

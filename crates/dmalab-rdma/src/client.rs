@@ -1,0 +1,851 @@
+//! The client side of RDMA load: what `dmalab load --engine rdma` drives.
+//!
+//! A [`Client`] opens the device, registers dmalab's shared DMA buffer once
+//! (one memory region per registration piece) and, for `--target
+//! loopback`, a second local buffer that stands for the peer's. Each load
+//! worker then opens a [`Worker`]: its own completion queue and `--qps` RC
+//! queue pairs, each connected by its own TCP handshake to a `dmalab rdma
+//! serve` (or, in loopback, to a responder QP on the same device). The
+//! worker posts one RDMA WRITE or READ per command and reaps completions;
+//! when it is dropped it tells the server what it moved.
+//!
+//! Direction from memory's point of view: an RDMA WRITE makes this NIC read
+//! this host's memory and the peer's NIC write the peer's memory; an RDMA
+//! READ makes the peer's NIC read the peer's memory and this NIC write this
+//! host's memory.
+
+use crate::buffer::RawBuffer;
+use crate::counters::{self, Snapshot};
+use crate::error::RdmaError;
+use crate::handshake::{self, Done, Endpoint};
+use crate::sys;
+use crate::verbs::{
+    gid_text, CompletionQueue, Context, DeviceConfig, MemoryRegion, QpParams, QueuePair,
+};
+use dmalab_core::UsageError;
+use serde::Serialize;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// `--rdma-op`: which one-sided operations to issue (serialised as its
+/// command-line text, `mixed:50`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RdmaOp {
+    /// RDMA WRITE only (this host's memory is read).
+    Write,
+    /// RDMA READ only (this host's memory is written).
+    Read,
+    /// Both: each command is a READ with probability `read_pct` percent.
+    Mixed {
+        /// Percent of commands that are READs (0-100).
+        read_pct: u8,
+    },
+}
+
+impl FromStr for RdmaOp {
+    type Err = UsageError;
+    fn from_str(s: &str) -> Result<Self, UsageError> {
+        let bad = || {
+            UsageError::new(
+                "--rdma-op",
+                format!(
+                    "{:?} is not write, read, mixed or mixed:READ_PCT (0-100, e.g. mixed:50)",
+                    s
+                ),
+            )
+        };
+        match s {
+            "write" => Ok(RdmaOp::Write),
+            "read" => Ok(RdmaOp::Read),
+            "mixed" => Ok(RdmaOp::Mixed { read_pct: 50 }),
+            _ => {
+                let pct = s.strip_prefix("mixed:").ok_or_else(bad)?;
+                match pct.parse::<u8>() {
+                    Ok(p) if p <= 100 => Ok(RdmaOp::Mixed { read_pct: p }),
+                    _ => Err(bad()),
+                }
+            }
+        }
+    }
+}
+
+impl Serialize for RdmaOp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RdmaOp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse()
+            .map_err(|e: UsageError| serde::de::Error::custom(e.message))
+    }
+}
+
+impl std::fmt::Display for RdmaOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RdmaOp::Write => write!(f, "write"),
+            RdmaOp::Read => write!(f, "read"),
+            RdmaOp::Mixed { read_pct } => write!(f, "mixed:{read_pct}"),
+        }
+    }
+}
+
+/// `--target` of the rdma engine.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PeerTarget {
+    /// Two QPs on the local device: the NIC moves data between two local buffers.
+    Loopback,
+    /// A `dmalab rdma serve` at HOST:PORT.
+    Peer(String),
+}
+
+impl FromStr for PeerTarget {
+    type Err = UsageError;
+    fn from_str(s: &str) -> Result<Self, UsageError> {
+        if s == "loopback" {
+            return Ok(PeerTarget::Loopback);
+        }
+        match s.rsplit_once(':') {
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => {
+                Ok(PeerTarget::Peer(s.to_string()))
+            }
+            _ => Err(UsageError::new(
+                "--target",
+                format!(
+                    "{s:?} is not HOST:PORT of a `dmalab rdma serve` (e.g. 192.0.2.7:18515) or `loopback`"
+                ),
+            )),
+        }
+    }
+}
+
+/// Everything the client needs; [`ClientConfig::validate`] checks it.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// Device, port and GID.
+    pub device: DeviceConfig,
+    /// The peer.
+    pub target: PeerTarget,
+    /// Operations.
+    pub op: RdmaOp,
+    /// Queue pairs per worker.
+    pub qps: u32,
+    /// Work requests in flight per worker (spread over its QPs).
+    pub iodepth: u32,
+    /// The largest message, bytes (`--bs` x the most blocks of a command).
+    pub max_msg_bytes: u32,
+    /// The remote region commands address (`--rdma-remote-buffer`):
+    /// loopback allocates it; a peer must serve at least this much.
+    pub remote_buffer_bytes: u64,
+    /// Post writes no longer than the QP's inline limit as inline data (the
+    /// CPU copies them; the NIC does not read memory for them).
+    pub inline: bool,
+    /// Where the NIC counters live (normally `/sys/class/infiniband`).
+    pub sysfs_root: PathBuf,
+}
+
+/// Default remote region (`dmalab rdma serve`'s default buffer).
+pub const DEFAULT_REMOTE_BUFFER: u64 = 64 << 20;
+
+impl ClientConfig {
+    /// Checks what can be checked without the device.
+    pub fn validate(&self) -> Result<(), UsageError> {
+        if self.qps == 0 || self.qps > 1024 {
+            return Err(UsageError::new(
+                "--qps",
+                format!("{} is not 1..=1024 queue pairs per worker", self.qps),
+            ));
+        }
+        if self.iodepth < self.qps {
+            return Err(UsageError::new(
+                "--iodepth",
+                format!(
+                    "{} work requests cannot keep {} queue pairs busy: use --iodepth of at least --qps",
+                    self.iodepth, self.qps
+                ),
+            ));
+        }
+        if self.max_msg_bytes == 0 {
+            return Err(UsageError::new(
+                "--bs",
+                "an RDMA message carries at least one byte",
+            ));
+        }
+        let r = self.remote_buffer_bytes;
+        if r < u64::from(self.max_msg_bytes) {
+            return Err(UsageError::new(
+                "--rdma-remote-buffer",
+                format!(
+                    "{r} bytes is smaller than one {}-byte message: use at least the message size",
+                    self.max_msg_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One registration piece of the local buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct LocalPiece {
+    /// First byte.
+    pub addr: *mut u8,
+    /// Bytes.
+    pub len: usize,
+}
+
+/// What the workers moved, summed (kept by the client as they close).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Moved {
+    /// RDMA WRITEs completed successfully.
+    pub writes: u64,
+    /// RDMA READs completed successfully.
+    pub reads: u64,
+    /// Bytes of the WRITEs (read from this host's memory).
+    pub write_bytes: u64,
+    /// Bytes of the READs (written into this host's memory).
+    pub read_bytes: u64,
+    /// Work requests that completed with an error.
+    pub errors: u64,
+}
+
+/// The device and registrations one run shares across its workers.
+pub struct Client {
+    cfg: ClientConfig,
+    ctx: Arc<Context>,
+    local: Vec<MemoryRegion>,
+    // Field order: the loopback MR is deregistered before its buffer is freed.
+    loop_mr: Option<MemoryRegion>,
+    loop_buf: Option<RawBuffer>,
+    before: Option<Snapshot>,
+    moved: Mutex<Moved>,
+    first_error: Mutex<Option<String>>,
+}
+
+impl Client {
+    /// Opens the device and registers `pieces` (dmalab's shared DMA buffer)
+    /// once, plus the loopback buffer when the target is `loopback`.
+    ///
+    /// # Safety
+    /// The pieces stay mapped until the client and every worker are dropped.
+    pub unsafe fn open(cfg: &ClientConfig, pieces: &[LocalPiece]) -> Result<Client, RdmaError> {
+        cfg.validate()?;
+        let ctx = Context::open(&cfg.device)?;
+        let mut local = Vec::with_capacity(pieces.len());
+        for p in pieces {
+            // SAFETY: the caller keeps the pieces mapped for the client's life.
+            local.push(unsafe { MemoryRegion::register(&ctx, p.addr, p.len, "--buffer")? });
+        }
+        let (loop_buf, loop_mr) = match cfg.target {
+            PeerTarget::Loopback => {
+                let b = RawBuffer::new(cfg.remote_buffer_bytes, 0, "--rdma-remote-buffer")?;
+                // SAFETY: b outlives the MR (field order in Client).
+                let mr = unsafe {
+                    MemoryRegion::register(&ctx, b.ptr(), b.len(), "--rdma-remote-buffer")?
+                };
+                (Some(b), Some(mr))
+            }
+            PeerTarget::Peer(_) => (None, None),
+        };
+        let before = counters::read(&cfg.sysfs_root, &ctx.name, ctx.port);
+        Ok(Client {
+            cfg: cfg.clone(),
+            ctx,
+            local,
+            loop_mr,
+            loop_buf,
+            before,
+            moved: Mutex::new(Moved::default()),
+            first_error: Mutex::new(None),
+        })
+    }
+
+    /// The opened device (name, port, GID) for headers.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// Opens one worker's CQ and QPs and connects them. `seed` makes the
+    /// worker's random choices (mixed operations, random offsets) repeatable.
+    pub fn worker(self: &Arc<Self>, seed: u64) -> Result<Worker, RdmaError> {
+        let qps = self.cfg.qps as usize;
+        let per_qp = self.cfg.iodepth.div_ceil(self.cfg.qps);
+        let cq = CompletionQueue::new(&self.ctx, self.cfg.iodepth)?;
+        let params = QpParams {
+            max_send_wr: per_qp,
+            max_inline: if self.cfg.inline { 256 } else { 0 },
+            rd_atomic: 16,
+        };
+        let mut w = Worker {
+            client: self.clone(),
+            qps: Vec::with_capacity(qps),
+            responders: Vec::new(),
+            resp_cq: None,
+            streams: Vec::new(),
+            remote: Vec::with_capacity(qps),
+            inflight: vec![0; qps],
+            per_qp,
+            slot_op: Vec::new(),
+            slot_qp: Vec::new(),
+            slot_len: Vec::new(),
+            rng: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            next_qp: 0,
+            moved: Moved::default(),
+            wc: vec![sys::ibv_wc::default(); self.cfg.iodepth.max(1) as usize],
+            last_progress: Instant::now(),
+            cq,
+        };
+        match &self.cfg.target {
+            PeerTarget::Loopback => {
+                let resp_cq = CompletionQueue::new(&self.ctx, 1)?;
+                let mr = self.loop_mr.as_ref().ok_or_else(|| {
+                    RdmaError::Usage(UsageError::new("--target", "loopback buffer missing"))
+                })?;
+                for _ in 0..qps {
+                    let a = QueuePair::new(&self.ctx, &w.cq, params)?;
+                    let b = QueuePair::new(
+                        &self.ctx,
+                        &resp_cq,
+                        QpParams {
+                            max_send_wr: 1,
+                            max_inline: 0,
+                            rd_atomic: 16,
+                        },
+                    )?;
+                    let ea = a.endpoint(&self.local[0], self.cfg.max_msg_bytes);
+                    let eb = b.endpoint(mr, 0);
+                    a.connect(&eb)?;
+                    b.connect(&ea)?;
+                    w.remote.push(eb);
+                    w.qps.push(a);
+                    w.responders.push(b);
+                }
+                w.resp_cq = Some(resp_cq);
+            }
+            PeerTarget::Peer(addr) => {
+                for _ in 0..qps {
+                    let qp = QueuePair::new(&self.ctx, &w.cq, params)?;
+                    let mut s = connect_tcp(addr)?;
+                    let ours = qp.endpoint(&self.local[0], self.cfg.max_msg_bytes);
+                    let theirs = handshake::client(addr, &mut s, &ours)?;
+                    let want = self.cfg.remote_buffer_bytes;
+                    if want > theirs.len {
+                        return Err(UsageError::new(
+                            "--rdma-remote-buffer",
+                            format!(
+                                "{want} bytes is more than the {} bytes {addr} serves: use \
+                                 --rdma-remote-buffer {} or less, or serve a larger --buffer",
+                                theirs.len, theirs.len
+                            ),
+                        )
+                        .into());
+                    }
+                    qp.connect(&theirs)?;
+                    w.remote.push(theirs);
+                    w.qps.push(qp);
+                    w.streams.push(s);
+                }
+            }
+        }
+        w.slot_op = vec![sys::IBV_WR_RDMA_WRITE; self.cfg.iodepth as usize];
+        w.slot_qp = vec![0; self.cfg.iodepth as usize];
+        w.slot_len = vec![0; self.cfg.iodepth as usize];
+        Ok(w)
+    }
+
+    /// The engine's facts for the result (key "rdma").
+    pub fn facts(&self, workers: usize) -> ClientFacts {
+        let after = counters::read(&self.cfg.sysfs_root, &self.ctx.name, self.ctx.port);
+        let moved = self.moved.lock().map(|m| *m).unwrap_or_default();
+        ClientFacts {
+            device: self.ctx.name.clone(),
+            port: self.ctx.port,
+            link_layer: self.ctx.link_layer_name(),
+            gid_index: self.ctx.gid_index,
+            gid: gid_text(&self.ctx.gid),
+            mtu_bytes: self.ctx.mtu_bytes(),
+            target: match &self.cfg.target {
+                PeerTarget::Loopback => "loopback".into(),
+                PeerTarget::Peer(p) => p.clone(),
+            },
+            op: self.cfg.op.to_string(),
+            qps_per_worker: self.cfg.qps,
+            qps: self.cfg.qps as usize * workers,
+            remote_buffer_bytes: self.cfg.remote_buffer_bytes,
+            inline: self.cfg.inline,
+            moved,
+            memory: MemorySides {
+                rdma_write:
+                    "this NIC reads this host's memory; the peer's NIC writes the peer's memory",
+                rdma_read:
+                    "the peer's NIC reads the peer's memory; this NIC writes this host's memory",
+            },
+            first_error: self.first_error.lock().ok().and_then(|e| e.clone()),
+            nic_counters: self
+                .before
+                .clone()
+                .zip(after)
+                .and_then(|(b, a)| counters::delta(&b, &a)),
+            loopback_buffer_sha256: self.loop_buf.as_ref().map(|b| b.sha256()),
+        }
+    }
+}
+
+/// Asks the `dmalab rdma serve` at `addr` what it serves (no QP is made,
+/// and the server does not count it as a client). Every failure is a
+/// [`UsageError`] naming `--target`: the peer is the user's input.
+pub fn query_server(addr: &str) -> Result<handshake::ServerInfo, RdmaError> {
+    let mut s = connect_tcp(addr)?;
+    handshake::query(addr, &mut s).map_err(|e| match e {
+        RdmaError::Usage(u) => RdmaError::Usage(u),
+        other => UsageError::new("--target", other.to_string()).into(),
+    })
+}
+
+fn connect_tcp(addr: &str) -> Result<TcpStream, RdmaError> {
+    let addrs: Vec<_> = addr
+        .to_socket_addrs()
+        .map_err(|e| UsageError::new("--target", format!("cannot resolve {addr:?}: {e}")))?
+        .collect();
+    let mut last = None;
+    for a in addrs {
+        match TcpStream::connect_timeout(&a, Duration::from_secs(5)) {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                s.set_read_timeout(Some(Duration::from_secs(10)))
+                    .map_err(|e| RdmaError::io("socket", e))?;
+                return Ok(s);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(UsageError::new(
+        "--target",
+        format!(
+            "cannot connect to {addr}: {}: is `dmalab rdma serve --listen {addr}` running there?",
+            last.map(|e| e.to_string())
+                .unwrap_or_else(|| "no address".into())
+        ),
+    )
+    .into())
+}
+
+/// Which host's memory each operation puts DMA on.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemorySides {
+    /// RDMA WRITE.
+    pub rdma_write: &'static str,
+    /// RDMA READ.
+    pub rdma_read: &'static str,
+}
+
+/// The rdma engine's facts in the load result (key "rdma").
+#[derive(Clone, Debug, Serialize)]
+pub struct ClientFacts {
+    /// The device.
+    pub device: String,
+    /// Its port.
+    pub port: u8,
+    /// RoCE or InfiniBand.
+    pub link_layer: &'static str,
+    /// GID index used.
+    pub gid_index: u8,
+    /// The GID.
+    pub gid: String,
+    /// The port's active MTU, bytes.
+    pub mtu_bytes: u32,
+    /// `loopback` or HOST:PORT.
+    pub target: String,
+    /// `--rdma-op`.
+    pub op: String,
+    /// Queue pairs per worker.
+    pub qps_per_worker: u32,
+    /// Queue pairs in all.
+    pub qps: usize,
+    /// Bytes of the remote region addressed.
+    pub remote_buffer_bytes: u64,
+    /// Small writes posted inline.
+    pub inline: bool,
+    /// Operations and bytes each way, counted from successful completions.
+    pub moved: Moved,
+    /// Which memory each operation puts DMA on.
+    pub memory: MemorySides,
+    /// The first failed completion or lost peer, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
+    /// The NIC's own counters over the run (None: the port has none).
+    pub nic_counters: Option<counters::Delta>,
+    /// SHA-256 of the loopback target buffer after the run (loopback only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loopback_buffer_sha256: Option<String>,
+}
+
+/// One load worker's queue pairs.
+pub struct Worker {
+    client: Arc<Client>,
+    // Field order: QPs are destroyed before the CQs they report to.
+    qps: Vec<QueuePair>,
+    responders: Vec<QueuePair>,
+    resp_cq: Option<CompletionQueue>,
+    cq: CompletionQueue,
+    streams: Vec<TcpStream>,
+    remote: Vec<Endpoint>,
+    inflight: Vec<u32>,
+    per_qp: u32,
+    slot_op: Vec<u32>,
+    slot_qp: Vec<u16>,
+    slot_len: Vec<u32>,
+    rng: u64,
+    next_qp: usize,
+    moved: Moved,
+    wc: Vec<sys::ibv_wc>,
+    last_progress: Instant,
+}
+
+/// How long a worker waits without any completion, requests in flight,
+/// before it gives the peer up.
+pub const STALL: Duration = Duration::from_secs(10);
+
+/// One finished work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Finished {
+    /// The slot it was posted for.
+    pub slot: u32,
+    /// Bytes moved, or a negative errno (-EIO) for a failed completion.
+    pub result: i32,
+}
+
+impl Worker {
+    fn next_rand(&mut self) -> u64 {
+        // xorshift64*: cheap and repeatable per seed.
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn choose_op(&mut self) -> u32 {
+        match self.client.cfg.op {
+            RdmaOp::Write => sys::IBV_WR_RDMA_WRITE,
+            RdmaOp::Read => sys::IBV_WR_RDMA_READ,
+            RdmaOp::Mixed { read_pct } => {
+                if self.next_rand() % 100 < u64::from(read_pct) {
+                    sys::IBV_WR_RDMA_READ
+                } else {
+                    sys::IBV_WR_RDMA_WRITE
+                }
+            }
+        }
+    }
+
+    /// Posts one message of `len` bytes at `addr`, inside local piece
+    /// `piece`, to `remote_offset` in the remote region, for `slot`.
+    ///
+    /// # Safety
+    /// `addr..addr+len` lies inside that piece of the registered buffer.
+    pub unsafe fn post(
+        &mut self,
+        slot: u32,
+        piece: usize,
+        addr: *mut u8,
+        len: u32,
+        remote_offset: u64,
+    ) -> Result<(), RdmaError> {
+        let s = slot as usize;
+        if s >= self.slot_op.len() {
+            return Err(RdmaError::Usage(UsageError::new(
+                "--iodepth",
+                format!("slot {slot} out of range"),
+            )));
+        }
+        let lkey = self
+            .client
+            .local
+            .get(piece)
+            .map(|m| m.lkey())
+            .ok_or_else(|| {
+                RdmaError::Usage(UsageError::new(
+                    "--buffer",
+                    format!("no registration piece {piece}"),
+                ))
+            })?;
+        // The QP with the fewest requests in flight, round robin among equals.
+        let n = self.qps.len();
+        let mut q = self.next_qp % n;
+        for i in 0..n {
+            let c = (self.next_qp + i) % n;
+            if self.inflight[c] < self.inflight[q] {
+                q = c;
+            }
+        }
+        self.next_qp = (q + 1) % n;
+        if self.inflight[q] >= self.per_qp {
+            return Err(RdmaError::Usage(UsageError::new(
+                "--iodepth",
+                "more work requests queued than the queue pairs hold",
+            )));
+        }
+        let remote = self.remote[q];
+        let off = remote_offset;
+        if off.saturating_add(u64::from(len)) > self.client.cfg.remote_buffer_bytes {
+            return Err(RdmaError::Usage(UsageError::new(
+                "--rdma-remote-buffer",
+                format!("a {len}-byte message at remote offset {off} ends past the remote region"),
+            )));
+        }
+        let op = self.choose_op();
+        let mut sge = sys::ibv_sge {
+            addr: addr as u64,
+            length: len,
+            lkey,
+        };
+        let mut flags = sys::IBV_SEND_SIGNALED;
+        if op == sys::IBV_WR_RDMA_WRITE && self.client.cfg.inline && len <= self.qps[q].max_inline {
+            flags |= sys::IBV_SEND_INLINE;
+        }
+        let mut wr = sys::ibv_send_wr::default();
+        wr.wr_id = u64::from(slot);
+        wr.sg_list = &mut sge;
+        wr.num_sge = 1;
+        wr.opcode = op;
+        wr.send_flags = flags;
+        wr.remote_addr = remote.addr + off;
+        wr.rkey = remote.rkey;
+        // SAFETY: the SGE lies in a registered piece (the caller's promise);
+        // the remote range lies inside the buffer the peer registered.
+        unsafe { self.qps[q].post(&mut wr)? };
+        if self.inflight.iter().all(|&f| f == 0) {
+            self.last_progress = Instant::now();
+        }
+        self.inflight[q] += 1;
+        self.slot_op[s] = op;
+        self.slot_qp[s] = q as u16;
+        self.slot_len[s] = len;
+        Ok(())
+    }
+
+    /// Polls the CQ until at least `min` completions arrived or `timeout`
+    /// passed; appends them to `out`. A failed completion is reported as
+    /// -EIO and also returned as an error when its QP can do no more (the
+    /// peer is gone): the run stops and reports what it did.
+    pub fn reap(
+        &mut self,
+        min: usize,
+        timeout: Option<Duration>,
+        out: &mut Vec<Finished>,
+    ) -> Result<(), RdmaError> {
+        let start = Instant::now();
+        let mut got = 0;
+        let mut idle = 0u32;
+        let mut fatal = None;
+        loop {
+            let n = self.cq.poll(&mut self.wc)?;
+            for i in 0..n {
+                let wc = self.wc[i];
+                let slot = wc.wr_id as u32;
+                let s = slot as usize;
+                let q = self.slot_qp.get(s).copied().unwrap_or(0) as usize;
+                if let Some(f) = self.inflight.get_mut(q) {
+                    *f = f.saturating_sub(1);
+                }
+                let op = self
+                    .slot_op
+                    .get(s)
+                    .copied()
+                    .unwrap_or(sys::IBV_WR_RDMA_WRITE);
+                let result = if wc.status == sys::IBV_WC_SUCCESS {
+                    // byte_len is not defined for RDMA WRITE completions:
+                    // the posted length is what moved.
+                    let len = self.slot_len.get(s).copied().unwrap_or(0);
+                    if op == sys::IBV_WR_RDMA_READ {
+                        self.moved.reads += 1;
+                        self.moved.read_bytes += u64::from(len);
+                    } else {
+                        self.moved.writes += 1;
+                        self.moved.write_bytes += u64::from(len);
+                    }
+                    i32::try_from(len).unwrap_or(i32::MAX)
+                } else {
+                    self.moved.errors += 1;
+                    if fatal.is_none() {
+                        fatal = Some(format!(
+                            "{} on QP {}: {} (vendor error {:#x}); the peer went away or refused the access",
+                            if op == sys::IBV_WR_RDMA_READ { "RDMA READ" } else { "RDMA WRITE" },
+                            wc.qp_num,
+                            self.client.ctx.status_text(wc.status),
+                            wc.vendor_err
+                        ));
+                    }
+                    -libc::EIO
+                };
+                out.push(Finished { slot, result });
+                got += 1;
+            }
+            if n > 0 {
+                self.last_progress = Instant::now();
+            } else if self.inflight.iter().any(|&f| f > 0)
+                && self.last_progress.elapsed() >= STALL
+                && fatal.is_none()
+            {
+                // A peer that vanished without a trace (its QP gone, no
+                // NAK) must still end the run: retries alone may not.
+                fatal = Some(format!(
+                    "no completion for {} s with {} work requests in flight: the peer stopped answering",
+                    STALL.as_secs(),
+                    self.inflight.iter().sum::<u32>()
+                ));
+            }
+            if fatal.is_some() || got >= min {
+                break;
+            }
+            if timeout.is_some_and(|t| start.elapsed() >= t) {
+                break;
+            }
+            if n == 0 {
+                // Soft-RoCE completes in the kernel on the same CPUs: after
+                // a short spin, give them up rather than starve it.
+                idle += 1;
+                if idle > 64 {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            } else {
+                idle = 0;
+            }
+        }
+        if let Some(f) = fatal {
+            if let Ok(mut e) = self.client.first_error.lock() {
+                e.get_or_insert_with(|| f.clone());
+            }
+            return Err(RdmaError::Peer {
+                peer: match &self.client.cfg.target {
+                    PeerTarget::Loopback => "loopback".into(),
+                    PeerTarget::Peer(p) => p.clone(),
+                },
+                message: f,
+            });
+        }
+        Ok(())
+    }
+
+    /// What this worker has moved so far.
+    pub fn moved(&self) -> Moved {
+        self.moved
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let done = Done {
+            writes: self.moved.writes,
+            reads: self.moved.reads,
+            write_bytes: self.moved.write_bytes,
+            read_bytes: self.moved.read_bytes,
+        };
+        // Each QP's connection reports its share; the totals go on the first.
+        for (i, s) in self.streams.iter_mut().enumerate() {
+            let d = if i == 0 { done } else { Done::default() };
+            let _ = handshake::send_done("server", s, &d);
+        }
+        if let Ok(mut m) = self.client.moved.lock() {
+            m.writes += self.moved.writes;
+            m.reads += self.moved.reads;
+            m.write_bytes += self.moved.write_bytes;
+            m.read_bytes += self.moved.read_bytes;
+            m.errors += self.moved.errors;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rdma_op_parses_every_form() {
+        assert_eq!("write".parse::<RdmaOp>().unwrap(), RdmaOp::Write);
+        assert_eq!("read".parse::<RdmaOp>().unwrap(), RdmaOp::Read);
+        assert_eq!(
+            "mixed".parse::<RdmaOp>().unwrap(),
+            RdmaOp::Mixed { read_pct: 50 }
+        );
+        assert_eq!(
+            "mixed:30".parse::<RdmaOp>().unwrap(),
+            RdmaOp::Mixed { read_pct: 30 }
+        );
+        for bad in ["mixed:101", "mixed:", "mixed:-1", "Write", "rw", ""] {
+            let e = bad.parse::<RdmaOp>().unwrap_err();
+            assert_eq!(e.option, "--rdma-op", "{bad}");
+        }
+        assert_eq!(RdmaOp::Mixed { read_pct: 7 }.to_string(), "mixed:7");
+    }
+
+    #[test]
+    fn targets_parse() {
+        assert_eq!(
+            "loopback".parse::<PeerTarget>().unwrap(),
+            PeerTarget::Loopback
+        );
+        assert_eq!(
+            "10.0.0.1:18515".parse::<PeerTarget>().unwrap(),
+            PeerTarget::Peer("10.0.0.1:18515".into())
+        );
+        assert!("[::1]:7".parse::<PeerTarget>().is_ok());
+        for bad in ["host", "host:", ":80", "h:0", "h:70000", "/dev/nvme0n1"] {
+            assert_eq!(
+                bad.parse::<PeerTarget>().unwrap_err().option,
+                "--target",
+                "{bad}"
+            );
+        }
+    }
+
+    fn cfg() -> ClientConfig {
+        ClientConfig {
+            device: DeviceConfig {
+                device: None,
+                port: 1,
+                gid_index: None,
+                device_flag: "--rdma-device",
+            },
+            target: PeerTarget::Loopback,
+            op: RdmaOp::Write,
+            qps: 2,
+            iodepth: 8,
+            max_msg_bytes: 65536,
+            remote_buffer_bytes: DEFAULT_REMOTE_BUFFER,
+            inline: false,
+            sysfs_root: PathBuf::from("/sys/class/infiniband"),
+        }
+    }
+
+    #[test]
+    fn validation_names_the_flag() {
+        assert!(cfg().validate().is_ok());
+        let mut c = cfg();
+        c.qps = 0;
+        assert_eq!(c.validate().unwrap_err().option, "--qps");
+        let mut c = cfg();
+        c.iodepth = 1;
+        assert_eq!(c.validate().unwrap_err().option, "--iodepth");
+        let mut c = cfg();
+        c.remote_buffer_bytes = 4096;
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.option, "--rdma-remote-buffer");
+        assert!(
+            e.message.contains("smaller than one 65536-byte message"),
+            "{}",
+            e.message
+        );
+    }
+}

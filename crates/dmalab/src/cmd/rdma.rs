@@ -1,0 +1,131 @@
+//! `dmalab rdma serve`: the peer of `dmalab load --engine rdma --target
+//! HOST:PORT`. The server itself lives in `dmalab_rdma::serve`.
+
+use super::common::OutputArgs;
+use dmalab_core::host::HostInfo;
+use dmalab_core::output::OutputGuard;
+use dmalab_core::schema::ResultDoc;
+use dmalab_core::UsageError;
+use dmalab_rdma::serve::{self, ServeConfig};
+use dmalab_rdma::verbs::DeviceConfig;
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+/// RDMA peers for `dmalab load --engine rdma`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Action {
+    /// Register a buffer on this host and serve RDMA clients (`dmalab load
+    /// --engine rdma --target HOST:PORT`), any number at once, until
+    /// SIGINT/SIGTERM; then print what was served.
+    Serve(ServeArgs),
+}
+
+/// `dmalab rdma serve`.
+#[derive(clap::Args, Debug)]
+struct ServeArgs {
+    /// Address and TCP port of the handshake (use 0.0.0.0:PORT to serve
+    /// other hosts).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:18515")]
+    listen: String,
+    /// RDMA device (see /sys/class/infiniband; default: the first).
+    #[arg(long, value_name = "NAME")]
+    device: Option<String>,
+    /// Port of the device.
+    #[arg(long = "rdma-port", value_name = "N", default_value_t = 1)]
+    rdma_port: u8,
+    /// GID index (default: 0 on InfiniBand, the first IPv4-mapped GID on RoCE).
+    #[arg(long, value_name = "N")]
+    gid_index: Option<u8>,
+    /// Size of the served buffer (the clients' remote buffer).
+    #[arg(long, value_name = "SIZE", default_value = "64M")]
+    buffer: String,
+    /// Byte the buffer holds before serving (0-255).
+    #[arg(long, value_name = "BYTE", default_value_t = 0)]
+    fill: u8,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// The resolved configuration, as the result records it.
+#[derive(Serialize)]
+struct ServeConfigDoc {
+    /// The handshake's address.
+    listen: String,
+    /// Device asked for (None: the first).
+    device: Option<String>,
+    /// Port of the device.
+    rdma_port: u8,
+    /// GID index asked for (None: chosen).
+    gid_index: Option<u8>,
+    /// Bytes of the served buffer.
+    buffer_bytes: u64,
+    /// Fill byte.
+    fill: u8,
+}
+
+/// Runs `dmalab rdma`.
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    match a.action {
+        Action::Serve(s) => run_serve(s),
+    }
+}
+
+fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
+    let listen: SocketAddr = a.listen.parse().map_err(|_| {
+        UsageError::new(
+            "--listen",
+            format!("{:?} is not ADDR:PORT (e.g. 0.0.0.0:18515)", a.listen),
+        )
+    })?;
+    let buffer_bytes = dmalab_core::units::parse_size("--buffer", &a.buffer)?;
+    if buffer_bytes == 0 {
+        return Err(UsageError::new("--buffer", "must be at least 1 byte").into());
+    }
+    a.output.check(&mut OutputGuard::new())?;
+    let cfg = ServeConfig {
+        listen,
+        device: DeviceConfig {
+            device: a.device.clone(),
+            port: a.rdma_port,
+            gid_index: a.gid_index,
+            device_flag: "--device",
+        },
+        buffer_bytes,
+        fill: a.fill,
+        sysfs_root: PathBuf::from("/sys/class/infiniband"),
+    };
+    let started = SystemTime::now();
+    let stop = dmalab_core::signal::stop_flag();
+    let report = serve::serve(&cfg, &stop, &|line: &str| {
+        eprintln!("dmalab rdma serve: {}", dmalab_core::text::escaped(line));
+    })?;
+    let text = report.summary();
+    print!("{text}");
+    // Serving ends on SIGINT/SIGTERM by design: that is its stop condition,
+    // so the document says completed.
+    let doc = ResultDoc::new(
+        "rdma serve",
+        HostInfo::collect(),
+        ServeConfigDoc {
+            listen: a.listen,
+            device: a.device,
+            rdma_port: a.rdma_port,
+            gid_index: a.gid_index,
+            buffer_bytes,
+            fill: a.fill,
+        },
+        report,
+        started,
+    );
+    a.output.write(&doc, &text)?;
+    Ok(ExitCode::SUCCESS)
+}

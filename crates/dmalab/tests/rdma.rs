@@ -1,0 +1,433 @@
+//! The rdma engine and `dmalab rdma serve`, tested inside the QEMU guest
+//! with soft-RoCE (scripts/nvme-vm/run.sh --with-rdma, job
+//! scripts/nvme-vm/guest-rdma.sh). One boot runs every case; each test here
+//! judges part of its results. The oracle outside dmalab is rxe's own
+//! hw_counters (sent_pkts, rcvd_pkts), read by the guest script before and
+//! after each case, and SHA-256 of the buffers on both sides.
+
+mod common;
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+const KERNEL: &str = "/boot/vmlinuz-6.1.0-56-amd64";
+const RXE: &str = "/lib/modules/6.1.0-56-amd64/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko";
+/// rxe's path MTU over lo.
+const MTU: u64 = 4096;
+/// Every message in the guest cases.
+const MSG: u64 = 65536;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn prerequisites() -> bool {
+    common::need(
+        "QEMU, the Debian kernel 6.1.0-56-amd64 with rdma_rxe.ko, cpio, rdma-core, \
+         ibverbs-providers, ibverbs-utils, perftest (scripts/debian-packages.txt)",
+        common::have_program("qemu-system-x86_64")
+            && Path::new(KERNEL).exists()
+            && Path::new(RXE).exists()
+            && common::have_program("cpio")
+            && Path::new("/etc/libibverbs.d/rxe.driver").exists()
+            && common::have_program("ib_write_bw")
+            && common::have_program("ibv_devinfo"),
+    )
+}
+
+struct Boot {
+    dir: PathBuf,
+}
+
+fn boot() -> Option<&'static Boot> {
+    if !prerequisites() {
+        return None;
+    }
+    static BOOT: OnceLock<Boot> = OnceLock::new();
+    Some(BOOT.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rdma-vm");
+        let status = Command::new(repo().join("scripts/nvme-vm/run.sh"))
+            .arg("--out")
+            .arg(&dir)
+            .arg("--job")
+            .arg(repo().join("scripts/nvme-vm/guest-rdma.sh"))
+            .arg("--dmalab")
+            .arg(common::dmalab_bin())
+            .arg("--with-rdma")
+            .args(["--timeout", "500"])
+            .status()
+            .expect("run scripts/nvme-vm/run.sh");
+        assert!(
+            status.success(),
+            "the RDMA guest failed ({status}); see {}/console.log",
+            dir.display()
+        );
+        Boot { dir }
+    }))
+}
+
+impl Boot {
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.dir.join("results").join(rel))
+            .unwrap_or_else(|e| panic!("guest result {rel}: {e}"))
+    }
+
+    fn json(&self, rel: &str) -> Value {
+        serde_json::from_str(&self.read(rel))
+            .unwrap_or_else(|e| panic!("guest result {rel} is not JSON ({e}):\n{}", self.read(rel)))
+    }
+
+    fn case(&self, name: &str) -> (i32, String, String) {
+        let rc = self
+            .read(&format!("{name}/rc"))
+            .trim()
+            .parse()
+            .unwrap_or(-1);
+        (
+            rc,
+            self.read(&format!("{name}/stdout")),
+            self.read(&format!("{name}/stderr")),
+        )
+    }
+
+    fn ok(&self, name: &str) {
+        let (rc, out, err) = self.case(name);
+        assert_eq!(rc, 0, "case {name} failed: {err}\n{out}");
+    }
+
+    /// A refused case: exit 2 and one error line that names `option`.
+    fn refused(&self, name: &str, option: &str, words: &str) {
+        let (rc, _, err) = self.case(name);
+        assert_eq!(rc, 2, "case {name} should exit 2: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{name}: one line: {err}");
+        assert!(err.contains(option) && err.contains(words), "{name}: {err}");
+    }
+
+    /// rxe0's counter deltas over a case (files counters.before/after).
+    fn counters(&self, dir: &str) -> BTreeMap<String, u64> {
+        let parse = |rel: &str| -> BTreeMap<String, u64> {
+            self.read(rel)
+                .lines()
+                .filter_map(|l| l.split_once('='))
+                .filter_map(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
+                .collect()
+        };
+        let b = parse(&format!("{dir}/counters.before"));
+        let a = parse(&format!("{dir}/counters.after"));
+        a.iter()
+            .map(|(k, v)| (k.clone(), v - b.get(k).copied().unwrap_or(0)))
+            .collect()
+    }
+}
+
+/// The engine's facts (the object under key "rdma" in a load result).
+fn facts(doc: &Value) -> &Value {
+    fn find(v: &Value) -> Option<&Value> {
+        match v {
+            Value::Object(m) => m
+                .get("rdma")
+                .filter(|r| r.get("moved").is_some())
+                .or_else(|| m.values().find_map(find)),
+            Value::Array(a) => a.iter().find_map(find),
+            _ => None,
+        }
+    }
+    find(doc).unwrap_or_else(|| panic!("no rdma facts in {doc}"))
+}
+
+fn moved(doc: &Value, key: &str) -> u64 {
+    facts(doc)["moved"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("moved.{key} in {doc}"))
+}
+
+/// Packets rxe sends (and, every peer being on the same device, receives)
+/// for `ops` operations of MSG bytes: the data packets at the path MTU,
+/// plus one: the acknowledgement of a WRITE, or the request of a READ.
+fn packets(ops: u64) -> u64 {
+    ops * (MSG.div_ceil(MTU) + 1)
+}
+
+fn sha(doc: &Value) -> String {
+    doc["result"]["buffer_sha256"]
+        .as_str()
+        .or_else(|| {
+            fn find(v: &Value) -> Option<&str> {
+                match v {
+                    Value::Object(m) => m
+                        .get("buffer_sha256")
+                        .and_then(Value::as_str)
+                        .or_else(|| m.values().find_map(find)),
+                    _ => None,
+                }
+            }
+            find(doc)
+        })
+        .unwrap_or_else(|| panic!("no buffer_sha256 in {doc}"))
+        .to_string()
+}
+
+#[test]
+fn rdma_stack_in_the_guest_works_for_perftest() {
+    let Some(b) = boot() else { return };
+    assert_eq!(
+        b.read("perftest_client.rc").trim(),
+        "0",
+        "{}",
+        b.read("perftest_client.txt")
+    );
+    assert_eq!(
+        b.read("gid1.txt").trim(),
+        "0000:0000:0000:0000:0000:ffff:7f00:0001"
+    );
+}
+
+#[test]
+fn rdma_serve_refuses_bad_input() {
+    let Some(b) = boot() else { return };
+    b.refused(
+        "serve_no_device",
+        "--device",
+        "no RDMA device \"nosuch0\"; this host has: rxe0",
+    );
+    b.refused("serve_bad_gid", "--gid-index", "no GID at index 77");
+    b.refused("serve_bad_listen", "--listen", "not ADDR:PORT");
+    let idle = b.json("serve_idle/serve.json");
+    assert_eq!(
+        idle["result"]["gid_index"], 1,
+        "the IPv4-mapped GID is chosen"
+    );
+    assert_eq!(idle["result"]["clients"].as_array().map(Vec::len), Some(0));
+    assert_eq!(
+        b.read("serve_idle/serve.rc").trim(),
+        "143",
+        "SIGTERM ends serve with 128+15"
+    );
+}
+
+#[test]
+fn rdma_loopback_write_moves_the_data_rxe_counts() {
+    let Some(b) = boot() else { return };
+    b.ok("lb_write");
+    let doc = b.json("lb_write.json");
+    assert_eq!(moved(&doc, "writes"), 32);
+    assert_eq!(moved(&doc, "write_bytes"), 32 * MSG);
+    assert_eq!(moved(&doc, "reads"), 0);
+    assert_eq!(moved(&doc, "errors"), 0);
+    // Sequential over equal 1 MiB buffers, twice round: the target holds
+    // exactly the local buffer.
+    assert_eq!(
+        facts(&doc)["loopback_buffer_sha256"].as_str().unwrap(),
+        sha(&doc)
+    );
+    let c = b.counters("lb_write");
+    assert_eq!(c["sent_pkts"], packets(32), "{c:?}");
+    assert_eq!(c["rcvd_pkts"], packets(32), "{c:?}");
+    let own = &facts(&doc)["nic_counters"]["delta"];
+    assert_eq!(
+        own["sent_pkts"].as_u64(),
+        Some(packets(32)),
+        "dmalab's own reading of the counters"
+    );
+}
+
+#[test]
+fn rdma_loopback_read_writes_this_hosts_buffer() {
+    let Some(b) = boot() else { return };
+    b.ok("lb_read");
+    let doc = b.json("lb_read.json");
+    assert_eq!(moved(&doc, "reads"), 16);
+    assert_eq!(moved(&doc, "read_bytes"), 16 * MSG);
+    assert_eq!(moved(&doc, "writes"), 0);
+    // The random fill is gone: 16 x 64 KiB of the zeroed target cover it.
+    assert_eq!(sha(&doc), b.read("zero1m.sha256").trim());
+    assert_eq!(b.counters("lb_read")["sent_pkts"], packets(16));
+}
+
+#[test]
+fn rdma_loopback_mixed_and_same_offsets_count_exactly() {
+    let Some(b) = boot() else { return };
+    b.ok("lb_mixed");
+    let doc = b.json("lb_mixed.json");
+    let (w, r) = (moved(&doc, "writes"), moved(&doc, "reads"));
+    assert_eq!(w + r, 40);
+    assert!(w > 0 && r > 0, "mixed:50 issued {w} writes and {r} reads");
+    assert_eq!(moved(&doc, "read_bytes"), r * MSG);
+    assert_eq!(facts(&doc)["qps"], 3);
+    assert_eq!(b.counters("lb_mixed")["sent_pkts"], packets(40));
+    b.ok("lb_same");
+    assert_eq!(moved(&b.json("lb_same.json"), "writes"), 16);
+    assert_eq!(b.counters("lb_same")["sent_pkts"], packets(16));
+}
+
+#[test]
+fn rdma_served_peer_gets_and_gives_the_same_bytes() {
+    let Some(b) = boot() else { return };
+    b.ok("srv_read");
+    b.ok("srv_write");
+    let rd = b.json("srv_read.json");
+    assert_eq!(moved(&rd, "reads"), 16);
+    assert_eq!(
+        sha(&rd),
+        b.read("z1m.sha256").trim(),
+        "the served fill reached this buffer"
+    );
+    let wr = b.json("srv_write.json");
+    assert_eq!(moved(&wr, "writes"), 16);
+    let srv = b.json("srv/serve.json");
+    assert_eq!(
+        srv["result"]["buffer_sha256"].as_str().unwrap(),
+        sha(&wr),
+        "the served buffer holds what the client wrote"
+    );
+    assert_eq!(srv["result"]["total"]["reads"], 16);
+    assert_eq!(srv["result"]["total"]["writes"], 16);
+    assert_eq!(srv["result"]["total"]["write_bytes"], 16 * MSG);
+    assert_eq!(b.counters("srv_read")["sent_pkts"], packets(16));
+    assert_eq!(b.counters("srv_write")["sent_pkts"], packets(16));
+}
+
+#[test]
+fn rdma_serve_serves_two_clients_at_once() {
+    let Some(b) = boot() else { return };
+    assert_eq!(b.read("two/a.rc").trim(), "0", "{}", b.read("two/a.out"));
+    assert_eq!(b.read("two/b.rc").trim(), "0", "{}", b.read("two/b.out"));
+    let (a, bb) = (b.json("two/a.json"), b.json("two/b.json"));
+    let srv = b.json("two/serve.json");
+    assert_eq!(
+        srv["result"]["clients"].as_array().map(Vec::len),
+        Some(4),
+        "2 clients x 2 QPs"
+    );
+    let total = &srv["result"]["total"];
+    assert_eq!(
+        total["writes"].as_u64(),
+        Some(moved(&a, "writes") + moved(&bb, "writes"))
+    );
+    assert_eq!(total["reads"].as_u64(), Some(moved(&bb, "reads")));
+    assert_eq!(
+        moved(&a, "writes") + moved(&bb, "writes") + moved(&bb, "reads"),
+        80
+    );
+    assert_eq!(b.counters("two")["sent_pkts"], packets(80));
+}
+
+#[test]
+fn rdma_peer_that_dies_mid_run_stops_the_client_cleanly() {
+    let Some(b) = boot() else { return };
+    let rc: i32 = b.read("gone/client.rc").trim().parse().unwrap();
+    let err = b.read("gone/client.err");
+    assert!(rc == 1, "a lost peer fails the run (rc {rc}): {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let doc = b.json("gone/client.json");
+    assert!(
+        moved(&doc, "writes") > 0,
+        "it reports what it did before: {doc}"
+    );
+    let why = facts(&doc)["first_error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        why.contains("RDMA WRITE") || why.contains("stopped answering"),
+        "{why}"
+    );
+}
+
+#[test]
+fn rdma_engine_refuses_bad_input() {
+    let Some(b) = boot() else { return };
+    b.refused(
+        "bad_device",
+        "--rdma-device",
+        "no RDMA device \"nosuch0\"; this host has: rxe0",
+    );
+    b.refused("bad_gid", "--gid-index", "no GID at index 9");
+    b.refused("bad_op", "--rdma-op", "mixed:READ_PCT");
+    b.refused("bad_target", "--target", "HOST:PORT");
+    b.refused("no_server", "--target", "cannot connect to 127.0.0.1:18699");
+    b.refused(
+        "no_lib",
+        "libibverbs",
+        "apt-get install libibverbs1 ibverbs-providers",
+    );
+    b.refused(
+        "small_remote",
+        "--rdma-remote-buffer",
+        "smaller than one command (65536 bytes)",
+    );
+    b.refused(
+        "small_region",
+        "--rdma-remote-buffer",
+        "more than the 4096 bytes",
+    );
+    let (rc, _, err) = b.case("bad_version");
+    assert_ne!(rc, 0);
+    assert!(
+        err.contains("protocol version 2, this dmalab speaks 1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn rdma_serve_without_libibverbs_says_what_to_install() {
+    common::dmalab()
+        .args(["rdma", "serve", "--buffer", "1M"])
+        .env("DMALAB_IBVERBS_LIB", "libdmalab-not-there.so.1")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "libibverbs: libdmalab-not-there.so.1 could not be loaded",
+        ))
+        .stderr(predicates::str::contains(
+            "apt-get install libibverbs1 ibverbs-providers",
+        ));
+}
+
+#[test]
+fn rdma_serve_refuses_a_bad_listen_address_before_touching_the_device() {
+    common::dmalab()
+        .args(["rdma", "serve", "--listen", "nowhere"])
+        .assert()
+        .code(2)
+        .stderr("dmalab: error: --listen: \"nowhere\" is not ADDR:PORT (e.g. 0.0.0.0:18515)\n");
+}
+
+#[test]
+fn rdma_load_without_libibverbs_says_what_to_install() {
+    common::dmalab()
+        .args([
+            "load",
+            "--engine",
+            "rdma",
+            "--target",
+            "loopback",
+            "--commands",
+            "1",
+        ])
+        .env("DMALAB_IBVERBS_LIB", "libdmalab-not-there.so.1")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "apt-get install libibverbs1 ibverbs-providers",
+        ));
+}
+
+#[test]
+fn rdma_flags_are_refused_by_other_engines() {
+    common::dmalab()
+        .args(["load", "--engine", "null", "--qps", "2", "--commands", "1"])
+        .assert()
+        .code(2)
+        .stderr("dmalab: error: --qps: only with --engine rdma\n");
+    common::dmalab()
+        .args(["load", "--engine", "rdma", "--commands", "1"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "--target: --engine rdma needs --target HOST:PORT",
+        ));
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# RDMA engine benchmark, inside the QEMU test guest with soft-RoCE
+# (scripts/nvme-vm/run.sh --with-rdma): dmalab load --engine rdma against a
+# dmalab rdma serve, and perftest's ib_write_bw / ib_read_bw, same message
+# size (64 KiB), one QP, 16 outstanding, runs interleaved; bandwidth ratio,
+# CPU per operation, and the error of each tool's software rate limit in
+# 1-second windows at 10/50/90% of its own maximum.
+#
+#   scripts/bench-rdma.sh [--runtime SECS] [--reps N] [--dmalab BIN]
+#
+# rxe copies with the CPU and the guest runs under TCG: the figures compare
+# the two tools on the same software stack, not a NIC's DMA.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runtime=5 reps=3 dmalab=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runtime) runtime="$2"; shift 2 ;;
+    --reps) reps="$2"; shift 2 ;;
+    --dmalab) dmalab="$2"; shift 2 ;;
+    *) echo "bench-rdma.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$dmalab" ]; then
+  cargo build --release -q -p dmalab
+  dmalab=target/release/dmalab
+fi
+out=target/bench-rdma
+mkdir -p "$out"
+sed -e "s/@RUNTIME@/$runtime/" -e "s/@REPS@/$reps/" scripts/nvme-vm/guest-bench-rdma.sh >"$out/job.sh"
+# The paper's experiment file, checked where an RDMA device exists (its
+# aggressors' own --dry-run opens the device).
+{
+  echo "cat >/tmp/rdma-interference.toml <<'TOML'"
+  cat examples/rdma-interference.toml
+  echo "TOML"
+  echo "(cd /tmp && /usr/dmalab/bin/dmalab run /tmp/rdma-interference.toml --dry-run) >/results/example-dry-run.txt 2>&1"
+  echo "echo \$? >/results/example-dry-run.rc"
+} >>"$out/job.sh"
+timeout_s=$(((reps * 4 + 6) * (runtime + 8) + 300))
+scripts/nvme-vm/run.sh --out "$out" --job "$out/job.sh" --dmalab "$dmalab" --with-rdma --timeout "$timeout_s"
+echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, $(uname -r)"
+echo "guest: $(cat "$out/results/uname" 2>/dev/null), QEMU TCG -smp 2, soft-RoCE rxe0 over lo"
+echo "settings: 64 KiB messages, 1 QP, 16 outstanding, ${runtime}s per run, $reps interleaved repetitions"
+if [ -s "$out/results/errors" ]; then
+  echo "errors from the guest:"; cat "$out/results/errors"
+fi
+echo "examples/rdma-interference.toml --dry-run in the guest: exit $(cat "$out/results/example-dry-run.rc"), $(tail -1 "$out/results/example-dry-run.txt")"
+python3 - "$out/results" "$reps" <<'PY'
+import json, sys, statistics, os, re
+d, reps = sys.argv[1], int(sys.argv[2])
+MIB = 1 << 20
+def dm(name):
+    r = json.load(open(os.path.join(d, name + ".json")))["result"]
+    cpu = r.get("cpu", {})
+    return r["rates"]["data_bw_bytes"], cpu.get("cpu_ns_per_command")
+def pt(name):
+    text = open(os.path.join(d, name + ".txt")).read()
+    bw = cpu = None
+    for line in text.splitlines():
+        w = line.split()
+        if len(w) >= 5 and w[0] == "65536":
+            bw = float(w[3]) * MIB  # BW average, MiB/s
+            # --cpu_util adds CPU_Util[%]: percent of the machine's CPUs
+            # over the run; per message, in ns of one CPU.
+            if len(w) >= 6 and float(w[5]) > 0:
+                cpu = float(w[5]) / 100 * os.cpu_count() * 1e9 / (bw / 65536)
+    return bw, cpu
+def fmt(v):
+    return f"{statistics.median(v):.3f} [{min(v):.3f}..{max(v):.3f}]"
+for op, tool in (("W", "ib_write_bw"), ("R", "ib_read_bw")):
+    ratios, dmb, ptb, dmc, ptc = [], [], [], [], []
+    for i in range(1, reps + 1):
+        try:
+            a, ac = dm(f"{op}_dm_{i}")
+            b, bc = pt(f"{op}_pt_{i}")
+        except Exception as e:
+            print(f"  rep {i} missing: {e}")
+            continue
+        ratios.append(a / b); dmb.append(a / MIB); ptb.append(b / MIB)
+        if ac: dmc.append(ac / 1000)
+        if bc: ptc.append(bc / 1000)
+    print(f"\n{'RDMA WRITE' if op == 'W' else 'RDMA READ'}: dmalab vs {tool}")
+    if ratios:
+        print(f"  bandwidth dmalab {statistics.median(dmb):.1f} MiB/s, {tool} {statistics.median(ptb):.1f} MiB/s, ratio {fmt(ratios)}")
+    if dmc:
+        print(f"  CPU per operation: dmalab {statistics.median(dmc):.1f} us" + (f", {tool} {statistics.median(ptc):.1f} us (from --cpu_util)" if ptc else ""))
+def windows(path, pkts_per_msg=17):
+    rows = [tuple(map(float, l.split())) for l in open(path) if len(l.split()) == 2]
+    out = []
+    for (t0, p0), (t1, p1) in zip(rows, rows[1:]):
+        if p1 > p0 and t1 > t0:
+            out.append((p1 - p0) / pkts_per_msg * 65536 / (t1 - t0))
+    # The first and last windows straddle the start and the end.
+    return out[1:-1]
+print("\nsoftware rate limit, 1-second windows of rxe's sent_pkts (17 packets per 64 KiB message):")
+for line in open(os.path.join(d, "rates")):
+    pct, dm_rate, pt_mib = line.split()
+    for tool, path, target in (("dmalab", f"rate_dm_{pct}.samples", float(dm_rate)),
+                               ("ib_write_bw", f"rate_pt_{pct}.samples", float(pt_mib) * MIB)):
+        w = windows(os.path.join(d, path))
+        if not w:
+            print(f"  {pct}% {tool}: no full windows"); continue
+        errs = [abs(x - target) / target * 100 for x in w]
+        print(f"  {pct:>2}% {tool:<12} target {target / MIB:8.1f} MiB/s, mean {statistics.mean(w) / MIB:8.1f} MiB/s, "
+              f"window error median {statistics.median(errs):5.2f}% max {max(errs):5.2f}% ({len(w)} windows)")
+PY

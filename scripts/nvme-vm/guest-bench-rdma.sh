@@ -1,0 +1,65 @@
+# The RDMA benchmark's guest job (scripts/bench-rdma.sh substitutes @RUNTIME@
+# and @REPS@): dmalab's rdma engine against perftest's ib_write_bw and
+# ib_read_bw on soft-RoCE (rxe0 over lo), same message size (64 KiB), one
+# QP, 16 outstanding, interleaved; then each tool's software rate limit at
+# 10/50/90% of its own maximum, judged in 1-second windows of rxe's
+# sent_pkts (sampled beside the run, the same oracle for both tools).
+. /usr/dmalab/lib.sh
+RT=@RUNTIME@
+REPS=@REPS@
+D=/usr/dmalab/bin/dmalab
+HW=/sys/class/infiniband/rxe0/ports/1/hw_counters
+uname -a >/results/uname
+
+# Samples uptime and sent_pkts every second into FILE until killed.
+sampler() {
+  while :; do echo "$(cut -d' ' -f1 /proc/uptime) $(cat $HW/sent_pkts)"; sleep 1; done >"$1"
+}
+
+dm_run() { # OP NAME [extra flags]: one dmalab run against a local serve
+  op="$1"; name="$2"; shift 2
+  $D rdma serve --listen 127.0.0.1:18700 --buffer 16M >/dev/null 2>/results/$name.serve.err &
+  S=$!
+  w=0; while ! grep -q serving /results/$name.serve.err && [ $w -lt 200 ]; do sleep 0.1; w=$((w + 1)); done
+  $D load --engine rdma --target 127.0.0.1:18700 --rdma-op "$op" --pattern single --bs 64K --buffer 16M \
+    --rdma-remote-buffer 16M --device-offsets sequential --iodepth 16 --runtime ${RT}s -q "$@" \
+    --output /results/$name.json >/dev/null 2>>/results/errors
+  kill -TERM $S; wait $S
+}
+
+pt_run() { # TOOL NAME [extra flags]: one perftest run, server and client
+  tool="$1"; name="$2"; shift 2
+  /usr/dmalab/bin/$tool -d rxe0 -x 1 -s 65536 -t 16 -q 1 -D $RT -F "$@" >/results/$name.server 2>&1 &
+  S=$!
+  sleep 1
+  /usr/dmalab/bin/$tool -d rxe0 -x 1 -s 65536 -t 16 -q 1 -D $RT -F --cpu_util "$@" 127.0.0.1 \
+    >/results/$name.txt 2>&1
+  wait $S
+}
+
+i=1
+while [ $i -le $REPS ]; do
+  dm_run write W_dm_$i
+  pt_run ib_write_bw W_pt_$i
+  dm_run read R_dm_$i
+  pt_run ib_read_bw R_pt_$i
+  i=$((i + 1))
+done
+
+# Rate limits: each tool at 10/50/90% of its own median maximum (writes).
+dm_max=$(for f in /results/W_dm_*.json; do grep -o '"data_bw_bytes": [0-9.e+]*' "$f" | head -1 | cut -d' ' -f2; done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+pt_max=$(for f in /results/W_pt_*.txt; do awk '/^ 65536/ {print $4}' "$f"; done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+echo "$dm_max $pt_max" >/results/max
+for pct in 10 50 90; do
+  rate=$(awk -v m="$dm_max" -v p=$pct 'BEGIN {printf "%d", m * p / 100}')
+  sampler /results/rate_dm_$pct.samples &
+  P=$!
+  dm_run write rate_dm_$pct --rate "$rate"
+  kill $P
+  mib=$(awk -v m="$pt_max" -v p=$pct 'BEGIN {printf "%.2f", m * p / 100}')
+  sampler /results/rate_pt_$pct.samples &
+  P=$!
+  pt_run ib_write_bw rate_pt_$pct --rate_limit="$mib" --rate_units=M --rate_limit_type=SW
+  kill $P
+  echo "$pct $rate $mib" >>/results/rates
+done
