@@ -57,6 +57,23 @@ impl GpuPlan {
     }
 }
 
+/// The flag only `--engine gpu` takes.
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct GpuArgs {
+    /// GPUs for --engine gpu, instead of --target gpu:N (e.g. 0,1 or 0-3;
+    /// worker i drives the (i mod n)-th; see docs/gpu.md).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "LIST"))]
+    pub gpus: Option<String>,
+}
+
+impl GpuArgs {
+    /// The engine's part of the plan (None without `--gpus`).
+    pub fn plan(&self, engine: EngineKind) -> Result<Option<GpuPlan>, UsageError> {
+        GpuPlan::from_flag(engine, self.gpus.as_deref())
+    }
+}
+
 /// Where one worker runs relative to its GPU.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerPlacement {

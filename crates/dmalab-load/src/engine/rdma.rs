@@ -142,6 +142,104 @@ pub struct RdmaPlan {
     pub inline: bool,
 }
 
+/// The flags only `--engine rdma` takes (other engines refuse them).
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct RdmaArgs {
+    /// --engine rdma: write (this NIC reads this host's memory), read (it
+    /// writes it) or mixed[:READ_PCT] (each command a READ with that
+    /// probability; mixed = mixed:50).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "OP"))]
+    pub rdma_op: Option<String>,
+    /// --engine rdma: queue pairs per worker (the paper's multiplexing).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
+    pub qps: Option<u32>,
+    /// --engine rdma: size of the remote region the commands address (the
+    /// peer must serve at least this much; loopback allocates it).
+    /// Default 64M.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "SIZE"))]
+    pub rdma_remote_buffer: Option<String>,
+    /// --engine rdma: the RDMA device (default: the first).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "NAME"))]
+    pub rdma_device: Option<String>,
+    /// --engine rdma: the device's port.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
+    pub rdma_port: Option<u8>,
+    /// --engine rdma: GID index (default: 0 on InfiniBand, the first
+    /// IPv4-mapped GID on RoCE).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
+    pub gid_index: Option<u8>,
+    /// --engine rdma: post small writes as inline data (the CPU copies them;
+    /// the NIC does not read the buffer for them).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub rdma_inline: bool,
+}
+
+impl RdmaArgs {
+    /// The engine's part of the plan: None for other engines, which refuse
+    /// every rdma flag.
+    pub fn plan(&self, engine: EngineKind) -> Result<Option<RdmaPlan>, UsageError> {
+        if engine != EngineKind::Rdma {
+            let given = [
+                ("--rdma-op", self.rdma_op.is_some()),
+                ("--qps", self.qps.is_some()),
+                ("--rdma-remote-buffer", self.rdma_remote_buffer.is_some()),
+                ("--rdma-device", self.rdma_device.is_some()),
+                ("--rdma-port", self.rdma_port.is_some()),
+                ("--gid-index", self.gid_index.is_some()),
+                ("--rdma-inline", self.rdma_inline),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+                return Err(UsageError::new(*flag, "only with --engine rdma"));
+            }
+            return Ok(None);
+        }
+        Ok(Some(RdmaPlan {
+            op: self.rdma_op.as_deref().unwrap_or("write").parse()?,
+            qps: self.qps.unwrap_or(1),
+            device: self.rdma_device.clone(),
+            port: self.rdma_port.unwrap_or(1),
+            gid_index: self.gid_index,
+            inline: self.rdma_inline,
+        }))
+    }
+
+    /// Which flag sizes the target, and its text: for the rdma engine the
+    /// target is the remote region (`--rdma-remote-buffer`; it creates no
+    /// file, so `--size` is refused), for the others `--size`.
+    pub fn size_option<'a>(
+        &'a self,
+        engine: EngineKind,
+        size: Option<&'a str>,
+    ) -> Result<(&'static str, Option<&'a str>), UsageError> {
+        if engine != EngineKind::Rdma {
+            return Ok(("--size", size));
+        }
+        if size.is_some() && self.rdma_remote_buffer.is_some() {
+            return Err(UsageError::new(
+                "--size",
+                "the rdma engine creates no file: its remote region is --rdma-remote-buffer",
+            ));
+        }
+        Ok(("--rdma-remote-buffer", self.rdma_remote_buffer.as_deref()))
+    }
+}
+
+impl RdmaPlan {
+    /// The direction from this host's memory's point of view: an RDMA
+    /// WRITE makes this NIC read memory, a READ makes it write memory; a
+    /// mix keeps what `--direction` said (the engine's facts count each
+    /// kind).
+    pub fn memory_direction(&self, asked: crate::plan::Direction) -> crate::plan::Direction {
+        use crate::plan::Direction;
+        match self.op {
+            RdmaOp::Write => Direction::Read,
+            RdmaOp::Read => Direction::Write,
+            _ => asked,
+        }
+    }
+}
+
 /// The rdma engine's lifecycle: the peer is checked in `preflight` (the
 /// device opened, the server asked what it serves), the shared buffer is
 /// registered once when the first worker opens, each worker connects its

@@ -6,13 +6,12 @@ use crate::cmd::common::OutputArgs;
 use dmalab_core::units::{parse_count, parse_count_rate, parse_duration, parse_rate, parse_size};
 use dmalab_core::{cpus, UsageError};
 use dmalab_load::buffer::{Fill, HugePages};
-use dmalab_load::engine::gpu::GpuPlan;
-use dmalab_load::engine::rdma::RdmaPlan;
+use dmalab_load::engine::gpu::GpuArgs;
+use dmalab_load::engine::rdma::RdmaArgs;
 use dmalab_load::engine::{EngineKind, TargetInfo, TargetRequest};
 use dmalab_load::limiter::{Arrival, RateSpec};
 use dmalab_load::pattern::{DeviceOffsets, Pattern, StreamConfig};
 use dmalab_load::plan::{CacheMode, CpuPolicy, Direction, Plan};
-use dmalab_rdma::client::RdmaOp;
 use std::path::PathBuf;
 
 /// Generate precisely shaped DMA load into one host buffer, through io_uring
@@ -36,10 +35,6 @@ pub struct LoadArgs {
     /// With --engine gpu: gpu:N.
     #[arg(long, value_name = "PATH")]
     pub target: Option<PathBuf>,
-    /// GPUs for --engine gpu, instead of --target gpu:N (e.g. 0,1 or 0-3;
-    /// worker i drives the (i mod n)-th; see docs/gpu.md).
-    #[arg(long, value_name = "LIST")]
-    pub gpus: Option<String>,
     /// How commands reach the device.
     #[arg(long, value_enum, default_value_t = EngineKind::IoUring)]
     pub engine: EngineKind,
@@ -164,33 +159,10 @@ pub struct LoadArgs {
     /// core, skx-pcie, ...) or perf event specs (see docs/counters.md).
     #[arg(long, value_name = "RECIPE|EVENTS")]
     pub counters: Option<String>,
-    /// --engine rdma: write (this NIC reads this host's memory), read (it
-    /// writes it) or mixed[:READ_PCT] (each command a READ with that
-    /// probability; mixed = mixed:50).
-    #[arg(long, value_name = "OP")]
-    pub rdma_op: Option<String>,
-    /// --engine rdma: queue pairs per worker (the paper's multiplexing).
-    #[arg(long, value_name = "N")]
-    pub qps: Option<u32>,
-    /// --engine rdma: size of the remote region the commands address (the
-    /// peer must serve at least this much; loopback allocates it).
-    /// Default 64M.
-    #[arg(long, value_name = "SIZE")]
-    pub rdma_remote_buffer: Option<String>,
-    /// --engine rdma: the RDMA device (default: the first).
-    #[arg(long, value_name = "NAME")]
-    pub rdma_device: Option<String>,
-    /// --engine rdma: the device's port.
-    #[arg(long, value_name = "N")]
-    pub rdma_port: Option<u8>,
-    /// --engine rdma: GID index (default: 0 on InfiniBand, the first
-    /// IPv4-mapped GID on RoCE).
-    #[arg(long, value_name = "N")]
-    pub gid_index: Option<u8>,
-    /// --engine rdma: post small writes as inline data (the CPU copies them;
-    /// the NIC does not read the buffer for them).
-    #[arg(long)]
-    pub rdma_inline: bool,
+    #[command(flatten)]
+    pub rdma: RdmaArgs,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -211,47 +183,11 @@ fn parsed<T>(
 }
 
 impl LoadArgs {
-    /// The rdma engine's flags (None for other engines, which refuse them).
-    fn rdma_plan(&self) -> Result<Option<RdmaPlan>, UsageError> {
-        if self.engine != EngineKind::Rdma {
-            let given = [
-                ("--rdma-op", self.rdma_op.is_some()),
-                ("--qps", self.qps.is_some()),
-                ("--rdma-remote-buffer", self.rdma_remote_buffer.is_some()),
-                ("--rdma-device", self.rdma_device.is_some()),
-                ("--rdma-port", self.rdma_port.is_some()),
-                ("--gid-index", self.gid_index.is_some()),
-                ("--rdma-inline", self.rdma_inline),
-            ];
-            if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
-                return Err(UsageError::new(*flag, "only with --engine rdma"));
-            }
-            return Ok(None);
-        }
-        Ok(Some(RdmaPlan {
-            op: self.rdma_op.as_deref().unwrap_or("write").parse()?,
-            qps: self.qps.unwrap_or(1),
-            device: self.rdma_device.clone(),
-            port: self.rdma_port.unwrap_or(1),
-            gid_index: self.gid_index,
-            inline: self.rdma_inline,
-        }))
-    }
-
     /// What the flags say about the target.
     pub fn target_request(&self) -> Result<TargetRequest, UsageError> {
-        self.rdma_plan()?;
-        // The rdma engine's target is the remote region: its size is
-        // --rdma-remote-buffer.
-        let size_bytes =
-            match (self.engine, &self.rdma_remote_buffer) {
-                (EngineKind::Rdma, Some(_)) if self.size.is_some() => return Err(UsageError::new(
-                    "--size",
-                    "the rdma engine creates no file: its remote region is --rdma-remote-buffer",
-                )),
-                (EngineKind::Rdma, r) => parsed("--rdma-remote-buffer", r, parse_size)?,
-                _ => parsed("--size", &self.size, parse_size)?,
-            };
+        self.rdma.plan(self.engine)?;
+        let (option, size) = self.rdma.size_option(self.engine, self.size.as_deref())?;
+        let size_bytes = size.map(|t| parse_size(option, t)).transpose()?;
         Ok(TargetRequest {
             target: self.target.clone(),
             size_bytes,
@@ -280,15 +216,10 @@ impl LoadArgs {
             None if self.commands.is_none() && self.blocks.is_none() => Some(5_000_000_000),
             None => None,
         };
-        let rdma = self.rdma_plan()?;
-        // An RDMA WRITE makes the NIC read this host's memory, a READ makes
-        // it write it; a mix keeps --direction for the accounting (the
-        // engine's facts count each kind).
-        let direction = match rdma.as_ref().map(|r| r.op) {
-            Some(RdmaOp::Write) => Direction::Read,
-            Some(RdmaOp::Read) => Direction::Write,
-            _ => self.direction,
-        };
+        let rdma = self.rdma.plan(self.engine)?;
+        let direction = rdma
+            .as_ref()
+            .map_or(self.direction, |r| r.memory_direction(self.direction));
         let device_offsets = self.device_offsets.unwrap_or(match direction {
             Direction::Write => DeviceOffsets::Sequential,
             Direction::Read => DeviceOffsets::Random,
@@ -340,7 +271,7 @@ impl LoadArgs {
             trace: self.trace.clone(),
             buffer_checksum: self.buffer_checksum,
             region_from_target: self.region.is_none(),
-            gpu: GpuPlan::from_flag(self.engine, self.gpus.as_deref())?,
+            gpu: self.gpu.plan(self.engine)?,
             rdma,
         })
     }
