@@ -57,6 +57,12 @@ pub struct StreamConfig {
     pub pattern: Pattern,
     /// Read (storage read, device writes memory) or Write.
     pub write_storage: bool,
+    /// `--direction both`: data commands alternate, even ones [`Op::Read`]
+    /// (the device writes memory), odd ones [`Op::Write`] (the device
+    /// reads memory), counted over the one shared stream; `write_storage`
+    /// is then ignored.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub alternate: bool,
     /// Block size, bytes.
     pub bs_bytes: u64,
     /// Blocks per command for random and full.
@@ -124,6 +130,8 @@ pub struct PatternStream {
     buf_block: u64,
     /// Next device offset for sequential.
     dev_pos: u64,
+    /// Data commands handed out so far (for `alternate`).
+    data_commands: u64,
     rng: ChaCha8Rng,
     /// For random: (piece index, valid start positions in it).
     starts: Vec<(u16, u64)>,
@@ -176,6 +184,7 @@ impl PatternStream {
             cfg,
             buf_block: 0,
             dev_pos: 0,
+            data_commands: 0,
             starts,
             total_starts,
         })
@@ -190,11 +199,12 @@ impl PatternStream {
     /// `--blocks`), and must be at least 1 for data patterns.
     pub fn next_command(&mut self, max_blocks_left: u64) -> Command {
         let bs = self.cfg.bs_bytes;
-        let op = if self.cfg.write_storage {
-            Op::Write
+        let write = if self.cfg.alternate {
+            self.data_commands % 2 == 1
         } else {
-            Op::Read
+            self.cfg.write_storage
         };
+        let op = if write { Op::Write } else { Op::Read };
         let piece_blocks = self.cfg.piece_bytes / bs;
         let nblocks = self.cfg.buffer_bytes / bs;
         let (buf_block, blocks) = match self.cfg.pattern {
@@ -258,6 +268,7 @@ impl PatternStream {
                 self.rng.gen_range(0..=(region_blocks - blocks)) * bs
             }
         };
+        self.data_commands += 1;
         Command {
             op,
             buf_offset: buf_block * bs,
@@ -285,6 +296,7 @@ mod tests {
         StreamConfig {
             pattern,
             write_storage: false,
+            alternate: false,
             bs_bytes: K4,
             max_blocks: 4,
             buffer_bytes: buffer_blocks * K4,
@@ -405,6 +417,32 @@ mod tests {
         let mut s = PatternStream::new(c).unwrap();
         let cmd = s.next_command(3);
         assert_eq!((cmd.op, cmd.blocks, cmd.len), (Op::Write, 3, 3 * 4096));
+    }
+
+    #[test]
+    fn both_alternates_read_and_write_from_the_first_command() {
+        let mut c = cfg(Pattern::Random, 10, 6);
+        c.alternate = true;
+        // write_storage is ignored when alternating.
+        c.write_storage = true;
+        let mut s = PatternStream::new(c.clone()).unwrap();
+        let ops: Vec<Op> = (0..6).map(|_| s.next_command(u64::MAX).op).collect();
+        use Op::{Read, Write};
+        assert_eq!(ops, vec![Read, Write, Read, Write, Read, Write]);
+        // The offsets are the same as without alternation: only the op
+        // changes.
+        c.alternate = false;
+        let mut plain = PatternStream::new(c.clone()).unwrap();
+        c.alternate = true;
+        let mut alt = PatternStream::new(c).unwrap();
+        assert_eq!(take(&mut alt, 8), take(&mut plain, 8));
+        // The --blocks cap shortens a command without skipping a turn.
+        let mut c = cfg(Pattern::Full, 8, 8);
+        c.alternate = true;
+        let mut s = PatternStream::new(c).unwrap();
+        let a = s.next_command(3);
+        let b = s.next_command(1);
+        assert_eq!((a.op, a.blocks, b.op, b.blocks), (Read, 3, Write, 1));
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub enum Direction {
     Write,
     /// The device reads memory: storage writes.
     Read,
+    /// The device both reads and writes memory: commands alternate (even
+    /// commands as `write`, odd ones as `read`). Only `--engine gpu`.
+    Both,
 }
 
 /// `--cache`.
@@ -122,9 +125,11 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The op every data command uses.
+    /// True when data commands write to the target (`--direction read`,
+    /// and every odd command of `both`).
     pub fn writes_storage(&self) -> bool {
-        self.direction == Direction::Read && self.stream.pattern.moves_data()
+        matches!(self.direction, Direction::Read | Direction::Both)
+            && self.stream.pattern.moves_data()
     }
 
     /// CPUs for worker `i`.
@@ -311,6 +316,7 @@ mod tests {
             stream: StreamConfig {
                 pattern: Pattern::Random,
                 write_storage: false,
+                alternate: false,
                 bs_bytes: bs,
                 max_blocks: 4,
                 buffer_bytes: 1 << 20,
@@ -438,6 +444,45 @@ mod tests {
         let mut p = plan();
         p.max_commands = Some(0);
         assert_eq!(option_of(&p), "--commands");
+    }
+
+    #[test]
+    fn both_is_refused_by_every_engine_but_gpu() {
+        let mut p = plan();
+        p.direction = Direction::Both;
+        // Not an engine-independent rule ...
+        p.validate().unwrap();
+        // ... but each one-way engine's preflight refuses it first, before
+        // it opens or connects to anything.
+        for kind in [
+            EngineKind::Null,
+            EngineKind::IoUring,
+            EngineKind::Nvme,
+            EngineKind::Rdma,
+        ] {
+            p.engine = kind;
+            let e = crate::engine::driver(kind).preflight(&p).unwrap_err();
+            assert_eq!(e.option, "--direction", "{kind:?}");
+            let text = e.to_string();
+            assert!(
+                text.contains("only for --engine gpu")
+                    && text.contains(&format!("--engine {}", kind.as_str())),
+                "{text}"
+            );
+        }
+        p.engine = EngineKind::Gpu;
+        let e = crate::engine::driver(EngineKind::Gpu)
+            .preflight(&p)
+            .unwrap_err();
+        assert_ne!(e.option, "--direction", "{e}");
+        // The one-way directions pass the refusal.
+        for d in [Direction::Write, Direction::Read] {
+            p.direction = d;
+            p.engine = EngineKind::Null;
+            crate::engine::driver(EngineKind::Null)
+                .preflight(&p)
+                .unwrap();
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Accounting and the result of a load run.
 
 use crate::check::RateCheck;
+use crate::engine::Op;
 use dmalab_core::hist::LatencySummary;
 use dmalab_core::schema::CpuUsage;
 use dmalab_core::units::{fmt_bytes, fmt_ns};
@@ -37,14 +38,26 @@ pub struct Totals {
     pub total_bytes: u64,
     /// Commands that failed or transferred less than asked.
     pub errors: u64,
+    /// Data bytes of storage reads (the device wrote memory), bytes.
+    #[serde(default)]
+    pub storage_read_bytes: u64,
+    /// Data bytes of storage writes (the device read memory), bytes.
+    #[serde(default)]
+    pub storage_write_bytes: u64,
 }
 
 impl Totals {
-    /// Adds one successful command of `blocks` blocks and `bytes` bytes.
-    pub fn add(&mut self, blocks: u64, bytes: u64) {
+    /// Adds one successful command `op` of `blocks` blocks and `bytes`
+    /// bytes; its bytes count in the direction `op` moved them.
+    pub fn add(&mut self, op: Op, blocks: u64, bytes: u64) {
         self.commands += 1;
         self.blocks += blocks;
         self.data_bytes += bytes;
+        match op {
+            Op::Read => self.storage_read_bytes += bytes,
+            Op::Write => self.storage_write_bytes += bytes,
+            Op::Flush | Op::Noop => {}
+        }
         self.command_overhead_bytes += NVME_COMMAND_BYTES + NVME_COMPLETION_BYTES;
         self.total_bytes = self.data_bytes + self.command_overhead_bytes;
     }
@@ -57,6 +70,8 @@ impl Totals {
         self.command_overhead_bytes += o.command_overhead_bytes;
         self.total_bytes += o.total_bytes;
         self.errors += o.errors;
+        self.storage_read_bytes += o.storage_read_bytes;
+        self.storage_write_bytes += o.storage_write_bytes;
     }
 }
 
@@ -190,9 +205,11 @@ pub struct LoadResult {
     pub totals: Totals,
     /// All workers' rates.
     pub rates: Rates,
-    /// Bytes read from storage into memory (--direction write), bytes.
+    /// Bytes read from storage into memory (--direction write, the even
+    /// commands of `both`), bytes.
     pub storage_read_bytes: u64,
-    /// Bytes written from memory to storage (--direction read), bytes.
+    /// Bytes written from memory to storage (--direction read, the odd
+    /// commands of `both`), bytes.
     pub storage_write_bytes: u64,
     /// Per-command latency, submission to completion, nanoseconds.
     pub lat_ns: LatencySummary,
@@ -270,6 +287,14 @@ impl LoadResult {
             fmt_bytes(t.data_bytes as f64),
             t.errors
         ));
+        if self.storage_read_bytes > 0 && self.storage_write_bytes > 0 {
+            // --direction both: what each direction moved.
+            s.push_str(&format!(
+                "  memory    the device wrote {} into memory and read {} from it\n",
+                fmt_bytes(self.storage_read_bytes as f64),
+                fmt_bytes(self.storage_write_bytes as f64)
+            ));
+        }
         s.push_str(&format!(
             "  data      {:>12}/s  {:>12.0} blocks/s  {:>12.0} commands/s\n",
             fmt_bytes(r.data_bw_bytes),
@@ -398,12 +423,47 @@ mod tests {
         assert_eq!(thesis_bandwidth(0, 100, 4096, 1.0), 8_000.0);
         assert_eq!(thesis_bandwidth(1, 1, 4096, 0.0), 0.0);
         let mut t = Totals::default();
-        t.add(32, 32 * 4096);
-        t.add(32, 32 * 4096);
+        t.add(Op::Read, 32, 32 * 4096);
+        t.add(Op::Read, 32, 32 * 4096);
         assert_eq!(t.total_bytes, 64 * 4096 + 160);
         let r = Rates::of(&t, 4096, 1_000_000_000);
         assert_eq!(r.combined_bw_bytes, (64 * 4096 + 160) as f64);
         assert_eq!(r.command_bw_bytes, 160.0);
         assert_eq!(r.iops, 2.0);
+    }
+
+    #[test]
+    fn bytes_count_in_the_direction_of_their_command() {
+        let mut t = Totals::default();
+        t.add(Op::Read, 2, 8192);
+        t.add(Op::Write, 1, 4096);
+        t.add(Op::Noop, 0, 0);
+        let mut all = Totals::default();
+        all.merge(&t);
+        all.merge(&t);
+        assert_eq!(
+            (all.storage_read_bytes, all.storage_write_bytes),
+            (16384, 8192)
+        );
+        assert_eq!(all.data_bytes, 16384 + 8192);
+        let r = LoadResult {
+            totals: all,
+            storage_read_bytes: all.storage_read_bytes,
+            storage_write_bytes: all.storage_write_bytes,
+            ..LoadResult::default()
+        };
+        let text = r.text(4096);
+        assert!(
+            text.contains(
+                "  memory    the device wrote 16.00 KiB into memory and read 8.00 KiB from it\n"
+            ),
+            "{text}"
+        );
+        // One direction alone: no line of its own.
+        let r = LoadResult {
+            storage_read_bytes: 4096,
+            ..LoadResult::default()
+        };
+        assert!(!r.text(4096).contains("  memory "));
     }
 }

@@ -382,11 +382,9 @@ pub fn run_observed(
             runtime_ns,
         )
     });
-    let (rd, wr) = match (plan.stream.pattern.moves_data(), plan.direction) {
-        (false, _) => (0, 0),
-        (true, Direction::Write) => (totals.data_bytes, 0),
-        (true, Direction::Read) => (0, totals.data_bytes),
-    };
+    // Counted per command by the workers: exact for each direction, also
+    // when `both` alternates them.
+    let (rd, wr) = (totals.storage_read_bytes, totals.storage_write_bytes);
     Ok(LoadResult {
         runtime_ns,
         engine: workers

@@ -242,7 +242,7 @@ pub(crate) fn worker_loop(
                 // A failed write is remembered by the writer; finish reports it.
                 let _ = w.write_dma_transfer(slot_addr[s], u64::from(len), dir, slot_t0[s], t);
             }
-            totals.add(u64::from(blocks), u64::from(len));
+            totals.add(op, u64::from(blocks), u64::from(len));
             if record && recorded.len() < MAX_RECORDED {
                 recorded.push((t, u64::from(len)));
             }
@@ -336,6 +336,7 @@ mod tests {
         let cfg = StreamConfig {
             pattern: Pattern::Single,
             write_storage: false,
+            alternate: false,
             bs_bytes: 4096,
             max_blocks: 1,
             buffer_bytes: 1 << 20,

@@ -6,7 +6,10 @@
 //!
 //! * `--direction write` (the device writes memory, [`Op::Read`]) =
 //!   device-to-host copies (`cuMemcpyDtoHAsync`); `--direction read`
-//!   ([`Op::Write`]) = host-to-device copies (`cuMemcpyHtoDAsync`).
+//!   ([`Op::Write`]) = host-to-device copies (`cuMemcpyHtoDAsync`);
+//!   `--direction both` alternates them (even commands device-to-host, odd
+//!   ones host-to-device), so both copy engines of a GPU run at once. The
+//!   result's `gpu` facts count the copies and bytes of each direction.
 //! * The target is `gpu:N` (`--target`) or the list `--gpus`; worker `i`
 //!   drives GPU `gpus[i % n]`, through `--iodepth` streams, one per slot,
 //!   each with an event recorded after its copy for the completion.
@@ -28,6 +31,7 @@ use dmalab_gpu::queue::{CopyDir, CopyQueue, Gpu, HostRegistration};
 use dmalab_gpu::{GpuError, GpuFacts, Loaded};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -102,6 +106,36 @@ pub struct GpuRunFacts {
     pub workers: Vec<WorkerPlacement>,
     /// Placement warnings (a worker on another NUMA node than its GPU).
     pub warnings: Vec<String>,
+    /// Device-to-host copies completed (the GPU wrote host memory).
+    #[serde(default)]
+    pub device_to_host_copies: u64,
+    /// Bytes of the completed device-to-host copies.
+    #[serde(default)]
+    pub device_to_host_bytes: u64,
+    /// Host-to-device copies completed (the GPU read host memory).
+    #[serde(default)]
+    pub host_to_device_copies: u64,
+    /// Bytes of the completed host-to-device copies.
+    #[serde(default)]
+    pub host_to_device_bytes: u64,
+}
+
+/// Completed copies of every worker, per direction: `[copies, bytes]`,
+/// device-to-host first.
+#[derive(Debug, Default)]
+struct CopyCounts([[AtomicU64; 2]; 2]);
+
+impl CopyCounts {
+    fn add(&self, dir: CopyDir, bytes: u64) {
+        let d = &self.0[usize::from(dir == CopyDir::ToDevice)];
+        d[0].fetch_add(1, Ordering::Relaxed);
+        d[1].fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn get(&self, dir: CopyDir) -> (u64, u64) {
+        let d = &self.0[usize::from(dir == CopyDir::ToDevice)];
+        (d[0].load(Ordering::Relaxed), d[1].load(Ordering::Relaxed))
+    }
 }
 
 /// The GPU engine's lifecycle for one run.
@@ -113,6 +147,7 @@ pub struct GpuDriver {
     gpus: Vec<Arc<Gpu>>,
     reg: Mutex<Weak<HostRegistration>>,
     placed: Mutex<(Vec<WorkerPlacement>, Vec<String>)>,
+    counts: Arc<CopyCounts>,
 }
 
 /// A GPU-layer failure as a usage error of `option` (exit 2): the host
@@ -282,6 +317,8 @@ impl Driver for GpuDriver {
             q,
             pieces: spec.pieces.clone(),
             lens: vec![0; spec.iodepth as usize],
+            dirs: vec![None; spec.iodepth as usize],
+            counts: self.counts.clone(),
             immediate: Vec::new(),
             done: Vec::with_capacity(spec.iodepth as usize),
         }))
@@ -332,6 +369,8 @@ impl Driver for GpuDriver {
         f.workers = placed.0.clone();
         f.workers.sort_by_key(|w| w.worker);
         f.warnings = placed.1.clone();
+        (f.device_to_host_copies, f.device_to_host_bytes) = self.counts.get(CopyDir::ToHost);
+        (f.host_to_device_copies, f.host_to_device_bytes) = self.counts.get(CopyDir::ToDevice);
         serde_json::to_value(f).ok().map(|v| ("gpu", v))
     }
 }
@@ -402,6 +441,9 @@ struct GpuEngine {
     q: CopyQueue,
     pieces: Vec<BufferPiece>,
     lens: Vec<i32>,
+    /// The direction of each slot's copy (None: no copy queued there).
+    dirs: Vec<Option<CopyDir>>,
+    counts: Arc<CopyCounts>,
     immediate: Vec<Completion>,
     done: Vec<u32>,
 }
@@ -448,6 +490,9 @@ impl Engine for GpuEngine {
         if let Some(l) = self.lens.get_mut(slot as usize) {
             *l = cmd.len as i32;
         }
+        if let Some(d) = self.dirs.get_mut(slot as usize) {
+            *d = Some(dir);
+        }
         Ok(())
     }
 
@@ -465,6 +510,9 @@ impl Engine for GpuEngine {
             self.q.poll(&mut self.done).map_err(engine_error)?;
             for &s in &self.done {
                 let result = self.lens.get(s as usize).copied().unwrap_or(0);
+                if let Some(dir) = self.dirs.get_mut(s as usize).and_then(Option::take) {
+                    self.counts.add(dir, u64::from(result.unsigned_abs()));
+                }
                 out.push(Completion { slot: s, result });
             }
             got += self.done.len();
@@ -505,6 +553,16 @@ mod tests {
         assert_eq!(GpuPlan::from_flag(EngineKind::Null, None).unwrap(), None);
         let e = GpuPlan::from_flag(EngineKind::IoUring, Some("0")).unwrap_err();
         assert_eq!(e.option, "--gpus");
+    }
+
+    #[test]
+    fn copies_count_in_their_direction() {
+        let c = CopyCounts::default();
+        c.add(CopyDir::ToHost, 4096);
+        c.add(CopyDir::ToDevice, 8192);
+        c.add(CopyDir::ToHost, 4096);
+        assert_eq!(c.get(CopyDir::ToHost), (2, 8192));
+        assert_eq!(c.get(CopyDir::ToDevice), (1, 8192));
     }
 
     #[test]

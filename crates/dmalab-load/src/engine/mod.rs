@@ -71,7 +71,9 @@ pub mod uring;
 /// What a command does, from the *device's* point of view.
 ///
 /// `--direction write` (the device writes memory) issues [`Op::Read`]s;
-/// `--direction read` (the device reads memory) issues [`Op::Write`]s.
+/// `--direction read` (the device reads memory) issues [`Op::Write`]s;
+/// `--direction both` alternates them (engines that cannot mix refuse it
+/// in preflight).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     /// Storage read: device -> host buffer (DMA write into memory).
@@ -355,6 +357,21 @@ pub(crate) fn refuse_format_before(req: &TargetRequest) -> Result<(), UsageError
         return Err(UsageError::new(
             "--format-before",
             "only formats before a storage-write run of the nvme engine; use it with --engine nvme --direction read",
+        ));
+    }
+    Ok(())
+}
+
+/// The refusal of `--direction both` by an engine whose commands go one
+/// way at a time (every engine but `gpu`).
+pub(crate) fn refuse_direction_both(plan: &Plan) -> Result<(), UsageError> {
+    if plan.direction == crate::plan::Direction::Both {
+        return Err(UsageError::new(
+            "--direction",
+            format!(
+                "both is only for --engine gpu (copies each way at once); use write or read with --engine {}",
+                plan.engine.as_str()
+            ),
         ));
     }
     Ok(())

@@ -3,8 +3,8 @@
 //! pacing, accounting) run, and be measured, without a device.
 
 use super::{
-    refuse_format_before, Command, Completion, Driver, Engine, EngineError, EngineKind, EngineSpec,
-    TargetInfo, TargetRequest,
+    refuse_direction_both, refuse_format_before, Command, Completion, Driver, Engine, EngineError,
+    EngineKind, EngineSpec, TargetInfo, TargetRequest,
 };
 use crate::plan::Plan;
 use crate::target::{inspect_file_or_block, TargetError};
@@ -26,8 +26,8 @@ impl Driver for NullDriver {
         inspect_file_or_block(req, EngineKind::Null)
     }
 
-    fn preflight(&mut self, _plan: &Plan) -> Result<(), UsageError> {
-        Ok(())
+    fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError> {
+        refuse_direction_both(plan)
     }
 
     fn prepare(&mut self, _plan: &mut Plan) -> Result<(), TargetError> {

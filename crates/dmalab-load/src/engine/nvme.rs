@@ -19,8 +19,8 @@
 //! (`dmalab_core::safety`) before opening a writing engine.
 
 use super::{
-    BufferPiece, Command, Completion, Driver, Engine, EngineError, EngineKind, EngineSpec, Op,
-    TargetInfo, TargetRequest,
+    refuse_direction_both, BufferPiece, Command, Completion, Driver, Engine, EngineError,
+    EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
 };
 use crate::plan::Plan;
 use crate::target::{check_size_of_existing, check_storage_write, TargetError};
@@ -100,6 +100,7 @@ impl Driver for NvmeDriver {
     }
 
     fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError> {
+        refuse_direction_both(plan)?;
         let Some(target) = &plan.target else {
             return Err(UsageError::new(
                 "--target",

@@ -14,8 +14,8 @@
 //! NIC write this host's memory (and the peer's NIC read the peer's).
 
 use super::{
-    refuse_format_before, BufferPiece, Command, Completion, Driver, Engine, EngineError,
-    EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
+    refuse_direction_both, refuse_format_before, BufferPiece, Command, Completion, Driver, Engine,
+    EngineError, EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
 };
 use crate::plan::Plan;
 use crate::target::TargetError;
@@ -233,6 +233,8 @@ impl RdmaPlan {
     pub fn memory_direction(&self, asked: crate::plan::Direction) -> crate::plan::Direction {
         use crate::plan::Direction;
         match self.op {
+            // Kept, so that preflight refuses it by name.
+            _ if asked == Direction::Both => Direction::Both,
             RdmaOp::Write => Direction::Read,
             RdmaOp::Read => Direction::Write,
             _ => asked,
@@ -308,6 +310,7 @@ impl Driver for RdmaDriver {
     }
 
     fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError> {
+        refuse_direction_both(plan)?;
         let Some(r) = &plan.rdma else {
             return Err(UsageError::new(
                 "--engine",

@@ -4,8 +4,8 @@
 //! (`IOSQE_FIXED_FILE`), as fio's `fixedbufs=1`, `registerfiles=1`.
 
 use super::{
-    refuse_format_before, Command, Completion, Driver, Engine, EngineError, EngineKind, EngineSpec,
-    Op, TargetInfo, TargetRequest,
+    refuse_direction_both, refuse_format_before, Command, Completion, Driver, Engine, EngineError,
+    EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
 };
 use crate::plan::Plan;
 use crate::target::{
@@ -91,6 +91,7 @@ impl Driver for UringDriver {
     }
 
     fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError> {
+        refuse_direction_both(plan)?;
         check_storage_write(plan, self.exists, self.allow_destroy.as_deref())
     }
 

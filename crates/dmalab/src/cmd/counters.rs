@@ -176,15 +176,16 @@ pub fn load_accounting(
         bs_bytes: plan.stream.bs_bytes,
         commands,
         completions: commands,
-        blocks_read_from_memory: if plan.direction == Direction::Read {
-            blocks
-        } else {
-            0
+        blocks_read_from_memory: match plan.direction {
+            Direction::Read => blocks,
+            // Every command moves whole blocks: its bytes say how many.
+            Direction::Both => r.storage_write_bytes / plan.stream.bs_bytes.max(1),
+            Direction::Write => 0,
         },
-        blocks_written_to_memory: if plan.direction == Direction::Write {
-            blocks
-        } else {
-            0
+        blocks_written_to_memory: match plan.direction {
+            Direction::Write => blocks,
+            Direction::Both => r.storage_read_bytes / plan.stream.bs_bytes.max(1),
+            Direction::Read => 0,
         },
     })
 }

@@ -52,7 +52,8 @@ pub struct LoadArgs {
     #[arg(long, value_enum, default_value_t = Pattern::Random)]
     pub pattern: Pattern,
     /// From memory's point of view: write = the device writes memory
-    /// (storage reads), read = the device reads memory (storage writes).
+    /// (storage reads), read = the device reads memory (storage writes),
+    /// both = commands alternate (--engine gpu only).
     #[arg(long, value_enum, default_value_t = Direction::Write)]
     pub direction: Direction,
     /// Device offsets (default: sequential for storage reads, random for
@@ -221,7 +222,7 @@ impl LoadArgs {
             .as_ref()
             .map_or(self.direction, |r| r.memory_direction(self.direction));
         let device_offsets = self.device_offsets.unwrap_or(match direction {
-            Direction::Write => DeviceOffsets::Sequential,
+            Direction::Write | Direction::Both => DeviceOffsets::Sequential,
             Direction::Read => DeviceOffsets::Random,
         });
         let piece = Plan::piece_bytes(bs.min(dmalab_load::buffer::PIECE_LIMIT));
@@ -237,6 +238,7 @@ impl LoadArgs {
             stream: StreamConfig {
                 pattern: self.pattern,
                 write_storage: direction == Direction::Read,
+                alternate: direction == Direction::Both,
                 bs_bytes: bs,
                 max_blocks: self.max_blocks,
                 buffer_bytes: buffer,
