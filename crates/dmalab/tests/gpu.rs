@@ -176,6 +176,109 @@ fn copies_go_both_ways_with_exact_counts_and_the_gpu_described() {
 }
 
 #[test]
+fn direction_both_alternates_copies_with_exact_bytes_each_way() {
+    // 1001 commands from the one shared stream, whichever of the two
+    // workers takes them: 501 device-to-host (even), 500 host-to-device.
+    let (code, out, err, json) = gpu_load(
+        Some("mock:50"),
+        &[
+            "--direction",
+            "both",
+            "--pattern",
+            "single",
+            "--bs",
+            "64K",
+            "--buffer",
+            "4M",
+            "--size",
+            "16M",
+            "--workers",
+            "2",
+            "--iodepth",
+            "8",
+            "--commands",
+            "1001",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let j = json.unwrap();
+    assert_eq!(j["status"], "completed");
+    assert_eq!(j["config"]["direction"], "both", "{}", j["config"]);
+    assert_eq!(u(&j, "/result/totals/commands"), 1001);
+    assert_eq!(u(&j, "/result/totals/errors"), 0);
+    let (to_memory, from_memory) = (501 * 65536, 500 * 65536);
+    assert_eq!(u(&j, "/result/storage_read_bytes"), to_memory);
+    assert_eq!(u(&j, "/result/storage_write_bytes"), from_memory);
+    assert_eq!(u(&j, "/result/totals/storage_read_bytes"), to_memory);
+    assert_eq!(u(&j, "/result/totals/storage_write_bytes"), from_memory);
+    assert_eq!(u(&j, "/result/totals/data_bytes"), to_memory + from_memory);
+    // The GPU side counts what each copy direction moved.
+    let g = &j["result"]["gpu"];
+    assert_eq!(u(g, "/device_to_host_copies"), 501, "{g}");
+    assert_eq!(u(g, "/device_to_host_bytes"), to_memory);
+    assert_eq!(u(g, "/host_to_device_copies"), 500);
+    assert_eq!(u(g, "/host_to_device_bytes"), from_memory);
+    assert!(
+        out.contains(
+            "  memory    the device wrote 31.31 MiB into memory and read 31.25 MiB from it\n"
+        ),
+        "{out}"
+    );
+    // One direction alone: the other's counts stay zero.
+    let (code, _, err, json) = gpu_load(
+        Some("mock:50"),
+        &["--direction", "read", "--commands", "10", "-q"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let j = json.unwrap();
+    let g = &j["result"]["gpu"];
+    assert_eq!(u(g, "/device_to_host_copies"), 0, "{g}");
+    assert_eq!(u(g, "/host_to_device_copies"), 10);
+    assert_eq!(u(&j, "/result/storage_read_bytes"), 0);
+    assert_eq!(
+        u(&j, "/result/storage_write_bytes"),
+        u(&j, "/result/totals/data_bytes")
+    );
+}
+
+#[test]
+fn direction_both_runs_both_copy_engines_at_once() {
+    // The mock has one copy engine per direction at 1 GB/s each, as a real
+    // GPU: alternating copies keep both busy, so together they move more
+    // than one engine could (and never more than two).
+    let (code, _, err, json) = gpu_load(
+        Some("mock:1"),
+        &[
+            "--direction",
+            "both",
+            "--bs",
+            "1M",
+            "--max-blocks",
+            "1",
+            "--pattern",
+            "single",
+            "--buffer",
+            "16M",
+            "--iodepth",
+            "4",
+            "--runtime",
+            "2",
+            "-q",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let j = json.unwrap();
+    let bw = f(&j, "/result/rates/data_bw_bytes");
+    assert!(bw > 1.2e9 && bw <= 2.0e9 * 1.01, "{bw}");
+    let g = &j["result"]["gpu"];
+    let (d2h, h2d) = (
+        u(g, "/device_to_host_copies"),
+        u(g, "/host_to_device_copies"),
+    );
+    assert!(d2h == h2d || d2h == h2d + 1, "{g}");
+}
+
+#[test]
 fn copies_take_the_simulated_bandwidth() {
     // 1 GB/s: the mock completes no copy sooner than the link allows, so the
     // measured rate cannot exceed it, however fast the host.
@@ -234,6 +337,44 @@ fn a_rate_limit_paces_the_copies() {
         (mean - 100e6).abs() / 100e6 < 0.05,
         "{mean} vs 100 MB/s: {c}"
     );
+}
+
+#[test]
+fn direction_both_rate_limits_the_sum_of_both_directions() {
+    let (code, _, err, json) = gpu_load(
+        Some("mock:10"),
+        &[
+            "--direction",
+            "both",
+            "--bs",
+            "64K",
+            "--max-blocks",
+            "1",
+            "--pattern",
+            "single",
+            "--rate",
+            "100M/s",
+            "--runtime",
+            "3",
+            "-q",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let j = json.unwrap();
+    let c = &j["result"]["rate_check"];
+    assert_eq!(c["unit"], "bytes", "{c}");
+    // The limit holds for both directions together, not for each.
+    let mean = f(&j, "/result/rates/data_bw_bytes");
+    assert!(
+        (mean - 100e6).abs() / 100e6 < 0.05,
+        "{mean} vs 100 MB/s: {c}"
+    );
+    let (rd, wr) = (
+        u(&j, "/result/storage_read_bytes"),
+        u(&j, "/result/storage_write_bytes"),
+    );
+    assert_eq!(rd + wr, u(&j, "/result/totals/data_bytes"));
+    assert!(rd == wr || rd == wr + 65536, "{rd} {wr}");
 }
 
 #[test]
@@ -355,6 +496,30 @@ fn trace_records_every_copy_with_its_direction() {
         }
         assert_eq!(n, 100);
     }
+    // both: half the transfers write memory, half read it.
+    let t = dir.path().join("both.trace");
+    let (code, _, err, _) = gpu_load(
+        Some("mock"),
+        &[
+            "--direction",
+            "both",
+            "--commands",
+            "100",
+            "--buffer",
+            "1M",
+            "-q",
+            "--trace",
+            t.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let mut rd = TraceReader::open(&t).unwrap();
+    let mut r = Record::default();
+    let mut writes = [0; 2];
+    while rd.next_record(&mut r).unwrap() {
+        writes[usize::from(r.write)] += 1;
+    }
+    assert_eq!(writes, [50, 50]);
 }
 
 fn put(root: &Path, rel: &str, text: &str) {

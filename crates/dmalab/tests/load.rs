@@ -296,6 +296,42 @@ fn bad_input_exits_2_names_the_option_and_leaves_nothing() {
 }
 
 #[test]
+fn direction_both_is_refused_by_one_way_engines() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let t = dir.path().join("x");
+    let out = dir.path().join("out.json");
+    let t = t.to_str().unwrap();
+    let cases: &[&[&str]] = &[
+        &["--engine", "null"],
+        &["--engine", "io_uring", "--size", "16M", "--target", t],
+        // --rdma-op write alone would make it a memory read: `both` is
+        // still refused by name, before any device is opened.
+        &[
+            "--engine",
+            "rdma",
+            "--target",
+            "loopback",
+            "--rdma-op",
+            "write",
+        ],
+        &["--engine", "rdma", "--target", "loopback"],
+    ];
+    for args in cases {
+        let mut cmd = common::dmalab();
+        cmd.args(["load", "--direction", "both", "--runtime", "1", "--output"])
+            .arg(&out)
+            .args(*args);
+        let line = common::assert_usage_error_of(&mut cmd, "--direction");
+        assert!(
+            line.contains("both is only for --engine gpu")
+                && line.contains(&format!("--engine {}", args[1])),
+            "{args:?}: {line}"
+        );
+        assert!(dir_is_empty(dir.path()), "{args:?} left files behind");
+    }
+}
+
+#[test]
 fn ramfs_without_o_direct_is_refused_cleanly() {
     if !common::need_root() {
         return;
