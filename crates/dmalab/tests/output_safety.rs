@@ -820,9 +820,11 @@ fn two_host_changing_page_runs_the_second_is_refused_with_the_pid() {
         ]);
         c
     };
+    let dir = tempfile::tempdir().unwrap();
+    let first_err = dir.path().join("first.stderr");
     let mut first = page("60")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&first_err).unwrap())
         .spawn()
         .unwrap();
     let ledger = PathBuf::from(format!("/run/dmalab/page-{}.json", first.id()));
@@ -831,9 +833,20 @@ fn two_host_changing_page_runs_the_second_is_refused_with_the_pid() {
         .unwrap_or_default()
         .contains("page-cluster")
     {
+        // A first run that ended (or never got there) says why: once in
+        // CI it did not change vm.page-cluster within 60 s, and its
+        // stderr had been thrown away.
+        let said = || std::fs::read_to_string(&first_err).unwrap_or_default();
+        if let Ok(Some(status)) = first.try_wait() {
+            panic!(
+                "the first run ended ({status}) before changing vm.page-cluster: {}",
+                said()
+            );
+        }
         assert!(
             t0.elapsed() < Duration::from_secs(60),
-            "the first run never changed vm.page-cluster"
+            "the first run never changed vm.page-cluster: {}",
+            said()
         );
         std::thread::sleep(Duration::from_millis(20));
     }
