@@ -85,13 +85,13 @@ fn fleet_submits_runs_merges_and_reports_on_a_real_slurm() {
     let res = dir.path().join("res");
 
     // A node list Slurm rejects: its message, exit 2, nothing left behind.
-    let (code, _, err) = out_of(
+    let err = common::assert_usage_error_of(
         cl.dmalab()
             .args(["fleet", "submit", "--nodes", "nosuchnode", "--results"])
             .arg(&res)
             .arg(&exp),
+        "Slurm rejected node 'nosuchnode'",
     );
-    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("Slurm rejected node 'nosuchnode'") && err.contains("Invalid node name"),
         "{err}"
@@ -117,13 +117,13 @@ fn fleet_submits_runs_merges_and_reports_on_a_real_slurm() {
     );
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains(&format!("  {}: ", cl.node)), "{out}");
-    let (code, _, err) = out_of(
+    let err = common::assert_usage_error_of(
         cl.dmalab()
             .args(["fleet", "submit", "--partition", "nosuch", "--results"])
             .arg(dir.path().join("none"))
             .arg(&exp),
+        "--partition",
     );
-    assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--partition"), "{err}");
 
     let (code, job, err) = out_of(
@@ -422,7 +422,7 @@ fn the_task_script_refuses_a_results_directory_that_is_not_shared() {
     let token = std::fs::read_to_string(&marker).unwrap();
     std::fs::write(&marker, "another directory\n").unwrap();
     let o = task("n1");
-    assert_eq!(o.status.code(), Some(2));
+    common::assert_usage_output(&o, "the results directory is not shared");
     assert!(
         text(&o.stderr).contains("the results directory is not shared"),
         "{}",
@@ -438,7 +438,7 @@ fn the_task_script_refuses_a_results_directory_that_is_not_shared() {
     std::fs::write(&marker, token).unwrap();
     // A task placed on the wrong node says so.
     let o = task("n2");
-    assert_eq!(o.status.code(), Some(2));
+    common::assert_usage_output(&o, "writes the results of node n1 but runs on n2");
     assert!(
         text(&o.stderr).contains("writes the results of node n1 but runs on n2"),
         "{}",
@@ -481,8 +481,10 @@ fn merge_refuses_another_experiments_results_and_duplicate_runs() {
     ));
     assert!(o.status.success(), "{}", text(&o.stderr));
     std::fs::rename(&all, res.join("n1.one.jsonl")).unwrap();
-    let (code, _, err) = out_of(common::dmalab().args(["fleet", "merge"]).arg(&res));
-    assert_eq!(code, Some(2), "{err}");
+    let err = common::assert_usage_error_of(
+        common::dmalab().args(["fleet", "merge"]).arg(&res),
+        "of host n1 is in both n1.one.jsonl and n1.two.jsonl",
+    );
     assert!(
         err.contains("of host n1 is in both n1.one.jsonl and n1.two.jsonl"),
         "{err}"
@@ -499,8 +501,10 @@ fn merge_refuses_another_experiments_results_and_duplicate_runs() {
     ));
     assert!(o.status.success(), "{}", text(&o.stderr));
     let before = std::fs::read(res.join("merged.jsonl")).unwrap();
-    let (code, _, err) = out_of(common::dmalab().args(["fleet", "merge"]).arg(&res));
-    assert_eq!(code, Some(2), "{err}");
+    let err = common::assert_usage_error_of(
+        common::dmalab().args(["fleet", "merge"]).arg(&res),
+        "stray.jsonl holds results of another experiment 'other'",
+    );
     assert!(
         err.contains("stray.jsonl holds results of another experiment 'other'"),
         "{err}"
@@ -517,13 +521,13 @@ fn run_configuration_runs_only_that_configuration_and_refuses_unknown_names() {
     let dir = tempfile::tempdir().unwrap();
     let exp = write(dir.path(), "tiny.toml", TINY);
     let res = dir.path().join("two.jsonl");
-    let (code, _, err) = out_of(
+    let err = common::assert_usage_error_of(
         common::dmalab()
             .args(["run", "-q", "--configuration", "three", "-o"])
             .arg(&res)
             .arg(&exp),
+        "--configuration:",
     );
-    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("--configuration:")
             && err.contains("has no configuration 'three'; it has: one, two"),

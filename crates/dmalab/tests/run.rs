@@ -2,7 +2,7 @@
 //! timed-out victims, resume after a kill, a changed file refused, SIGINT,
 //! and evidence from an aggressor's live-stats file.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::io::Write;
