@@ -422,7 +422,9 @@ fn the_task_script_refuses_a_results_directory_that_is_not_shared() {
     let token = std::fs::read_to_string(&marker).unwrap();
     std::fs::write(&marker, "another directory\n").unwrap();
     let o = task("n1");
-    common::assert_usage_output(&o, "the results directory is not shared");
+    // Not `common::assert_usage_output`: this refusal is the batch script's
+    // own (`dmalab fleet: error: ...`), written before dmalab starts.
+    assert_eq!(o.status.code(), Some(2));
     assert!(
         text(&o.stderr).contains("the results directory is not shared"),
         "{}",
@@ -438,7 +440,7 @@ fn the_task_script_refuses_a_results_directory_that_is_not_shared() {
     std::fs::write(&marker, token).unwrap();
     // A task placed on the wrong node says so.
     let o = task("n2");
-    common::assert_usage_output(&o, "writes the results of node n1 but runs on n2");
+    assert_eq!(o.status.code(), Some(2));
     assert!(
         text(&o.stderr).contains("writes the results of node n1 but runs on n2"),
         "{}",
