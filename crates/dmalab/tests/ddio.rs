@@ -98,16 +98,18 @@ fn ddio_changes_are_refused_here_with_exit_2() {
 #[test]
 fn ddio_refusals_on_an_intel_fixture_name_what_is_missing() {
     let (_d, root) = fixture_host();
-    let err = |args: &[&str]| common::assert_usage_error_of(&mut ddio(&root, args), "");
+    let err =
+        |args: &[&str], option: &str| common::assert_usage_error_of(&mut ddio(&root, args), option);
     assert_eq!(
-        err(&["ways", "12"]),
+        err(&["ways", "12"], "ways: 12:"),
         "dmalab: error: ways: 12: this CPU's LLC has 11 ways; give 1 to 11"
     );
-    assert!(err(&["off", "--device", "eth9"])
+    assert!(err(&["off", "--device", "eth9"], "--device: eth9:")
         .starts_with("dmalab: error: --device: eth9: no PCI device found"));
-    assert!(err(&["on", "--device", "0000:00:00.0"]).contains("sits directly on the root bus"));
+    assert!(err(&["on", "--device", "0000:00:00.0"], "0000:00:00.0")
+        .contains("sits directly on the root bus"));
     std::fs::remove_dir_all(root.path("/dev/cpu")).unwrap();
-    let e = err(&["ways", "4"]);
+    let e = err(&["ways", "4"], "ways: ");
     assert!(
         e.starts_with("dmalab: error: ways: no ")
             && e.ends_with("/dev/cpu/0/msr: load the msr driver (modprobe msr); it needs root"),
@@ -115,7 +117,7 @@ fn ddio_refusals_on_an_intel_fixture_name_what_is_missing() {
     );
     std::fs::remove_dir_all(root.path("/sys/devices/pci0000:16")).unwrap();
     std::fs::remove_dir_all(root.path("/sys/devices/pci0000:3a")).unwrap();
-    assert!(err(&["off"]).starts_with("dmalab: error: ddio: no Intel PCIe root port"));
+    assert!(err(&["off"], "ddio: ").starts_with("dmalab: error: ddio: no Intel PCIe root port"));
 }
 
 #[test]

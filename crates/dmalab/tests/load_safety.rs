@@ -196,5 +196,9 @@ fn nvme_engine_takes_char_devices_only() {
         "{err}"
     );
     // A character device that is not an NVMe namespace is refused for writes.
-    write_refused(Path::new("/dev/null"), Some(Path::new("/dev/null")), "");
+    write_refused(
+        Path::new("/dev/null"),
+        Some(Path::new("/dev/null")),
+        "--target",
+    );
 }
