@@ -5,7 +5,7 @@
 //! its records. (Bad values of every option are pinned by the regression
 //! cases of `tests/fuzz/regressions/`, run by `tests/fuzz.rs`.)
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::path::Path;

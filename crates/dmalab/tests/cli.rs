@@ -1,6 +1,6 @@
 //! The command line as a whole: help, version, exit codes.
 
-mod common;
+use crate::common;
 use common::dmalab;
 
 /// Regression: this test once looked for each name anywhere in the help
@@ -38,6 +38,8 @@ fn help_lists_every_command() {
 
 #[test]
 fn unknown_flag_exits_2() {
+    // Not `assert_usage_error`: an unknown flag is clap's own refusal, a
+    // multi-line message with a usage hint, and that is what this pins.
     dmalab().arg("--no-such-flag").assert().code(2);
 }
 

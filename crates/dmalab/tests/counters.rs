@@ -102,18 +102,14 @@ fn stat_passes_the_exit_code_and_writes_the_result() {
 
 #[test]
 fn a_command_that_cannot_run_is_bad_input() {
-    dmalab()
-        .args(["stat", "--", "/nonexistent/dmalab-no-such-command"])
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains("COMMAND: cannot run"));
-    dmalab()
-        .args(["stat", "--counters", "bogus", "--", "true"])
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains(
-            "--counters: 'bogus' is neither a recipe nor an event",
-        ));
+    common::assert_usage_error(
+        ["stat", "--", "/nonexistent/dmalab-no-such-command"],
+        "COMMAND: cannot run",
+    );
+    common::assert_usage_error(
+        ["stat", "--counters", "bogus", "--", "true"],
+        "--counters: 'bogus' is neither a recipe nor an event",
+    );
     dmalab()
         .args([
             "load",
@@ -562,16 +558,14 @@ counters = "software"
         ),
     )
     .unwrap();
-    dmalab()
-        .arg("run")
-        .arg(&bad)
-        .arg("--results")
-        .arg(dir.path().join("bad.jsonl"))
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains(
-            "victim 'sh': counters: --counters: 'bogus'",
-        ));
+    common::assert_usage_error_of(
+        dmalab()
+            .arg("run")
+            .arg(&bad)
+            .arg("--results")
+            .arg(dir.path().join("bad.jsonl")),
+        "victim 'sh': counters: --counters: 'bogus'",
+    );
     assert!(!dir.path().join("bad.jsonl").exists());
 
     let html = dir.path().join("c.html");

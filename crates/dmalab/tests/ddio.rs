@@ -3,7 +3,7 @@
 //! MSRs) the writes, the restore on exit and on signals, and the journal
 //! left by a `kill -9` that `dmalab ddio restore` and the next run undo.
 
-mod common;
+use crate::common;
 
 use common::dmalab;
 use dmalab_host::ddio::fixture::{self, NIC_ROOT_PORT, NVME_ROOT_PORT, PERFCTRL_START, WAYS_START};
@@ -40,7 +40,7 @@ fn ddio_status_here_says_why_it_cannot_act() {
         return;
     }
     let out = dmalab().args(["ddio", "status"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    common::assert_usage_output(&out, "ddio");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stdout.contains("controllable: no"), "{stdout}");
@@ -77,8 +77,7 @@ fn ddio_changes_are_refused_here_with_exit_2() {
         &["off", "--", "true"],
     ] {
         let out = dmalab().arg("ddio").args(args).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = common::assert_usage_output(&out, "ddio");
         assert!(
             stderr.starts_with("dmalab: error: ddio: not on this CPU"),
             "{args:?}: {stderr}"
@@ -99,20 +98,18 @@ fn ddio_changes_are_refused_here_with_exit_2() {
 #[test]
 fn ddio_refusals_on_an_intel_fixture_name_what_is_missing() {
     let (_d, root) = fixture_host();
-    let err = |args: &[&str]| {
-        let out = ddio(&root, args).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        String::from_utf8_lossy(&out.stderr).trim().to_string()
-    };
+    let err =
+        |args: &[&str], option: &str| common::assert_usage_error_of(&mut ddio(&root, args), option);
     assert_eq!(
-        err(&["ways", "12"]),
+        err(&["ways", "12"], "ways: 12:"),
         "dmalab: error: ways: 12: this CPU's LLC has 11 ways; give 1 to 11"
     );
-    assert!(err(&["off", "--device", "eth9"])
+    assert!(err(&["off", "--device", "eth9"], "--device: eth9:")
         .starts_with("dmalab: error: --device: eth9: no PCI device found"));
-    assert!(err(&["on", "--device", "0000:00:00.0"]).contains("sits directly on the root bus"));
+    assert!(err(&["on", "--device", "0000:00:00.0"], "0000:00:00.0")
+        .contains("sits directly on the root bus"));
     std::fs::remove_dir_all(root.path("/dev/cpu")).unwrap();
-    let e = err(&["ways", "4"]);
+    let e = err(&["ways", "4"], "ways: ");
     assert!(
         e.starts_with("dmalab: error: ways: no ")
             && e.ends_with("/dev/cpu/0/msr: load the msr driver (modprobe msr); it needs root"),
@@ -120,7 +117,7 @@ fn ddio_refusals_on_an_intel_fixture_name_what_is_missing() {
     );
     std::fs::remove_dir_all(root.path("/sys/devices/pci0000:16")).unwrap();
     std::fs::remove_dir_all(root.path("/sys/devices/pci0000:3a")).unwrap();
-    assert!(err(&["off"]).starts_with("dmalab: error: ddio: no Intel PCIe root port"));
+    assert!(err(&["off"], "ddio: ").starts_with("dmalab: error: ddio: no Intel PCIe root port"));
 }
 
 #[test]

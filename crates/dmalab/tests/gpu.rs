@@ -4,7 +4,7 @@
 //! warnings, errors) runs here without a GPU. The real driver is only
 //! asked for where the host has none: the one-line refusal.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::path::Path;
@@ -22,8 +22,8 @@ fn f(v: &Value, path: &str) -> f64 {
 }
 
 /// Runs `dmalab load --engine gpu ARGS` with the driver `driver` (None:
-/// the real one); (exit code, stdout, stderr, the JSON result if written).
-fn gpu_load(driver: Option<&str>, args: &[&str]) -> (i32, String, String, Option<Value>) {
+/// the real one); its output and the JSON result if written.
+fn gpu_run(driver: Option<&str>, args: &[&str]) -> (std::process::Output, Option<Value>) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.json");
     let mut cmd = common::dmalab();
@@ -39,6 +39,12 @@ fn gpu_load(driver: Option<&str>, args: &[&str]) -> (i32, String, String, Option
     let json = std::fs::read_to_string(&out)
         .ok()
         .map(|s| serde_json::from_str(&s).unwrap());
+    (o, json)
+}
+
+/// [`gpu_run`] as (exit code, stdout, stderr, the JSON result if written).
+fn gpu_load(driver: Option<&str>, args: &[&str]) -> (i32, String, String, Option<Value>) {
+    let (o, json) = gpu_run(driver, args);
     (
         o.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -47,12 +53,11 @@ fn gpu_load(driver: Option<&str>, args: &[&str]) -> (i32, String, String, Option
     )
 }
 
-/// Asserts exit 2 with one error line containing every `want`, and no result.
-fn refused(r: (i32, String, String, Option<Value>), want: &[&str]) {
-    let (code, _, err, json) = r;
-    assert_eq!(code, 2, "{err}");
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    assert!(err.starts_with("dmalab: error: "), "{err}");
+/// Asserts a usage error (exit 2, one error line) containing every `want`,
+/// and no result.
+fn refused(r: (std::process::Output, Option<Value>), want: &[&str]) {
+    let (o, json) = r;
+    let err = common::assert_usage_output(&o, want[0]);
     for w in want {
         assert!(err.contains(w), "{w:?} not in {err}");
     }
@@ -62,15 +67,16 @@ fn refused(r: (i32, String, String, Option<Value>), want: &[&str]) {
 #[test]
 fn without_a_driver_the_engine_exits_2_in_one_line() {
     refused(
-        gpu_load(Some("/nonexistent/libcuda.so.1"), &["--runtime", "1"]),
+        gpu_run(Some("/nonexistent/libcuda.so.1"), &["--runtime", "1"]),
         &[
             "--engine gpu: cannot load the CUDA driver /nonexistent/libcuda.so.1",
             "NVIDIA",
         ],
     );
     // The real driver, where this host has none (CI has no GPU).
-    let r = gpu_load(None, &["--runtime", "1"]);
-    if r.0 == 2 && r.2.contains("libcuda.so.1") {
+    let r = gpu_run(None, &["--runtime", "1"]);
+    if r.0.status.code() == Some(2) && String::from_utf8_lossy(&r.0.stderr).contains("libcuda.so.1")
+    {
         refused(
             r,
             &["--engine gpu: cannot load the CUDA driver libcuda.so.1"],
@@ -83,34 +89,34 @@ fn without_a_driver_the_engine_exits_2_in_one_line() {
 #[test]
 fn no_device_a_missing_gpu_and_bad_options_exit_2() {
     refused(
-        gpu_load(Some("mock:devices=0"), &[]),
+        gpu_run(Some("mock:devices=0"), &[]),
         &["CUDA_ERROR_NO_DEVICE"],
     );
     refused(
-        gpu_load(Some("mock"), &["--target", "gpu:1"]),
+        gpu_run(Some("mock"), &["--target", "gpu:1"]),
         &["--target: GPU 1 does not exist: the driver sees 1 GPU(s)"],
     );
     refused(
-        gpu_load(Some("mock"), &["--target", "/dev/nvidia0"]),
+        gpu_run(Some("mock"), &["--target", "/dev/nvidia0"]),
         &["--target", "gpu:N"],
     );
     refused(
-        gpu_load(Some("mock:fast"), &[]),
+        gpu_run(Some("mock:fast"), &[]),
         &["DMALAB_GPU_DRIVER: mock option 'fast'"],
     );
     refused(
-        gpu_load(Some("mock:devices=2"), &["--gpus", "0,1"]),
+        gpu_run(Some("mock:devices=2"), &["--gpus", "0,1"]),
         &["--workers: 2 GPUs need at least 2 workers"],
     );
     refused(
-        gpu_load(
+        gpu_run(
             Some("mock:devices=2"),
             &["--gpus", "0,1", "--target", "gpu:0", "--workers", "2"],
         ),
         &["--gpus", "not both"],
     );
     refused(
-        gpu_load(Some("mock"), &["--pattern", "flush"]),
+        gpu_run(Some("mock"), &["--pattern", "flush"]),
         &["--pattern", "no flush"],
     );
 }
@@ -119,12 +125,12 @@ fn no_device_a_missing_gpu_and_bad_options_exit_2() {
 fn an_out_of_memory_device_exits_2_naming_size() {
     // Larger than the device: refused before anything is allocated.
     refused(
-        gpu_load(Some("mock:mem=64M"), &["--size", "128M"]),
+        gpu_run(Some("mock:mem=64M"), &["--size", "128M"]),
         &["--size", "do not fit GPU 0"],
     );
     // Large enough, but others hold most of it: the allocation fails.
     refused(
-        gpu_load(Some("mock:mem=1G,used=900M"), &["--size", "256M"]),
+        gpu_run(Some("mock:mem=1G,used=900M"), &["--size", "256M"]),
         &[
             "--size",
             "cuMemAlloc_v2 failed allocating 256.00 MiB on GPU 0",

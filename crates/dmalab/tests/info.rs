@@ -2,7 +2,7 @@
 //! unprivileged user: lscpu (CPU, topology, caches, hypervisor), swapon
 //! (/proc/swaps), lsblk (block devices and sizes).
 
-mod common;
+use crate::common;
 
 use common::{dmalab, have_program, is_root, need};
 use serde_json::Value;
@@ -207,8 +207,5 @@ fn info_nvme_subcommand_is_still_there() {
         help.lines().any(|l| l.trim_start().starts_with("nvme ")),
         "{help}"
     );
-    dmalab()
-        .args(["info", "nvme", "/nonexistent/ng9n9"])
-        .assert()
-        .code(2);
+    common::assert_usage_error(["info", "nvme", "/nonexistent/ng9n9"], "/nonexistent/ng9n9");
 }

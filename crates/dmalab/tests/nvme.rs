@@ -343,9 +343,7 @@ fn identify_matches_nvme_cli() {
 fn info_on_missing_device_exits_2() {
     let Some(b) = boot() else { return };
     let (rc, _, err) = b.case("info_missing");
-    assert_eq!(rc, 2, "{err}");
-    assert!(err.contains("/dev/ng9n9"), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
+    common::assert_usage_stderr(Some(rc), &err, "/dev/ng9n9");
 }
 
 /// A device that is not NVMe (here, on the host: the null device and, where
@@ -357,14 +355,8 @@ fn info_on_a_device_that_is_not_nvme_exits_2() {
         if !std::path::Path::new(dev).exists() {
             continue;
         }
-        let out = common::dmalab()
-            .args(["info", "nvme", dev])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{dev}: {err}");
-        assert!(err.contains("not an NVMe namespace"), "{dev}: {err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
+        let err = common::assert_usage_error(["info", "nvme", dev], "not an NVMe namespace");
+        assert!(err.contains(dev), "{dev}: {err}");
     }
 }
 
@@ -572,8 +564,7 @@ fn flush_and_noop_match_qemu_trace() {
 fn command_beyond_mdts_is_refused() {
     let Some(b) = boot() else { return };
     let (rc, _, err) = b.case("mdts_too_big");
-    assert_eq!(rc, 2, "{err}");
-    assert!(err.contains("--max-blocks"), "{err}");
+    common::assert_usage_stderr(Some(rc), &err, "--max-blocks");
     assert!(err.contains("MDTS"), "{err}");
     assert!(b.case_trace("mdts_too_big").is_empty());
 }
@@ -655,8 +646,7 @@ fn data_round_trips_through_the_namespace() {
 fn format_before_erases_the_namespace() {
     let Some(b) = boot() else { return };
     let (rc, _, err) = b.case("fmt_refused");
-    assert_eq!(rc, 2, "{err}");
-    assert!(err.contains("--format-before"), "{err}");
+    common::assert_usage_stderr(Some(rc), &err, "--format-before");
     assert!(b.case_trace("fmt_refused").is_empty());
     let (rc, out, err) = b.case("fmt_write");
     assert_eq!(rc, 0, "{err}{out}");

@@ -18,33 +18,40 @@ fn need_loop() -> bool {
     common::need("loop devices (root, losetup)", loop_devices_available())
 }
 
+/// Runs dmalab with `args`.
+fn run(args: &[&str]) -> std::process::Output {
+    common::dmalab().args(args).output().expect("run dmalab")
+}
+
 /// Runs dmalab with `args`; returns (exit code, stderr).
 fn dmalab(args: &[&str]) -> (i32, String) {
-    let o = common::dmalab().args(args).output().expect("run dmalab");
+    let o = run(args);
     (
         o.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
 }
 
-/// Asserts exit 2 with one line naming `option` (and `word`).
-fn assert_usage(r: (i32, String), option: &str, word: &str) {
-    let (code, err) = r;
-    assert_eq!(code, 2, "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(
-        err.contains(&format!("error: {option}:")) && err.contains(word),
-        "expected {option} and '{word}': {err}"
-    );
+/// Asserts a usage error ([`common::assert_usage_output`]) naming
+/// `option` (and `word`).
+fn assert_usage(o: std::process::Output, option: &str, word: &str) {
+    let err = common::assert_usage_output(&o, &format!("error: {option}:"));
+    assert!(err.contains(word), "expected {option} and '{word}': {err}");
 }
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// A storage-write run of `target` with `--allow-destroy` naming `allow`,
+/// refused as bad input naming `check`; returns the error line.
+fn destroy_refused(target: &Path, allow: &Path, check: &str) -> String {
+    common::assert_usage_output(&destroy(target, allow), check)
+}
+
 /// A storage-write run of `target` with `--allow-destroy` naming `allow`.
-fn destroy(target: &Path, allow: &Path) -> (i32, String) {
-    dmalab(&[
+fn destroy(target: &Path, allow: &Path) -> std::process::Output {
+    run(&[
         "load",
         "--target",
         s(target),
@@ -72,8 +79,7 @@ fn loop_backing_file_is_refused_even_with_allow_destroy() {
     l.mkfs_ext4();
     // Attached only.
     let before = hash_file(&l.backing);
-    let (code, err) = destroy(&l.backing, &l.backing);
-    assert_eq!(code, 2, "{err}");
+    let err = destroy_refused(&l.backing, &l.backing, "check failed");
     assert!(
         err.contains("loop check failed") && err.contains(s(&l.dev)),
         "{err}"
@@ -104,8 +110,7 @@ fn loop_backing_file_is_refused_even_with_allow_destroy() {
     let _bind = Umount(bind.clone());
     let before_mounted = hash_file(&l.backing);
     for p in [&l.backing, &hard, &sym, &bind] {
-        let (code, err) = destroy(p, p);
-        assert_eq!(code, 2, "{err}");
+        let err = destroy_refused(p, p, "check failed");
         assert!(
             err.contains("loop check failed") && err.contains("mounted at"),
             "{err}"
@@ -113,19 +118,21 @@ fn loop_backing_file_is_refused_even_with_allow_destroy() {
     }
     assert!(hash_file(&l.backing) == before_mounted);
     // And no output may land on it either.
-    let (code, err) = dmalab(&[
-        "load",
-        "--engine",
-        "null",
-        "--commands",
-        "10",
-        "--buffer",
-        "1M",
-        "-q",
+    let err = common::assert_usage_output(
+        &run(&[
+            "load",
+            "--engine",
+            "null",
+            "--commands",
+            "10",
+            "--buffer",
+            "1M",
+            "-q",
+            "--output",
+            s(&hard),
+        ]),
         "--output",
-        s(&hard),
-    ]);
-    assert_eq!(code, 2, "{err}");
+    );
     assert!(
         err.contains("--output") && err.contains("backing file"),
         "{err}"
@@ -158,8 +165,7 @@ fn read_only_mounted_image_is_refused() {
     }
     let _u = Umount(mp);
     let before = hash_file(&l.backing);
-    let (code, err) = destroy(&l.backing, &l.backing);
-    assert_eq!(code, 2, "{err}");
+    let err = destroy_refused(&l.backing, &l.backing, "check failed");
     assert!(err.contains("loop check failed"), "{err}");
     assert!(hash_file(&l.backing) == before);
 }
@@ -196,8 +202,7 @@ fn active_swap_file_is_refused() {
     }
     let _off = Off(f.clone());
     let before = hash_file(&f);
-    let (code, err) = destroy(&f, &f);
-    assert_eq!(code, 2, "{err}");
+    let err = destroy_refused(&f, &f, "check failed");
     assert!(err.contains("swap check failed"), "{err}");
     assert!(hash_file(&f) == before);
 }
@@ -217,7 +222,7 @@ fn output_naming_the_target_is_refused_by_inode() {
         ("--trace", t.clone()),
         ("--live-stats", dir.path().join(".").join("data")),
     ] {
-        let r = dmalab(&[
+        let r = run(&[
             "load",
             "--target",
             s(&t),
@@ -244,7 +249,7 @@ fn target_loop_device_protects_its_backing_file() {
     std::fs::hard_link(&l.backing, &hard).unwrap();
     // The image of the target device is attached (loop check), and is the
     // target's backing file.
-    let r = dmalab(&[
+    let r = run(&[
         "load",
         "--target",
         s(&l.dev),
@@ -275,19 +280,19 @@ fn sim_output_naming_its_input_is_refused() {
     std::os::unix::fs::symlink(&t, &link).unwrap();
     let before = hash_file(&t);
     assert_usage(
-        dmalab(&["sim", "compare", s(&t), "--output", s(&link)]),
+        run(&["sim", "compare", s(&t), "--output", s(&link)]),
         "--output",
         "TRACE",
     );
     assert_usage(
-        dmalab(&["sim", "convert", s(&t), s(&link), "--to", "text"]),
+        run(&["sim", "convert", s(&t), s(&link), "--to", "text"]),
         "OUT",
         "IN",
     );
     assert!(hash_file(&t) == before);
     // A missing directory is refused before the simulation runs.
     assert_usage(
-        dmalab(&[
+        run(&[
             "sim",
             "compare",
             s(&t),
@@ -311,7 +316,7 @@ fn page_import_output_naming_its_input_is_refused() {
     .unwrap();
     let before = hash_file(&x);
     assert_usage(
-        dmalab(&["page", "import", s(&x), "--output", s(&x)]),
+        run(&["page", "import", s(&x), "--output", s(&x)]),
         "--output",
         "FILE",
     );
@@ -352,12 +357,12 @@ fn report_outputs_naming_results_are_refused() {
     std::fs::hard_link(&res, &hard).unwrap();
     let before = hash_file(&res);
     assert_usage(
-        dmalab(&["report", s(&res), "-o", s(&hard)]),
+        run(&["report", s(&res), "-o", s(&hard)]),
         "--output",
         "RESULTS",
     );
     assert_usage(
-        dmalab(&[
+        run(&[
             "report",
             s(&res),
             "-o",
@@ -377,7 +382,7 @@ fn report_checks_every_output_before_writing_the_html() {
     let res = results(dir.path());
     let html = dir.path().join("r.html");
     assert_usage(
-        dmalab(&[
+        run(&[
             "report",
             s(&res),
             "-o",
@@ -407,7 +412,7 @@ fn run_results_naming_the_experiment_is_refused_by_inode() {
         for extra in [None, Some("--restart")] {
             let mut args = vec!["run", "--quiet", "-o", s(out), s(&exp)];
             args.extend(extra);
-            assert_usage(dmalab(&args), "--results", "experiment file");
+            assert_usage(run(&args), "--results", "experiment file");
             assert!(hash_file(&exp) == before);
         }
     }
@@ -438,7 +443,7 @@ fn live_stats_on_a_fifo_or_device_node_is_refused_and_kept() {
     }
     for n in &nodes {
         assert_usage(
-            dmalab(&[
+            run(&[
                 "load",
                 "--engine",
                 "null",
@@ -561,7 +566,7 @@ run = ["sleep", "0.2"]
         assert!(t0.elapsed() < Duration::from_secs(60), "no progress");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let r = dmalab(&["run", "--quiet", "-o", s(&res), s(&exp)]);
+    let r = run(&["run", "--quiet", "-o", s(&res), s(&exp)]);
     sigint(first.id());
     let _ = first.wait();
     assert_usage(r, "--results", &format!("pid {}", first.id()));
@@ -853,12 +858,7 @@ fn two_host_changing_page_runs_the_second_is_refused_with_the_pid() {
     let second = page("0.1").output().unwrap();
     sigint(first.id());
     let _ = first.wait();
-    let err = String::from_utf8_lossy(&second.stderr).into_owned();
-    assert_usage(
-        (second.status.code().unwrap_or(-1), err),
-        "page",
-        &format!("pid {}", first.id()),
-    );
+    assert_usage(second, "page", &format!("pid {}", first.id()));
     // The first run restored what it changed; the second changed nothing.
     assert_eq!(
         std::fs::read_to_string("/proc/sys/vm/page-cluster").unwrap(),

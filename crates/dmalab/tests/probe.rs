@@ -277,15 +277,10 @@ fn hugetlbfs_pool_is_restored() {
 fn bad(args: &[&str], option: &str) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("never.json");
-    let a = common::dmalab()
-        .args(args)
-        .arg("--output")
-        .arg(&out)
-        .assert()
-        .code(2);
-    let e = String::from_utf8_lossy(&a.get_output().stderr).into_owned();
-    assert!(e.contains(option), "{args:?}: {e}");
-    assert_eq!(e.lines().count(), 1, "one line: {e}");
+    common::assert_usage_error_of(
+        common::dmalab().args(args).arg("--output").arg(&out),
+        option,
+    );
     assert!(!out.exists(), "{args:?} left a result behind");
 }
 

@@ -101,9 +101,8 @@ impl Boot {
     /// A refused case: exit 2 and one error line that names `option`.
     fn refused(&self, name: &str, option: &str, words: &str) {
         let (rc, _, err) = self.case(name);
-        assert_eq!(rc, 2, "case {name} should exit 2: {err}");
-        assert_eq!(err.trim_end().lines().count(), 1, "{name}: one line: {err}");
-        assert!(err.contains(option) && err.contains(words), "{name}: {err}");
+        let err = common::assert_usage_stderr(Some(rc), &err, option);
+        assert!(err.contains(words), "{name}: {err}");
     }
 
     /// rxe0's counter deltas over a case (files counters.before/after).
@@ -374,60 +373,54 @@ fn rdma_engine_refuses_bad_input() {
 
 #[test]
 fn rdma_serve_without_libibverbs_says_what_to_install() {
-    common::dmalab()
-        .args(["rdma", "serve", "--buffer", "1M"])
-        .env("DMALAB_IBVERBS_LIB", "libdmalab-not-there.so.1")
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains(
-            "libibverbs: libdmalab-not-there.so.1 could not be loaded",
-        ))
-        .stderr(predicates::str::contains(
-            "apt-get install libibverbs1 ibverbs-providers",
-        ));
+    let err = common::assert_usage_error_of(
+        common::dmalab()
+            .args(["rdma", "serve", "--buffer", "1M"])
+            .env("DMALAB_IBVERBS_LIB", "libdmalab-not-there.so.1"),
+        "libibverbs: libdmalab-not-there.so.1 could not be loaded",
+    );
+    assert!(
+        err.contains("apt-get install libibverbs1 ibverbs-providers"),
+        "{err}"
+    );
 }
 
 #[test]
 fn rdma_serve_refuses_a_bad_listen_address_before_touching_the_device() {
-    common::dmalab()
-        .args(["rdma", "serve", "--listen", "nowhere"])
-        .assert()
-        .code(2)
-        .stderr("dmalab: error: --listen: \"nowhere\" is not ADDR:PORT (e.g. 0.0.0.0:18515)\n");
+    let err = common::assert_usage_error(["rdma", "serve", "--listen", "nowhere"], "--listen");
+    assert_eq!(
+        err,
+        "dmalab: error: --listen: \"nowhere\" is not ADDR:PORT (e.g. 0.0.0.0:18515)"
+    );
 }
 
 #[test]
 fn rdma_load_without_libibverbs_says_what_to_install() {
-    common::dmalab()
-        .args([
-            "load",
-            "--engine",
-            "rdma",
-            "--target",
-            "loopback",
-            "--commands",
-            "1",
-        ])
-        .env("DMALAB_IBVERBS_LIB", "libdmalab-not-there.so.1")
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains(
-            "apt-get install libibverbs1 ibverbs-providers",
-        ));
+    common::assert_usage_error_of(
+        common::dmalab()
+            .args([
+                "load",
+                "--engine",
+                "rdma",
+                "--target",
+                "loopback",
+                "--commands",
+                "1",
+            ])
+            .env("DMALAB_IBVERBS_LIB", "libdmalab-not-there.so.1"),
+        "apt-get install libibverbs1 ibverbs-providers",
+    );
 }
 
 #[test]
 fn rdma_flags_are_refused_by_other_engines() {
-    common::dmalab()
-        .args(["load", "--engine", "null", "--qps", "2", "--commands", "1"])
-        .assert()
-        .code(2)
-        .stderr("dmalab: error: --qps: only with --engine rdma\n");
-    common::dmalab()
-        .args(["load", "--engine", "rdma", "--commands", "1"])
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains(
-            "--target: --engine rdma needs --target HOST:PORT",
-        ));
+    let err = common::assert_usage_error(
+        ["load", "--engine", "null", "--qps", "2", "--commands", "1"],
+        "--qps",
+    );
+    assert_eq!(err, "dmalab: error: --qps: only with --engine rdma");
+    common::assert_usage_error(
+        ["load", "--engine", "rdma", "--commands", "1"],
+        "--target: --engine rdma needs --target HOST:PORT",
+    );
 }

@@ -2,7 +2,7 @@
 //! timed-out victims, resume after a kill, a changed file refused, SIGINT,
 //! and evidence from an aggressor's live-stats file.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::io::Write;
@@ -368,6 +368,18 @@ extern "C" {
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
+/// The name libtest knows [`fake_aggressor_entry`] by in the test binary
+/// that holds this file: `run::fake_aggressor_entry` when it is a module of
+/// `cmdline`. Regression: once the file moved into `cmdline`, `--exact
+/// fake_aggressor_entry` matched no test, the aggressor exited at once and
+/// the run was recorded as failed.
+fn fake_aggressor_test_name() -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::fake_aggressor_entry"),
+        None => "fake_aggressor_entry".to_string(),
+    }
+}
+
 /// Not a test of its own: the fake aggressor the evidence test starts (the
 /// test binary re-executed; without the variable it returns at once).
 /// Writes a live-stats file through `dmalab_load::live`, the writer `dmalab
@@ -405,14 +417,15 @@ cooldown = "0s"
 [[aggressor]]
 name = "fake"
 command = "exec"
-run = ["env", "DMALAB_FAKE_LIVE_STATS={{live_stats}}", "{}", "fake_aggressor_entry", "--exact", "--nocapture"]
+run = ["env", "DMALAB_FAKE_LIVE_STATS={{live_stats}}", "{}", "{}", "--exact", "--nocapture"]
 
 [[victim]]
 name = "nap"
 command = "exec"
 run = ["sleep", "2.2"]
 "#,
-            me.display()
+            me.display(),
+            fake_aggressor_test_name()
         ),
     );
     let res = dir.path().join("ev.jsonl");

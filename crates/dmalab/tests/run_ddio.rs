@@ -2,7 +2,7 @@
 //! record says what was asked and why it was not set, the runs go on, and
 //! the report has a DDIO table per configuration.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 

@@ -3,7 +3,7 @@
 //! errors or exceptions, the expected number of plots, and a screenshot
 //! kept under target/ as an artifact.
 
-mod common;
+use crate::common;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};

@@ -1,7 +1,7 @@
 //! `dmalab sim` through the binary: synth, compare, sweep, convert, stat,
 //! MSR replay, and bad input.
 
-mod common;
+use crate::common;
 use common::dmalab;
 use std::path::{Path, PathBuf};
 
@@ -225,16 +225,10 @@ fn bad_input_exits_2_naming_the_option() {
         ),
     ];
     for (args, needle) in cases {
-        let out = dmalab()
-            .arg("sim")
-            .args(&args)
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
+        common::assert_usage_error_of(
+            dmalab().arg("sim").args(&args).current_dir(dir.path()),
+            needle,
+        );
     }
     // Nothing half-written by the failed synth.
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
@@ -382,17 +376,15 @@ fn set_llc_ways_1_then_ddio_ways_1_was_refused() {
         assert!(text.contains("ddio_ways = 1"), "{text}");
     }
     // A set that is wrong after all of them still fails, naming --set.
-    let out = dmalab()
-        .args([
+    common::assert_usage_error(
+        [
             "sim",
             "params",
             "--set",
             "llc.ways=1",
             "--set",
             "llc.ddio_ways=2",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("llc.ddio_ways"));
+        ],
+        "llc.ddio_ways",
+    );
 }

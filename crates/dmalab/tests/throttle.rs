@@ -100,25 +100,23 @@ fn a_paced_load_follows_a_live_rate_change() {
 fn rate_control_needs_a_starting_rate_and_spares_other_files() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("rate");
-    let out = Command::new(dmalab_bin())
-        .args(["load", "--engine", "null", "--runtime", "1s", "-q"])
-        .arg("--rate-control")
-        .arg(&p)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--rate-control"), "{err}");
+    common::assert_usage_error_of(
+        common::dmalab()
+            .args(["load", "--engine", "null", "--runtime", "1s", "-q"])
+            .arg("--rate-control")
+            .arg(&p),
+        "--rate-control",
+    );
     assert!(!p.exists());
     std::fs::write(&p, b"precious").unwrap();
-    let out = Command::new(dmalab_bin())
-        .args(["load", "--engine", "null", "--runtime", "1s", "-q"])
-        .args(["--rate-iops", "100"])
-        .arg("--rate-control")
-        .arg(&p)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    common::assert_usage_error_of(
+        common::dmalab()
+            .args(["load", "--engine", "null", "--runtime", "1s", "-q"])
+            .args(["--rate-iops", "100"])
+            .arg("--rate-control")
+            .arg(&p),
+        "--rate-control",
+    );
     assert_eq!(std::fs::read(&p).unwrap(), b"precious");
 }
 
@@ -320,10 +318,18 @@ fn throttle_bad_input_exits_2_and_names_the_option() {
             "--victim-counters",
         ),
     ] {
-        let (code, err, doc) = throttle(dir.path(), &args);
-        assert_eq!(code, Some(2), "{args:?}: {err}");
-        assert!(err.contains(&format!("error: {opt}:")), "{err}");
-        assert!(doc.is_none());
+        let out = dir.path().join("out.json");
+        common::assert_usage_error_of(
+            common::dmalab()
+                .arg("throttle")
+                .args(&args)
+                .arg("--output")
+                .arg(&out)
+                .arg("-q")
+                .current_dir(dir.path()),
+            &format!("error: {opt}:"),
+        );
+        assert!(!out.exists());
     }
 }
 

@@ -4,6 +4,8 @@
 //! devices, zram, QEMU) call [`need`]: it skips with a message naming what
 //! is missing, except under `DMALAB_CI=1`, where a missing prerequisite is a
 //! failure, so CI can never pass by skipping.
+// Every test binary (see the `[[test]]` entries in Cargo.toml) uses a part
+// of these helpers and none uses all of them.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -65,12 +67,23 @@ where
 /// environment).
 pub fn assert_usage_error_of(cmd: &mut assert_cmd::Command, option: &str) -> String {
     let out = cmd.output().expect("dmalab runs");
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(
+    assert_usage_output(&out, option)
+}
+
+/// The check of [`assert_usage_error`] on the output of a run already made,
+/// for a test that also reads its stdout or had to start it itself.
+pub fn assert_usage_output(out: &std::process::Output, option: &str) -> String {
+    assert_usage_stderr(
         out.status.code(),
-        Some(2),
-        "exit 2 on bad input; stderr: {err}"
-    );
+        &String::from_utf8_lossy(&out.stderr),
+        option,
+    )
+}
+
+/// The check of [`assert_usage_error`] on an exit status and stderr that
+/// came back from elsewhere (a command run inside a test guest).
+pub fn assert_usage_stderr(code: Option<i32>, err: &str, option: &str) -> String {
+    assert_eq!(code, Some(2), "exit 2 on bad input; stderr: {err}");
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 1, "one error line: {err}");
     assert!(

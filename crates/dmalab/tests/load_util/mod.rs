@@ -116,6 +116,24 @@ pub fn hash_file(p: &Path) -> Vec<u8> {
 
 /// Runs `dmalab load ARGS --output <tmp>` and returns (exit code, stdout,
 /// stderr, parsed JSON if written).
+/// Runs `dmalab load ARGS --output DIR/r.json` expecting a usage error
+/// naming `option` ([`crate::common::assert_usage_error_of`]) and no
+/// result; returns the error line.
+pub fn load_refused(args: &[&str], option: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("r.json");
+    let err = crate::common::assert_usage_error_of(
+        crate::common::dmalab()
+            .arg("load")
+            .args(args)
+            .arg("--output")
+            .arg(&out),
+        option,
+    );
+    assert!(!out.exists(), "a refused run wrote a result: {err}");
+    err
+}
+
 pub fn load(args: &[&str]) -> (i32, String, String, Option<serde_json::Value>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("r.json");
