@@ -36,15 +36,16 @@ use serde::{Deserialize, Serialize};
 /// empty the integral.
 pub const PI_ERROR_MIN: f64 = -1.0;
 
-/// Which controller.
+/// Which controller (`--controller`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
-    /// Additive increase, multiplicative decrease.
-    Aimd,
-    /// Proportional-integral with anti-windup.
+    /// Proportional-integral with anti-windup (holds a margin inside the bound).
     #[default]
     Pi,
+    /// Additive increase, multiplicative decrease (probes the bound).
+    Aimd,
 }
 
 /// Parameters of both controllers (each uses its own).

@@ -10,15 +10,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-/// `--controller`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-pub enum ControllerArg {
-    /// Proportional-integral with anti-windup (holds a margin inside the bound).
-    Pi,
-    /// Additive increase, multiplicative decrease (probes the bound).
-    Aimd,
-}
-
 /// Hold a victim's SLO by throttling a DMA aggressor in a closed loop: the
 /// victim's figure per interval (a `probe latency` victim, or any command
 /// whose output a regex reads) is compared with the SLO, and a controller
@@ -62,8 +53,8 @@ pub struct Args {
     #[arg(long, value_name = "SLO", required = true)]
     pub slo: Vec<String>,
     /// The controller.
-    #[arg(long, value_enum, default_value_t = ControllerArg::Pi)]
-    pub controller: ControllerArg,
+    #[arg(long, value_enum, default_value_t = Kind::Pi)]
+    pub controller: Kind,
     /// Control interval (the victim reports once per interval).
     #[arg(long, default_value = "1s", value_name = "DURATION")]
     pub interval: String,
@@ -151,10 +142,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         victim_name: a.victim_name.clone(),
         aggressor_name: a.aggressor_name.clone(),
         slo: a.slo.clone(),
-        controller: match a.controller {
-            ControllerArg::Pi => Kind::Pi,
-            ControllerArg::Aimd => Kind::Aimd,
-        },
+        controller: a.controller,
         interval: a.interval.clone(),
         intervals: a.intervals,
         baseline_intervals: a.baseline_intervals,
