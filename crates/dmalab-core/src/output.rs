@@ -18,14 +18,15 @@ use std::path::Path;
 
 use crate::UsageError;
 
-/// Output format of a result file.
+/// Output format of a result file (`--output-format`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum OutputFormat {
-    /// The result document as pretty JSON.
+    /// The result document, JSON (the common schema).
     #[default]
     Json,
-    /// The same text summary that goes to stdout.
+    /// The text summary.
     Text,
 }
 

@@ -7,8 +7,9 @@ use dmalab_run::experiment::Experiment;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-/// How the experiment is cut into array tasks.
+/// How the experiment is cut into array tasks (`--split`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Split {
     /// One task per node runs the whole experiment.

@@ -4,25 +4,6 @@ use dmalab_core::output::{write_result, Accept, OutputFormat, OutputGuard};
 use serde::Serialize;
 use std::path::PathBuf;
 
-/// Format of `--output`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FormatArg {
-    /// The result document, JSON (the common schema).
-    #[default]
-    Json,
-    /// The text summary.
-    Text,
-}
-
-impl From<FormatArg> for OutputFormat {
-    fn from(f: FormatArg) -> Self {
-        match f {
-            FormatArg::Json => OutputFormat::Json,
-            FormatArg::Text => OutputFormat::Text,
-        }
-    }
-}
-
 /// `--output FILE --output-format json|text`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct OutputArgs {
@@ -30,8 +11,8 @@ pub struct OutputArgs {
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Format of --output.
-    #[arg(long, value_enum, default_value_t = FormatArg::Json)]
-    pub output_format: FormatArg,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
+    pub output_format: OutputFormat,
 }
 
 impl OutputArgs {
@@ -46,7 +27,7 @@ impl OutputArgs {
     /// Writes `doc` (or `text`) to `--output` if one was given.
     pub fn write<T: Serialize>(&self, doc: &T, text: &str) -> anyhow::Result<()> {
         if let Some(path) = &self.output {
-            write_result(path, self.output_format.into(), doc, text)
+            write_result(path, self.output_format, doc, text)
                 .map_err(|e| anyhow::anyhow!("--output: cannot write {}: {e}", path.display()))?;
         }
         Ok(())

@@ -31,15 +31,6 @@ pub enum Command {
     Merge(MergeArgs),
 }
 
-/// How the experiment is cut into array tasks.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-pub enum SplitArg {
-    /// One task per node runs the whole experiment.
-    Nodes,
-    /// One task per node and configuration.
-    Configurations,
-}
-
 /// `dmalab fleet submit`.
 #[derive(clap::Args, Debug)]
 pub struct SubmitArgs {
@@ -60,7 +51,7 @@ pub struct SubmitArgs {
     pub per_node: u32,
     /// One task per node, or per node and configuration.
     #[arg(long, value_enum, default_value = "nodes")]
-    pub split: SplitArg,
+    pub split: Split,
     /// Results directory, on a file system every node mounts at the same
     /// path [default: <experiment file stem>.fleet].
     #[arg(long, value_name = "DIR")]
@@ -140,10 +131,7 @@ fn run_submit(a: SubmitArgs) -> anyhow::Result<ExitCode> {
             .map_or(NodeSource::Partition, NodeSource::List),
         partition: a.partition.clone(),
         per_node: a.per_node,
-        split: match a.split {
-            SplitArg::Nodes => Split::Nodes,
-            SplitArg::Configurations => Split::Configurations,
-        },
+        split: a.split,
         results,
         sbatch_args: a.sbatch_args.clone(),
         max_running: a.max_running,
