@@ -6,22 +6,27 @@
 
 mod common;
 
+use common::guest::{repo, Guest};
+
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::OnceLock;
 
 const KERNEL: &str = "/boot/vmlinuz-6.1.0-56-amd64";
 const INITRD: &str = "/boot/initrd.img-6.1.0-56-amd64";
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+/// What the guest left behind: its results (through [`Guest`]) and QEMU's
+/// trace events.
+struct Boot {
+    guest: Guest,
+    trace: Vec<TraceEvent>,
 }
 
-/// What the guest left behind.
-struct Boot {
-    dir: PathBuf,
-    trace: Vec<TraceEvent>,
+impl std::ops::Deref for Boot {
+    type Target = Guest;
+    fn deref(&self) -> &Guest {
+        &self.guest
+    }
 }
 
 /// One QEMU trace event.
@@ -99,59 +104,17 @@ fn boot() -> Option<&'static Boot> {
     }
     static BOOT: OnceLock<Boot> = OnceLock::new();
     Some(BOOT.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("nvme-vm");
-        let status = Command::new(repo().join("scripts/nvme-vm/run.sh"))
-            .arg("--out")
-            .arg(&dir)
-            .arg("--job")
-            .arg(repo().join("scripts/nvme-vm/guest-tests.sh"))
-            .arg("--dmalab")
-            .arg(common::dmalab_bin())
-            .args(["--timeout", "420"])
-            .status()
-            .expect("run scripts/nvme-vm/run.sh");
-        assert!(
-            status.success(),
-            "the NVMe guest failed ({status}); see {}/console.log",
-            dir.display()
-        );
-        let trace = std::fs::read_to_string(dir.join("trace.log")).expect("QEMU wrote trace.log");
+        let guest = Guest::boot("nvme-vm", "guest-tests.sh", &["--timeout", "420"], "NVMe");
+        let trace =
+            std::fs::read_to_string(guest.dir.join("trace.log")).expect("QEMU wrote trace.log");
         Boot {
             trace: parse_trace(&trace),
-            dir,
+            guest,
         }
     }))
 }
 
 impl Boot {
-    fn results(&self) -> PathBuf {
-        self.dir.join("results")
-    }
-
-    fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.results().join(rel))
-            .unwrap_or_else(|e| panic!("guest result {rel}: {e}"))
-    }
-
-    fn json(&self, rel: &str) -> Value {
-        serde_json::from_str(&self.read(rel))
-            .unwrap_or_else(|e| panic!("guest result {rel} is not JSON ({e}):\n{}", self.read(rel)))
-    }
-
-    /// A case's exit code, stdout and stderr.
-    fn case(&self, name: &str) -> (i32, String, String) {
-        let rc = self
-            .read(&format!("{name}/rc"))
-            .trim()
-            .parse()
-            .unwrap_or(-1);
-        (
-            rc,
-            self.read(&format!("{name}/stdout")),
-            self.read(&format!("{name}/stderr")),
-        )
-    }
-
     /// Asserts a case exited 0 and returns its stdout.
     fn ok(&self, name: &str) -> String {
         let (rc, out, err) = self.case(name);

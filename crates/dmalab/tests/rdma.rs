@@ -7,10 +7,11 @@
 
 mod common;
 
+use common::guest::Guest;
+
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::OnceLock;
 
 const KERNEL: &str = "/boot/vmlinuz-6.1.0-56-amd64";
@@ -19,10 +20,6 @@ const RXE: &str = "/lib/modules/6.1.0-56-amd64/kernel/drivers/infiniband/sw/rxe/
 const MTU: u64 = 4096;
 /// Every message in the guest cases.
 const MSG: u64 = 65536;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn prerequisites() -> bool {
     common::need(
@@ -38,8 +35,15 @@ fn prerequisites() -> bool {
     )
 }
 
-struct Boot {
-    dir: PathBuf,
+/// The one boot of the RDMA guest, with this file's judgements of its
+/// cases; its results are read through [`Guest`].
+struct Boot(Guest);
+
+impl std::ops::Deref for Boot {
+    type Target = Guest;
+    fn deref(&self) -> &Guest {
+        &self.0
+    }
 }
 
 fn boot() -> Option<&'static Boot> {
@@ -48,51 +52,16 @@ fn boot() -> Option<&'static Boot> {
     }
     static BOOT: OnceLock<Boot> = OnceLock::new();
     Some(BOOT.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rdma-vm");
-        let status = Command::new(repo().join("scripts/nvme-vm/run.sh"))
-            .arg("--out")
-            .arg(&dir)
-            .arg("--job")
-            .arg(repo().join("scripts/nvme-vm/guest-rdma.sh"))
-            .arg("--dmalab")
-            .arg(common::dmalab_bin())
-            .arg("--with-rdma")
-            .args(["--timeout", "500"])
-            .status()
-            .expect("run scripts/nvme-vm/run.sh");
-        assert!(
-            status.success(),
-            "the RDMA guest failed ({status}); see {}/console.log",
-            dir.display()
-        );
-        Boot { dir }
+        Boot(Guest::boot(
+            "rdma-vm",
+            "guest-rdma.sh",
+            &["--with-rdma", "--timeout", "500"],
+            "RDMA",
+        ))
     }))
 }
 
 impl Boot {
-    fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.dir.join("results").join(rel))
-            .unwrap_or_else(|e| panic!("guest result {rel}: {e}"))
-    }
-
-    fn json(&self, rel: &str) -> Value {
-        serde_json::from_str(&self.read(rel))
-            .unwrap_or_else(|e| panic!("guest result {rel} is not JSON ({e}):\n{}", self.read(rel)))
-    }
-
-    fn case(&self, name: &str) -> (i32, String, String) {
-        let rc = self
-            .read(&format!("{name}/rc"))
-            .trim()
-            .parse()
-            .unwrap_or(-1);
-        (
-            rc,
-            self.read(&format!("{name}/stdout")),
-            self.read(&format!("{name}/stderr")),
-        )
-    }
-
     fn ok(&self, name: &str) {
         let (rc, out, err) = self.case(name);
         assert_eq!(rc, 0, "case {name} failed: {err}\n{out}");

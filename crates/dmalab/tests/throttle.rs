@@ -592,24 +592,13 @@ fn io_max_limits_a_cgroups_reads_in_the_nvme_guest() {
         return;
     }
     let _m = machine();
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("throttle-vm");
-    let st = Command::new(repo.join("scripts/nvme-vm/run.sh"))
-        .arg("--out")
-        .arg(&dir)
-        .arg("--job")
-        .arg(repo.join("scripts/nvme-vm/guest-throttle.sh"))
-        .arg("--dmalab")
-        .arg(dmalab_bin())
-        .args(["--timeout", "300"])
-        .status()
-        .unwrap();
-    assert!(
-        st.success(),
-        "guest failed; see {}/console.log",
-        dir.display()
+    let guest = common::guest::Guest::boot(
+        "throttle-vm",
+        "guest-throttle.sh",
+        &["--timeout", "300"],
+        "io.max",
     );
-    let res = dir.join("results");
+    let res = guest.dir.join("results");
     let read = |f: &str| std::fs::read_to_string(res.join(f)).unwrap_or_default();
     assert_eq!(read("throttle.rc").trim(), "0", "{}", read("throttle.err"));
     let d: Value = serde_json::from_str(&read("throttle_iomax.json")).unwrap();

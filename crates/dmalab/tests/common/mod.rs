@@ -10,6 +10,8 @@
 
 use std::path::PathBuf;
 
+pub mod guest;
+
 /// True when the prerequisite is present. When it is not: under
 /// `DMALAB_CI=1` panics, otherwise prints why the test is skipped and
 /// returns false (the caller returns early).
