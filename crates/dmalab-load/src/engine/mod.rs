@@ -351,15 +351,31 @@ pub fn driver(kind: EngineKind) -> Box<dyn Driver> {
     }
 }
 
+/// Why `--format-before` is refused: it only formats a namespace before a
+/// storage-write run of the nvme engine.
+pub(crate) fn format_before_refusal() -> UsageError {
+    UsageError::new(
+        "--format-before",
+        "only formats before a storage-write run of the nvme engine; use it with --engine nvme --direction read",
+    )
+}
+
 /// The refusal of `--format-before` by an engine that cannot format.
 pub(crate) fn refuse_format_before(req: &TargetRequest) -> Result<(), UsageError> {
     if req.format_before {
-        return Err(UsageError::new(
-            "--format-before",
-            "only formats before a storage-write run of the nvme engine; use it with --engine nvme --direction read",
-        ));
+        return Err(format_before_refusal());
     }
     Ok(())
+}
+
+/// What a driver's `prepare` says when called before its `inspect` (a bug
+/// in the caller: the binary always inspects first).
+pub(crate) fn not_inspected() -> TargetError {
+    EngineError::io(
+        "prepare before inspect",
+        std::io::Error::from(std::io::ErrorKind::InvalidInput),
+    )
+    .into()
 }
 
 /// The refusal of `--direction both` by an engine whose commands go one

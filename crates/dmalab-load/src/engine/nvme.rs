@@ -19,8 +19,8 @@
 //! (`dmalab_core::safety`) before opening a writing engine.
 
 use super::{
-    refuse_direction_both, BufferPiece, Command, Completion, Driver, Engine, EngineError,
-    EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
+    format_before_refusal, not_inspected, refuse_direction_both, BufferPiece, Command, Completion,
+    Driver, Engine, EngineError, EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
 };
 use crate::plan::Plan;
 use crate::target::{check_size_of_existing, check_storage_write, TargetError};
@@ -32,6 +32,9 @@ use dmalab_nvme::{
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The refusal of a run without `--target`.
+const NEEDS_TARGET: &str = "--engine nvme needs --target /dev/ngXnY";
 
 /// The NVMe engine's lifecycle: the target is a namespace's generic
 /// character device; preflight identifies it and checks one command
@@ -52,10 +55,7 @@ impl Driver for NvmeDriver {
 
     fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError> {
         let Some(path) = &req.target else {
-            return Err(UsageError::new(
-                "--target",
-                "--engine nvme needs --target /dev/ngXnY",
-            ));
+            return Err(UsageError::new("--target", NEEDS_TARGET));
         };
         if !path.exists() {
             return Err(UsageError::new(
@@ -102,30 +102,20 @@ impl Driver for NvmeDriver {
     fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError> {
         refuse_direction_both(plan)?;
         let Some(target) = &plan.target else {
-            return Err(UsageError::new(
-                "--target",
-                "--engine nvme needs --target /dev/ngXnY",
-            ));
+            return Err(UsageError::new("--target", NEEDS_TARGET));
         };
         let info = preflight(target, plan.stream.bs_bytes, plan.stream.command_blocks())?;
         self.info = Some(info);
         check_storage_write(plan, true, self.allow_destroy.as_deref())?;
         if self.format_before && !plan.writes_storage() {
-            return Err(UsageError::new(
-                "--format-before",
-                "only formats before a storage-write run of the nvme engine; use it with --engine nvme --direction read",
-            ));
+            return Err(format_before_refusal());
         }
         Ok(())
     }
 
     fn prepare(&mut self, plan: &mut Plan) -> Result<(), TargetError> {
         let (Some(path), Some(_)) = (&plan.target, &self.target) else {
-            return Err(EngineError::io(
-                "prepare before inspect",
-                std::io::Error::from(std::io::ErrorKind::InvalidInput),
-            )
-            .into());
+            return Err(not_inspected());
         };
         if self.format_before {
             // preflight passed the safety guard and --allow-destroy named

@@ -4,8 +4,8 @@
 //! (`IOSQE_FIXED_FILE`), as fio's `fixedbufs=1`, `registerfiles=1`.
 
 use super::{
-    refuse_direction_both, refuse_format_before, Command, Completion, Driver, Engine, EngineError,
-    EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
+    not_inspected, refuse_direction_both, refuse_format_before, Command, Completion, Driver,
+    Engine, EngineError, EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
 };
 use crate::plan::Plan;
 use crate::target::{
@@ -70,7 +70,6 @@ pub fn open_direct(path: &std::path::Path, write: bool) -> std::io::Result<File>
 /// The io_uring engine's lifecycle: files and block devices.
 #[derive(Default)]
 pub struct UringDriver {
-    exists: bool,
     allow_destroy: Option<std::path::PathBuf>,
     info: Option<TargetInfo>,
     prepared: Option<PreparedTarget>,
@@ -84,7 +83,6 @@ impl Driver for UringDriver {
     fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError> {
         refuse_format_before(req)?;
         let info = inspect_file_or_block(req, EngineKind::IoUring)?;
-        self.exists = info.exists;
         self.allow_destroy = req.allow_destroy.clone();
         self.info = Some(info.clone());
         Ok(info)
@@ -92,16 +90,13 @@ impl Driver for UringDriver {
 
     fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError> {
         refuse_direction_both(plan)?;
-        check_storage_write(plan, self.exists, self.allow_destroy.as_deref())
+        let exists = self.info.as_ref().is_some_and(|i| i.exists);
+        check_storage_write(plan, exists, self.allow_destroy.as_deref())
     }
 
     fn prepare(&mut self, plan: &mut Plan) -> Result<(), TargetError> {
         let Some(info) = &self.info else {
-            return Err(EngineError::io(
-                "prepare before inspect",
-                std::io::Error::from(std::io::ErrorKind::InvalidInput),
-            )
-            .into());
+            return Err(not_inspected());
         };
         let t = prepare_file_or_block(info, plan.keep)?;
         plan.target = Some(t.path.clone());
