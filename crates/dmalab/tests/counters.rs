@@ -459,8 +459,7 @@ fn cleanup_removes_the_resctrl_group_of_a_killed_stat() {
         .unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
-    // SAFETY: kill(2) on the sleep this test started through dmalab.
-    unsafe { libc_kill(sleeper, 9) };
+    common::signal(sleeper as u32, 9);
     assert!(group.exists());
     let ledger = Path::new("/run/dmalab").join(format!("counters-{}.json", child.id()));
     assert!(ledger.exists());
@@ -474,11 +473,6 @@ fn cleanup_removes_the_resctrl_group_of_a_killed_stat() {
         )));
     assert!(!group.exists());
     assert!(!ledger.exists());
-}
-
-extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
 #[test]

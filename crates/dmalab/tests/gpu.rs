@@ -437,22 +437,11 @@ fn sigint_stops_the_copies_and_keeps_the_result() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut running = false;
-    for _ in 0..300 {
-        if let Some(s) = std::fs::read(&live)
-            .ok()
-            .and_then(|b| dmalab_load::live::parse(&b))
-        {
-            if s.state == dmalab_load::live::state::RUNNING && s.commands > 0 {
-                running = true;
-                break;
-            }
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert!(running, "never saw the load running");
-    // SAFETY: kill with a pid we spawned.
-    unsafe { libc_kill(child.id() as i32, 2) };
+    assert!(
+        common::wait_until_load_runs(&live),
+        "never saw the load running"
+    );
+    common::signal(child.id(), 2);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{status:?}");
     let j: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
@@ -461,11 +450,6 @@ fn sigint_stops_the_copies_and_keeps_the_result() {
     assert_eq!(snap.state, dmalab_load::live::state::FINISHED);
     assert_eq!(snap.commands, u(&j, "/result/totals/commands"));
     assert_eq!(snap.bytes, u(&j, "/result/totals/data_bytes"));
-}
-
-extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
 #[test]

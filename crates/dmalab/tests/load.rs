@@ -413,22 +413,11 @@ fn sigint_reaps_and_still_writes_the_summary() {
         .spawn()
         .unwrap();
     // Wait until the live-stats page says running and counts have moved.
-    let mut running = false;
-    for _ in 0..300 {
-        if let Some(s) = std::fs::read(&live)
-            .ok()
-            .and_then(|b| dmalab_load::live::parse(&b))
-        {
-            if s.state == dmalab_load::live::state::RUNNING && s.commands > 0 {
-                running = true;
-                break;
-            }
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert!(running, "never saw the load running");
-    // SAFETY: kill with a pid we spawned.
-    unsafe { libc_kill(child.id() as i32, 2) };
+    assert!(
+        common::wait_until_load_runs(&live),
+        "never saw the load running"
+    );
+    common::signal(child.id(), 2);
     let status = child.wait().unwrap();
     // Every interrupted command exits 128 + the signal number (issue 15).
     assert_eq!(status.code(), Some(130), "{status:?}");
@@ -442,11 +431,6 @@ fn sigint_reaps_and_still_writes_the_summary() {
     assert_eq!(snap.blocks, u(&j, "/result/totals/blocks"));
     assert!(snap.started_ns > 0 && snap.updated_ns >= snap.started_ns);
     assert!(!t.exists(), "created target left behind after SIGINT");
-}
-
-extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
 /// Sectors read in /sys/class/block/<dev>/stat (field 3).

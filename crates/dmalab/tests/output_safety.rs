@@ -467,13 +467,7 @@ fn live_stats_on_a_fifo_or_device_node_is_refused_and_kept() {
 
 /// Sends SIGINT to `pid`.
 fn sigint(pid: u32) {
-    // SAFETY: signalling our own child.
-    unsafe { libc_kill(pid as i32, 2) };
-}
-
-extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
+    common::signal(pid, 2);
 }
 
 #[test]

@@ -348,8 +348,7 @@ fn sigint_stops_after_the_current_run() {
     let res = dir.path().join("slow.jsonl");
     let mut child = spawn_run(&exp, &res);
     wait_for_runs(&res, 1);
-    // SAFETY: signalling our own child.
-    unsafe { libc_kill(child.id() as i32, 2) };
+    common::signal(child.id(), 2);
     let st = child.wait().unwrap();
     assert_eq!(st.code(), Some(130));
     let n = runs(&res).len();
@@ -361,11 +360,6 @@ fn sigint_stops_after_the_current_run() {
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert!(err.contains("resume"), "{err}");
-}
-
-extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
 /// The name libtest knows [`fake_aggressor_entry`] by in the test binary

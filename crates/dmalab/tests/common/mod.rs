@@ -95,3 +95,23 @@ pub fn assert_usage_stderr(code: Option<i32>, err: &str, option: &str) -> String
     assert!(lines[0].contains(option), "the error names {option}: {err}");
     lines[0].to_string()
 }
+
+/// Sends `sig` to the process `pid` that the test started.
+pub fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) with plain integers, on a process of this test's.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// Waits (at most 15 s) until the load writing the live-stats page `live`
+/// says it is running and has counted commands; false when it never did.
+pub fn wait_until_load_runs(live: &std::path::Path) -> bool {
+    use dmalab_load::live::{parse, state};
+    for _ in 0..300 {
+        let snap = std::fs::read(live).ok().and_then(|b| parse(&b));
+        if snap.is_some_and(|s| s.state == state::RUNNING && s.commands > 0) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}
