@@ -71,14 +71,12 @@ fn checks() -> Vec<(String, f64, f64, f64, bool)> {
     out
 }
 
-/// Checks out of bounds with the committed model, and why: asserted apart
-/// (ignored), never by loosening the bound.
-///
-/// rows gap 0: two rows of one bank at saturation. dmalab equals Ramulator 2
-/// (114681 ns against 114851 ns), DRAMsim3 is 27% slower (146376 ns): it
-/// switches rows more often (1336 ACTs against 327), so the references'
-/// mean is 13.6% from each of them.
-const KNOWN_UNMET: &[&str] = &["rows gap 0 total_ns"];
+/// Checks out of bounds with the committed model, and why: asserted apart,
+/// never by loosening the bound. Empty: every check is met since DRAMsim3 runs
+/// with one 32-entry command queue for the rank, the comparison's window
+/// (`scripts/compare-dram.sh`; with its own 8-entry per-bank queues it
+/// switched rows 4x as often on the rows stream and was 27% slower there).
+const KNOWN_UNMET: &[&str] = &[];
 
 fn report(bad: &[&(String, f64, f64, f64, bool)]) {
     for (what, ours, theirs, bound, _) in bad {
@@ -108,15 +106,13 @@ fn dram_model_stays_within_the_references_bounds() {
 }
 
 #[test]
-#[ignore = "unmet: rows at saturation, where the references differ by 27% (see KNOWN_UNMET)"]
-fn dram_model_meets_every_bound_including_the_known_unmet() {
+fn known_unmet_names_only_checks_that_exist_and_fail() {
+    // A check that is met again must leave KNOWN_UNMET, so the list never
+    // hides a regression.
     let all = checks();
-    let bad: Vec<_> = all.iter().filter(|c| !c.4).collect();
-    report(&bad);
-    assert!(
-        bad.is_empty(),
-        "{} of {} checks out of bounds",
-        bad.len(),
-        all.len()
-    );
+    for name in KNOWN_UNMET {
+        let c = all.iter().find(|c| c.0 == *name);
+        assert!(c.is_some(), "KNOWN_UNMET names no check: {name}");
+        assert!(c.is_some_and(|c| !c.4), "KNOWN_UNMET check is met: {name}");
+    }
 }
