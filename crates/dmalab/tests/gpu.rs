@@ -571,3 +571,30 @@ fn two_gpus_one_worker_each() {
     assert_eq!(g["workers"][1]["gpu"], 1, "{g}");
     assert_eq!(j["config"]["target"], "gpu:0,1");
 }
+
+#[test]
+fn the_gpu_interference_example_plans_every_run_through_the_engine() {
+    // `run --dry-run` checks each aggressor with its own `load --dry-run`
+    // (the gpu engine inspects the driver there: the mock, inherited).
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/gpu-interference.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let o = common::dmalab()
+        .current_dir(dir.path())
+        .env("DMALAB_GPU_DRIVER", "mock")
+        .args(["run", "--dry-run"])
+        .arg(&example)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    // 5 repetitions x 2 victims x (plain + 3 aggressors).
+    assert!(
+        out.contains("40 runs planned; nothing was run (--dry-run)"),
+        "{out}{err}"
+    );
+    for load in ["plain", "d2h", "h2d", "both"] {
+        assert!(out.contains(&format!("latency  {load}")), "{load}: {out}");
+    }
+}
