@@ -404,6 +404,25 @@ impl HostReport {
         }
     }
 
+    /// A warning when the NUMA nodes' `meminfo` files account for less
+    /// than 90% of `/proc/meminfo`'s MemTotal. Seen on a Firecracker VM
+    /// with an H100: node 0 said 4.34 GiB of 125.87 GiB, so a per-node
+    /// figure there says nothing about where a buffer can be placed.
+    pub fn node_memory_note(&self) -> Option<String> {
+        use dmalab_core::units::fmt_bytes;
+        let nodes: u64 = self.numa.iter().map(|n| n.mem_total_bytes).sum();
+        let total = self.memory.mem_total_bytes;
+        if self.numa.is_empty() || total == 0 || nodes as f64 >= 0.9 * total as f64 {
+            return None;
+        }
+        Some(format!(
+            "the nodes' meminfo holds {} of {} MemTotal ({:.1}%): this kernel does not count all memory per node, so per-node figures understate it",
+            fmt_bytes(nodes as f64),
+            fmt_bytes(total as f64),
+            nodes as f64 / total as f64 * 100.0
+        ))
+    }
+
     /// The text `dmalab info` prints.
     pub fn render_text(&self) -> String {
         use dmalab_core::units::fmt_bytes;
@@ -460,6 +479,9 @@ impl HostReport {
                     b(n.mem_free_bytes)
                 ),
             );
+        }
+        if let Some(note) = self.node_memory_note() {
+            line("node memory", note);
         }
         let y = &self.system;
         line("kernel", y.kernel_release.clone());
@@ -841,6 +863,30 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn node_memory_short_of_memtotal_is_said_not_silently_printed() {
+        // The H100 VM: node 0's meminfo said 4550128 kB, /proc/meminfo
+        // 131981020 kB.
+        let mut r = HostReport::default();
+        r.memory.mem_total_bytes = 131_981_020 * 1024;
+        r.numa.push(NodeFacts {
+            node: 0,
+            cpus: "0-15".into(),
+            mem_total_bytes: 4_550_128 * 1024,
+            mem_free_bytes: 3_317_296 * 1024,
+        });
+        let text = r.render_text();
+        assert!(
+            text.contains(
+                "node memory       the nodes' meminfo holds 4.34 GiB of 125.87 GiB MemTotal (3.4%)"
+            ),
+            "{text}"
+        );
+        r.numa[0].mem_total_bytes = r.memory.mem_total_bytes - (1 << 30);
+        assert_eq!(r.node_memory_note(), None);
+        assert!(!r.render_text().contains("node memory"));
     }
 
     #[test]
