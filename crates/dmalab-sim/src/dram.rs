@@ -175,15 +175,11 @@ pub struct DramStats {
     pub refreshes: u64,
 }
 
-/// A request queue, kept per bank: each bank's requests in arrival order,
-/// how many of them hit the bank's open row, and which banks have any. The
-/// scheduler looks at a bank's oldest row hit and oldest other request
-/// instead of every entry (see [`Dram::plan`]).
+/// A request queue's bookkeeping. Its requests are kept per bank, in the
+/// bank's [`Lane`] next to the bank's timing (the scheduler reads them
+/// together): a decision looks at a bank's oldest row hit and oldest other
+/// request instead of every entry (see [`Dram::plan_banks`]).
 struct Queue {
-    /// Each bank's requests, oldest first.
-    banks: Vec<Vec<Req>>,
-    /// Each bank's requests to its open row.
-    hits: Vec<u32>,
     /// Bit `i % 64` of word `i / 64`: bank `i` has requests.
     busy: Vec<u64>,
     len: usize,
@@ -211,8 +207,6 @@ struct Req {
 impl Queue {
     fn new(nbanks: usize) -> Self {
         Queue {
-            banks: vec![Vec::new(); nbanks],
-            hits: vec![0; nbanks],
             busy: vec![0; nbanks.div_ceil(64)],
             len: 0,
             last_arrive: 0,
@@ -220,64 +214,67 @@ impl Queue {
         }
     }
 
-    /// Queues `r`, which hits its bank's open row if `hit`.
+    /// Counts a request queued in bank `i` arriving at clock `arrive`.
     #[inline]
-    fn push(&mut self, r: Req, hit: bool) {
-        let i = r.bank as usize;
-        self.sorted &= r.arrive >= self.last_arrive;
-        self.last_arrive = r.arrive;
-        self.banks[i].push(r);
-        self.hits[i] += u32::from(hit);
+    fn pushed(&mut self, i: usize, arrive: u64) {
+        self.sorted &= arrive >= self.last_arrive;
+        self.last_arrive = arrive;
         self.busy[i / 64] |= 1 << (i % 64);
         self.len += 1;
     }
 
-    /// Takes out the `k`-th oldest request of bank `i`, which hits the
-    /// bank's open row if `hit`.
+    /// Counts a request taken out of bank `i`, which has `left` now.
     #[inline]
-    fn remove(&mut self, i: usize, k: usize, hit: bool) -> Req {
-        let l = &mut self.banks[i];
-        let r = l.remove(k);
-        if l.is_empty() {
+    fn removed(&mut self, i: usize, left: usize) {
+        if left == 0 {
             self.busy[i / 64] &= !(1 << (i % 64));
         }
-        self.hits[i] -= u32::from(hit);
         self.len -= 1;
+    }
+}
+
+/// One bank's requests of one queue, oldest first, and how many of them hit
+/// the bank's open row.
+#[derive(Clone, Debug, Default)]
+struct Lane {
+    reqs: Vec<Req>,
+    hits: u32,
+}
+
+impl Lane {
+    /// Takes out the `k`-th oldest request, which hits the open row if
+    /// `hit`.
+    #[inline]
+    fn remove(&mut self, k: usize, hit: bool) -> Req {
+        let r = self.reqs[k];
+        if k + 1 == self.reqs.len() {
+            // The newest (often the only) one: nothing moves.
+            self.reqs.truncate(k);
+        } else {
+            self.reqs.remove(k);
+        }
+        self.hits -= u32::from(hit);
         r
     }
 
-    /// Bank `i` opened `row` (or closed: `NO_ROW`): counts its row hits.
+    /// The bank opened `row` (or closed: `NO_ROW`): counts the row hits.
     #[inline]
-    fn opened(&mut self, i: usize, row: u64) {
-        self.hits[i] = if row == NO_ROW {
+    fn opened(&mut self, row: u64) {
+        self.hits = if row == NO_ROW {
             0
         } else {
-            self.banks[i].iter().filter(|r| r.row == row).count() as u32
+            self.reqs.iter().filter(|r| r.row == row).count() as u32
         };
     }
 
-    /// The position of bank `i`'s oldest request that hits `open` (`hit`)
-    /// or does not; there is one.
+    /// The position of the oldest request that hits `open` (`hit`) or does
+    /// not; there is one.
     #[inline]
-    fn oldest(&self, i: usize, open: u64, hit: bool) -> usize {
-        let l = &self.banks[i];
-        l.iter()
-            .position(|r| (r.row == open) == hit)
-            .unwrap_or(l.len())
-    }
-
-    /// Every queued request as (bank, position, request), in no particular order.
-    fn all(&self) -> impl Iterator<Item = (usize, usize, &Req)> {
-        self.banks
+    fn oldest(&self, open: u64, hit: bool) -> usize {
+        self.reqs
             .iter()
-            .enumerate()
-            .flat_map(|(i, l)| l.iter().enumerate().map(move |(k, r)| (i, k, r)))
-    }
-
-    /// Is the read with this id still queued?
-    #[inline]
-    fn holds(&self, id: u64) -> bool {
-        self.all().any(|(_, _, r)| r.id == id)
+            .position(|r| (r.row == open) == hit)
+            .unwrap_or(self.reqs.len())
     }
 }
 
@@ -294,9 +291,9 @@ enum Opened {
     Served,
 }
 
-/// One bank's state: the open row and the first clock each command may
-/// issue.
-#[derive(Clone, Copy, Debug)]
+/// One bank's state: the open row, the first clock each command may
+/// issue, and its queued requests.
+#[derive(Clone, Debug)]
 struct Bank {
     open: u64,
     act: u64,
@@ -312,6 +309,18 @@ struct Bank {
     hit_waits: u64,
     /// Plan stamp: a queued request wants another row of this bank.
     conflict_waits: u64,
+    /// Queued reads (0) and writes (1) to this bank.
+    lanes: [Lane; 2],
+}
+
+impl Bank {
+    /// The bank opened `row` (or closed: `NO_ROW`).
+    #[inline]
+    fn open_row(&mut self, row: u64) {
+        self.open = row;
+        self.lanes[0].opened(row);
+        self.lanes[1].opened(row);
+    }
 }
 
 /// Constraints of a bank group (same-group tCCD_L, tWTR_L, tRRD_L) or of
@@ -463,6 +472,7 @@ impl Dram {
                     hits: 0,
                     hit_waits: 0,
                     conflict_waits: 0,
+                    lanes: Default::default(),
                 };
                 nbanks
             ],
@@ -515,6 +525,30 @@ impl Dram {
         }
     }
 
+    /// Queues a read or a write (`write`).
+    #[inline]
+    fn queue(&mut self, r: Req, write: bool) {
+        let i = r.bank as usize;
+        let b = &mut self.banks[i];
+        let lane = &mut b.lanes[usize::from(write)];
+        lane.hits += u32::from(b.open == r.row);
+        lane.reqs.push(r);
+        let q = if write { &mut self.wq } else { &mut self.rq };
+        q.pushed(i, r.arrive);
+    }
+
+    /// Every queued read (`write` false) or write as (bank, position,
+    /// request), in no particular order.
+    fn all(&self, write: bool) -> impl Iterator<Item = (usize, usize, &Req)> {
+        self.banks.iter().enumerate().flat_map(move |(i, b)| {
+            b.lanes[usize::from(write)]
+                .reqs
+                .iter()
+                .enumerate()
+                .map(move |(k, r)| (i, k, r))
+        })
+    }
+
     /// Submits a line read arriving at `at` (ps). Returns the ticket and the
     /// time the controller accepted it (later than `at` when the read queue
     /// was full).
@@ -526,8 +560,7 @@ impl Dram {
             acc = acc.max(self.step());
         }
         let r = self.req(addr, acc);
-        let hit = self.banks[r.bank as usize].open == r.row;
-        self.rq.push(r, hit);
+        self.queue(r, false);
         (r.id, acc)
     }
 
@@ -541,8 +574,7 @@ impl Dram {
             acc = acc.max(self.step());
         }
         let r = self.req(addr, acc);
-        let hit = self.banks[r.bank as usize].open == r.row;
-        self.wq.push(r, hit);
+        self.queue(r, true);
         acc
     }
 
@@ -558,7 +590,7 @@ impl Dram {
             // its entry holds it until a later read's takes the place. An
             // older read's entry there means this one is still queued; only
             // a later read's (or none) needs the queue searched.
-            if i > id && !self.rq.holds(id) {
+            if i > id && !self.all(false).any(|(_, _, r)| r.id == id) {
                 // Completed so long ago that its ring entry was reused.
                 return 0;
             }
@@ -681,8 +713,7 @@ impl Dram {
     /// Considers every request of one queue for the next command (the
     /// scan of [`Dram::plan_scan`]).
     fn consider(&self, write: bool, draining: bool, best: &mut Option<(Plan, u64, bool)>) {
-        let q = if write { &self.wq } else { &self.rq };
-        for (bank, k, r) in q.all() {
+        for (bank, k, r) in self.all(write) {
             let (cmd, at) = self.ready(r, write);
             if at == NEVER {
                 continue;
@@ -702,14 +733,14 @@ impl Dram {
     /// Marks the banks whose open row a queued request of `q` hits, and
     /// those for which one wants another row.
     fn mark_hits(&mut self, write: bool) {
-        let q = if write { &self.wq } else { &self.rq };
-        let banks = &mut self.banks;
-        for (_, _, r) in q.all() {
-            let b = &mut banks[r.bank as usize];
-            if b.open == r.row {
-                b.hit_waits = self.stamp;
-            } else if b.open != NO_ROW {
-                b.conflict_waits = self.stamp;
+        let w = usize::from(write);
+        for b in &mut self.banks {
+            for r in &b.lanes[w].reqs {
+                if b.open == r.row {
+                    b.hit_waits = self.stamp;
+                } else if b.open != NO_ROW {
+                    b.conflict_waits = self.stamp;
+                }
             }
         }
     }
@@ -773,20 +804,21 @@ impl Dram {
         let b = &self.banks[i];
         let g = &self.groups[i >> self.bg_shift];
         let fr = self.sched == Scheduler::FrFcfs;
-        let count = |q: &Queue, on: bool| {
+        let count = |l: &Lane, on: bool| {
             if on {
-                (q.banks[i].len() as u32, q.hits[i])
+                (l.reqs.len() as u32, l.hits)
             } else {
                 (0, 0)
             }
         };
-        let (nr, hr) = count(&self.rq, serve_r);
-        let (nw, hw) = count(&self.wq, serve_w);
+        let (nr, hr) = count(&b.lanes[0], serve_r);
+        let (nw, hw) = count(&b.lanes[1], serve_w);
         let hit_waits = hr + hw > 0;
         let others = nr - hr + nw - hw > 0;
-        let mut offer = |q: &Queue, write: bool, hit: bool, cmd: Cmd, c: u64| {
-            let k = q.oldest(i, b.open, hit);
-            let r = &q.banks[i][k];
+        let mut offer = |write: bool, hit: bool, cmd: Cmd, c: u64| {
+            let l = &b.lanes[usize::from(write)];
+            let k = l.oldest(b.open, hit);
+            let r = &l.reqs[k];
             let p = Plan {
                 at: c.max(r.arrive).max(self.now),
                 cmd,
@@ -802,22 +834,10 @@ impl Dram {
         let capped = fr && self.hit_cap > 0 && b.hits >= self.hit_cap;
         if hit_waits && !(capped && others) {
             if hr > 0 {
-                offer(
-                    &self.rq,
-                    false,
-                    true,
-                    Cmd::Col,
-                    b.rd.max(g.rd).max(self.rank.rd),
-                );
+                offer(false, true, Cmd::Col, b.rd.max(g.rd).max(self.rank.rd));
             }
             if hw > 0 {
-                offer(
-                    &self.wq,
-                    true,
-                    true,
-                    Cmd::Col,
-                    b.wr.max(g.wr).max(self.rank.wr),
-                );
+                offer(true, true, Cmd::Col, b.wr.max(g.wr).max(self.rank.wr));
             }
         }
         if others {
@@ -832,10 +852,10 @@ impl Dram {
             };
             if let Some((cmd, c)) = next {
                 if nr > hr {
-                    offer(&self.rq, false, false, cmd, c);
+                    offer(false, false, cmd, c);
                 }
                 if nw > hw {
-                    offer(&self.wq, true, false, cmd, c);
+                    offer(true, false, cmd, c);
                 }
             }
         }
@@ -893,22 +913,17 @@ impl Dram {
         let t = self.t;
         let c = p.at;
         self.now = c + self.cmd_gap;
-        let q = if p.write { &self.wq } else { &self.rq };
-        let r = q.banks[p.bank][p.k];
         let gi = p.bank >> self.bg_shift;
         let b = &mut self.banks[p.bank];
+        let r = b.lanes[usize::from(p.write)].reqs[p.k];
         match p.cmd {
             Cmd::Pre => {
-                b.open = NO_ROW;
+                b.open_row(NO_ROW);
                 b.closed_for_conflict = true;
                 b.act = b.act.max(c + t.rp);
-                self.rq.opened(p.bank, NO_ROW);
-                self.wq.opened(p.bank, NO_ROW);
             }
             Cmd::Act => {
-                b.open = r.row;
-                self.rq.opened(p.bank, r.row);
-                self.wq.opened(p.bank, r.row);
+                b.open_row(r.row);
                 b.opened = if b.closed_for_conflict {
                     Opened::Conflict
                 } else {
@@ -956,15 +971,16 @@ impl Dram {
                     rk.wr = rk.wr.max(c + t.rtw);
                     c + t.cl + t.burst
                 };
+                let lane = &mut b.lanes[usize::from(p.write)];
+                lane.remove(p.k, true);
+                let left = lane.reqs.len();
                 let q = if p.write { &mut self.wq } else { &mut self.rq };
-                q.remove(p.bank, p.k, true);
+                q.removed(p.bank, left);
                 if self.policy == PagePolicy::Closed {
                     // Auto-precharge: the row closes as soon as it may.
-                    b.open = NO_ROW;
+                    b.open_row(NO_ROW);
                     b.closed_for_conflict = false;
                     b.act = b.act.max(b.pre + t.rp);
-                    self.rq.opened(p.bank, NO_ROW);
-                    self.wq.opened(p.bank, NO_ROW);
                 }
                 let end_ps = end * self.tck;
                 self.last_done = self.last_done.max(end_ps);
@@ -996,13 +1012,11 @@ impl Dram {
                 .fold(c, u64::max);
             for b in &mut self.banks {
                 if b.open != NO_ROW {
-                    b.open = NO_ROW;
+                    b.open_row(NO_ROW);
                     b.act = b.act.max(prea + t.rp);
                 }
             }
             c = prea + self.cmd_gap;
-            self.rq.hits.fill(0);
-            self.wq.hits.fill(0);
         }
         let refc = self.banks.iter().map(|b| b.act).fold(c, u64::max);
         for b in &mut self.banks {
