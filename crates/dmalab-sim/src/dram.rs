@@ -30,6 +30,7 @@ use crate::config::{DramConfig, PagePolicy, Scheduler, WritePolicy};
 use serde::{Deserialize, Serialize};
 
 const NO_ROW: u64 = u64::MAX;
+const BUSY_WORDS: usize = (crate::config::MAX_BANKS as usize).div_ceil(64);
 const DONE_RING: usize = 4096;
 
 /// A compiled address mapping.
@@ -180,8 +181,10 @@ pub struct DramStats {
 /// together): a decision looks at a bank's oldest row hit and oldest other
 /// request instead of every entry (see [`Dram::plan_banks`]).
 struct Queue {
-    /// Bit `i % 64` of word `i / 64`: bank `i` has requests.
-    busy: Vec<u64>,
+    /// Bit `i % 64` of word `i / 64`: bank `i` has requests. Held in
+    /// place (up to `MAX_BANKS` banks) rather than behind a pointer: every
+    /// decision reads it.
+    busy: [u64; BUSY_WORDS],
     len: usize,
     /// The latest arrival pushed, clocks.
     last_arrive: u64,
@@ -205,9 +208,9 @@ struct Req {
 }
 
 impl Queue {
-    fn new(nbanks: usize) -> Self {
+    fn new() -> Self {
         Queue {
-            busy: vec![0; nbanks.div_ceil(64)],
+            busy: [0; BUSY_WORDS],
             len: 0,
             last_arrive: 0,
             sorted: true,
@@ -409,6 +412,8 @@ pub struct Dram {
     stamp: u64,
     rq: Queue,
     wq: Queue,
+    /// Words of `Queue::busy` in use.
+    busy_words: usize,
     rq_cap: usize,
     wq_cap: usize,
     hi: usize,
@@ -451,6 +456,12 @@ impl Dram {
             rtw: (c(t.cl) + c(t.burst) + 2).saturating_sub(c(t.cwl)),
         };
         let nbanks = (cfg.bank_groups * cfg.banks_per_group) as usize;
+        if nbanks as u64 > crate::config::MAX_BANKS {
+            return Err(format!(
+                "{nbanks} banks: at most {} are modelled",
+                crate::config::MAX_BANKS
+            ));
+        }
         Ok(Dram {
             t: cyc,
             tck: u64::from(t.tck_ps.max(1)),
@@ -484,8 +495,9 @@ impl Dram {
             now: 0,
             next_ref: if cyc.refi > 0 { cyc.refi } else { NEVER },
             stamp: 0,
-            rq: Queue::new(nbanks),
-            wq: Queue::new(nbanks),
+            rq: Queue::new(),
+            wq: Queue::new(),
+            busy_words: nbanks.div_ceil(64),
             rq_cap: cfg.read_queue as usize,
             wq_cap: cfg.write_queue as usize,
             hi: cfg.write_high_watermark as usize,
@@ -778,7 +790,7 @@ impl Dram {
     /// wins the set's ties: it is the set's only candidate.
     fn plan_banks(&self, serve_r: bool, serve_w: bool, draining: bool) -> Option<Plan> {
         let mut best = None;
-        for w in 0..self.rq.busy.len() {
+        for w in 0..self.busy_words {
             let mut m = if serve_r { self.rq.busy[w] } else { 0 }
                 | if serve_w { self.wq.busy[w] } else { 0 };
             while m != 0 {
@@ -910,7 +922,7 @@ impl Dram {
         if self.write_policy != WritePolicy::Drain {
             self.draining = p.draining;
         }
-        let t = self.t;
+        let t = &self.t;
         let c = p.at;
         self.now = c + self.cmd_gap;
         let gi = p.bank >> self.bg_shift;
