@@ -30,7 +30,6 @@ use crate::config::{DramConfig, PagePolicy, Scheduler, WritePolicy};
 use serde::{Deserialize, Serialize};
 
 const NO_ROW: u64 = u64::MAX;
-const BUSY_WORDS: usize = (crate::config::MAX_BANKS as usize).div_ceil(64);
 const DONE_RING: usize = 4096;
 
 /// A compiled address mapping.
@@ -181,10 +180,11 @@ pub struct DramStats {
 /// together): a decision looks at a bank's oldest row hit and oldest other
 /// request instead of every entry (see [`Dram::plan_banks`]).
 struct Queue {
-    /// Bit `i % 64` of word `i / 64`: bank `i` has requests. Held in
-    /// place (up to `MAX_BANKS` banks) rather than behind a pointer: every
-    /// decision reads it.
-    busy: [u64; BUSY_WORDS],
+    /// Bit `i`: bank `i` (below 64) has requests. Held in place rather
+    /// than behind a pointer: every decision reads it.
+    busy: u64,
+    /// The same for banks from 64 on: bit `i % 64` of word `i / 64 - 1`.
+    busy_more: Vec<u64>,
     len: usize,
     /// The latest arrival pushed, clocks.
     last_arrive: u64,
@@ -208,12 +208,23 @@ struct Req {
 }
 
 impl Queue {
-    fn new() -> Self {
+    fn new(nbanks: usize) -> Self {
         Queue {
-            busy: [0; BUSY_WORDS],
+            busy: 0,
+            busy_more: vec![0; nbanks.div_ceil(64).saturating_sub(1)],
             len: 0,
             last_arrive: 0,
             sorted: true,
+        }
+    }
+
+    /// The busy word of bank `i`.
+    #[inline]
+    fn word(&mut self, i: usize) -> &mut u64 {
+        if i < 64 {
+            &mut self.busy
+        } else {
+            &mut self.busy_more[i / 64 - 1]
         }
     }
 
@@ -222,7 +233,7 @@ impl Queue {
     fn pushed(&mut self, i: usize, arrive: u64) {
         self.sorted &= arrive >= self.last_arrive;
         self.last_arrive = arrive;
-        self.busy[i / 64] |= 1 << (i % 64);
+        *self.word(i) |= 1 << (i % 64);
         self.len += 1;
     }
 
@@ -230,7 +241,7 @@ impl Queue {
     #[inline]
     fn removed(&mut self, i: usize, left: usize) {
         if left == 0 {
-            self.busy[i / 64] &= !(1 << (i % 64));
+            *self.word(i) &= !(1 << (i % 64));
         }
         self.len -= 1;
     }
@@ -412,8 +423,6 @@ pub struct Dram {
     stamp: u64,
     rq: Queue,
     wq: Queue,
-    /// Words of `Queue::busy` in use.
-    busy_words: usize,
     rq_cap: usize,
     wq_cap: usize,
     hi: usize,
@@ -456,12 +465,6 @@ impl Dram {
             rtw: (c(t.cl) + c(t.burst) + 2).saturating_sub(c(t.cwl)),
         };
         let nbanks = (cfg.bank_groups * cfg.banks_per_group) as usize;
-        if nbanks as u64 > crate::config::MAX_BANKS {
-            return Err(format!(
-                "{nbanks} banks: at most {} are modelled",
-                crate::config::MAX_BANKS
-            ));
-        }
         Ok(Dram {
             t: cyc,
             tck: u64::from(t.tck_ps.max(1)),
@@ -495,9 +498,8 @@ impl Dram {
             now: 0,
             next_ref: if cyc.refi > 0 { cyc.refi } else { NEVER },
             stamp: 0,
-            rq: Queue::new(),
-            wq: Queue::new(),
-            busy_words: nbanks.div_ceil(64),
+            rq: Queue::new(nbanks),
+            wq: Queue::new(nbanks),
             rq_cap: cfg.read_queue as usize,
             wq_cap: cfg.write_queue as usize,
             hi: cfg.write_high_watermark as usize,
@@ -790,9 +792,13 @@ impl Dram {
     /// wins the set's ties: it is the set's only candidate.
     fn plan_banks(&self, serve_r: bool, serve_w: bool, draining: bool) -> Option<Plan> {
         let mut best = None;
-        for w in 0..self.busy_words {
-            let mut m = if serve_r { self.rq.busy[w] } else { 0 }
-                | if serve_w { self.wq.busy[w] } else { 0 };
+        for w in 0..=self.rq.busy_more.len() {
+            let word = |q: &Queue, on: bool| match (on, w) {
+                (false, _) => 0,
+                (true, 0) => q.busy,
+                (true, _) => q.busy_more[w - 1],
+            };
+            let mut m = word(&self.rq, serve_r) | word(&self.wq, serve_w);
             while m != 0 {
                 let i = w * 64 + m.trailing_zeros() as usize;
                 m &= m - 1;
@@ -1222,7 +1228,8 @@ mod tests {
     /// scan of every request (`plan_scan`) at every step: `plan` asserts it
     /// in test builds. Random request streams over four rows of every bank,
     /// under every scheduler, write policy, page policy, row-hit cap and
-    /// preset, with queues from nearly empty to full.
+    /// preset (and with more than 64 banks), with queues from nearly empty
+    /// to full.
     #[test]
     fn bank_scheduler_picks_what_the_full_scan_picks() {
         use crate::config::WritePolicy;
@@ -1232,6 +1239,10 @@ mod tests {
         let mut served = 0;
         for case in 0..240 {
             let mut c = DramConfig::preset(presets[case % 3]).unwrap();
+            if case % 10 == 9 {
+                // More than 64 banks (the busy bits past the first word).
+                c.bank_groups *= 16;
+            }
             c.scheduler = if rng.gen_bool(0.2) {
                 Scheduler::Fcfs
             } else {
