@@ -616,21 +616,15 @@ impl Dram {
     #[inline]
     pub fn advance(&mut self, now: u64) {
         let limit = now.div_ceil(self.tck);
-        while let Some(p) = self.plan() {
-            if p.at >= limit {
-                break;
-            }
-            self.issue(p);
-        }
+        while self.issue_next(limit).is_some() {}
     }
 
     /// Serves everything queued; returns when (ps) the last data moved.
     pub fn finish(&mut self) -> u64 {
         self.flush = true;
         while self.rq.len + self.wq.len > 0 {
-            match self.plan() {
-                Some(p) => self.issue(p),
-                None => break,
+            if self.issue_next(NEVER).is_none() {
+                break;
             }
         }
         self.last_done
@@ -640,13 +634,24 @@ impl Dram {
     /// both empty.
     #[inline]
     fn step(&mut self) -> u64 {
-        match self.plan() {
-            Some(p) => {
-                self.issue(p);
-                p.at * self.tck
-            }
+        match self.issue_next(NEVER) {
+            Some(at) => at * self.tck,
             None => self.now * self.tck,
         }
+    }
+
+    /// Plans the next command and issues it if it may issue before clock
+    /// `limit` (a command's clock is always below `NEVER`); returns its
+    /// clock. The one place that plans and issues, so both are inlined in
+    /// the simulator's hottest function.
+    #[inline(never)]
+    fn issue_next(&mut self, limit: u64) -> Option<u64> {
+        let p = self.plan()?;
+        if p.at >= limit {
+            return None;
+        }
+        self.issue(p);
+        Some(p.at)
     }
 
     /// Whether the write queue (`Some(true)`) or the read queue
@@ -881,6 +886,7 @@ impl Dram {
 
     /// The next command, or `None` when nothing can be done (no request is
     /// served and refresh is off).
+    #[inline(always)]
     fn plan(&mut self) -> Option<Plan> {
         let (serve_r, serve_w, draining) = match self.write_policy {
             WritePolicy::Drain => (true, true, false),
@@ -917,6 +923,7 @@ impl Dram {
     }
 
     /// Issues a planned command.
+    #[inline(always)]
     fn issue(&mut self, p: Plan) {
         if p.cmd == Cmd::Refresh {
             self.refresh(p.at);
