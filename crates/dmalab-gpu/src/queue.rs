@@ -8,7 +8,7 @@ use crate::api::{
 };
 use crate::error::GpuError;
 use crate::facts::{normalize_pci_address, read_pci_link, GpuFacts};
-use crate::wait::{nap, GpuWait, Pace};
+use crate::wait::{nap, polls_last_stretch, GpuWait, Pace};
 use dmalab_core::units::fmt_bytes;
 use std::path::Path;
 use std::sync::Arc;
@@ -231,6 +231,17 @@ pub struct CopyQueue {
     last_done: [Option<Instant>; 2],
 }
 
+/// When the oldest copy in flight is expected to complete.
+#[derive(Clone, Copy, Debug)]
+struct Expect {
+    /// Until the expected completion (zero once past it).
+    remaining: Duration,
+    /// Past the expected completion (zero before it).
+    overdue: Duration,
+    /// The whole copy at the recent rate.
+    copy_time: Duration,
+}
+
 fn dir_index(dir: CopyDir) -> usize {
     usize::from(dir == CopyDir::ToDevice)
 }
@@ -385,8 +396,9 @@ impl CopyQueue {
     }
 
     /// The oldest copy in flight: its slot, and how long until it is
-    /// expected to complete and to take in all (None: no rate known yet).
-    fn oldest(&self, now: Instant) -> Option<(usize, Option<(Duration, Duration)>)> {
+    /// expected to complete, how long past that it is, and how long it
+    /// takes in all (None: no rate known yet).
+    fn oldest(&self, now: Instant) -> Option<(usize, Option<Expect>)> {
         let (s, f) = self
             .pending
             .iter()
@@ -396,7 +408,12 @@ impl CopyQueue {
         let i = dir_index(f.dir);
         let expect = self.pace[i].copy_time(f.bytes).map(|t| {
             let start = self.last_done[i].map_or(f.submitted, |d| d.max(f.submitted));
-            ((start + t).saturating_duration_since(now), t)
+            let end = start + t;
+            Expect {
+                remaining: end.saturating_duration_since(now),
+                overdue: now.saturating_duration_since(end),
+                copy_time: t,
+            }
         });
         Some((s, expect))
     }
@@ -421,7 +438,7 @@ impl CopyQueue {
             GpuWait::Block => {
                 let in_time = match (left, expect) {
                     (None, _) => true,
-                    (Some(l), Some((remaining, _))) => remaining <= l,
+                    (Some(l), Some(e)) => e.remaining <= l,
                     (Some(_), None) => false,
                 };
                 if in_time {
@@ -437,7 +454,19 @@ impl CopyQueue {
             }
             GpuWait::Sleep => {}
         }
-        let d = nap(expect.map(|e| e.0), expect.map(|e| e.1), left);
+        if self.wait == GpuWait::Sleep
+            && expect.is_some_and(|e| {
+                polls_last_stretch(self.in_flight == 1, e.remaining, e.overdue, e.copy_time)
+            })
+        {
+            std::hint::spin_loop();
+            return Ok(());
+        }
+        let d = nap(
+            expect.map(|e| e.remaining),
+            expect.map(|e| e.copy_time),
+            left,
+        );
         if !d.is_zero() {
             std::thread::sleep(d);
         }

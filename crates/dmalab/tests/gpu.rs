@@ -641,7 +641,7 @@ fn every_gpu_wait_mode_completes_exact_byte_counts() {
     // Without the flag the result still says how the workers waited.
     let (code, _, err, json) = gpu_load(Some("mock"), &["--commands", "10", "-q"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(json.unwrap()["result"]["gpu"]["wait"], "block");
+    assert_eq!(json.unwrap()["result"]["gpu"]["wait"], "sleep");
 }
 
 #[test]

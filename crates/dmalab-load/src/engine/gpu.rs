@@ -92,7 +92,7 @@ pub struct GpuArgs {
     /// continuously: lowest latency, one CPU per worker busy), sleep (poll,
     /// sleeping for the time the oldest copy should take: little CPU) or
     /// block (sleep in the driver until the copy's interrupt). Default:
-    /// block (see docs/gpu.md).
+    /// sleep (see docs/gpu.md).
     #[cfg_attr(feature = "clap", arg(long, value_enum, value_name = "MODE"))]
     pub gpu_wait: Option<GpuWait>,
 }
