@@ -23,10 +23,8 @@ pub enum GpuWait {
     Spin,
     /// Poll, sleeping between polls for the time the oldest copy in flight
     /// is expected to take (from its bytes and the rate recently seen),
-    /// never past the wait's timeout: little CPU. The default: on an H100
-    /// it kept the bandwidth of `spin` with 3-5% of a CPU for 64 MiB copies
-    /// and a third of one for 2 MiB copies, where `block` lost bandwidth and
-    /// the driver's own threads took most of a CPU (docs/gpu.md).
+    /// never past the wait's timeout: little CPU. The default, chosen from
+    /// measurements against `spin` and `block` (docs/gpu.md).
     #[default]
     Sleep,
     /// Sleep in the driver until the oldest copy's completion interrupt
@@ -121,9 +119,8 @@ pub fn nap(
 /// bandwidth, whereas with more in flight the next copies keep the link
 /// busy), and only in its last stretch, from 1/8 of `copy_time` before the
 /// expected completion to 1/8 after it (`remaining` before, `overdue`
-/// after; a copy later than that is napped for, not spun on). On an H100
-/// sleeping through the end of a lone 64 MiB copy cost 5-8% of the
-/// bandwidth.
+/// after; a copy later than that is napped for, not spun on). Sleeping
+/// through the end of a lone copy costs the link a wake-up per copy.
 pub fn polls_last_stretch(
     alone: bool,
     remaining: Duration,
