@@ -127,10 +127,12 @@ pub struct GpuRunFacts {
     pub gpus: Vec<GpuFacts>,
     /// Streams (copies in flight) per worker.
     pub streams_per_worker: u32,
-    /// How each worker waited for its copies (`--gpu-wait`); the workers'
-    /// CPU time is the load result's `cpu` and `workers[].cpu`.
+    /// How each worker waited for its copies (`--gpu-wait`; absent in
+    /// results older than the flag, whose workers spun 1 ms, then polled
+    /// every 100 us). The workers' CPU time is the load result's `cpu` and
+    /// `workers[].cpu`.
     #[serde(default)]
-    pub wait: GpuWait,
+    pub wait: Option<GpuWait>,
     /// Bytes of the device buffer on each GPU.
     pub device_buffer_bytes: u64,
     /// Where each worker ran.
@@ -295,7 +297,7 @@ impl Driver for GpuDriver {
             driver_version: loaded.cuda.driver_version().unwrap_or(0),
             gpus: facts,
             streams_per_worker: plan.iodepth,
-            wait: plan.gpu.as_ref().map(|g| g.wait).unwrap_or_default(),
+            wait: Some(plan.gpu.as_ref().map(|g| g.wait).unwrap_or_default()),
             device_buffer_bytes: plan.target_size_bytes,
             ..GpuRunFacts::default()
         };
@@ -344,7 +346,8 @@ impl Driver for GpuDriver {
             }
         };
         self.place(spec, &gpu.facts);
-        let q = CopyQueue::new(gpu, reg, spec.iodepth, self.facts.wait).map_err(engine_error)?;
+        let wait = self.facts.wait.unwrap_or_default();
+        let q = CopyQueue::new(gpu, reg, spec.iodepth, wait).map_err(engine_error)?;
         Ok(Box::new(GpuEngine {
             q,
             pieces: spec.pieces.clone(),
@@ -373,7 +376,7 @@ impl Driver for GpuDriver {
         }
         s.push_str(&format!(
             "workers wait for copies: {} (--gpu-wait)\n",
-            self.facts.wait.as_str()
+            self.facts.wait.unwrap_or_default().as_str()
         ));
         let placed = self.placed.lock().unwrap_or_else(|p| p.into_inner());
         for w in &placed.1 {
