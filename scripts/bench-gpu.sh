@@ -3,8 +3,9 @@
 # peer on the same GPU, buffer size and copies in flight:
 #   * nvbandwidth's host_to_device_memcpy_ce / device_to_host_memcpy_ce when
 #     `nvbandwidth` is on PATH, and always
-#   * a plain cuMemcpyAsync loop (C, built here with cc against the driver
-#     alone: no CUDA toolkit needed), registered memory, N streams;
+#   * a plain cuMemcpyAsync loop (scripts/gpu-memcpy-loop.c, built here with
+#     cc against the driver alone: no CUDA toolkit needed), registered
+#     memory, N streams;
 # both directions at once against two such loops side by side; then the
 # rate error in 1-second windows at 10/50/90% of dmalab's maximum, and
 # `dmalab probe latency --mode both` on the host alone and beside a
@@ -49,76 +50,8 @@ bytes() { python3 -c 'import sys; u={"K":1<<10,"M":1<<20,"G":1<<30}; s=sys.argv[
 bs_b=$(bytes "$bs") buf_b=$(bytes "$buffer")
 
 # The peer loop: the same copies dmalab issues, with nothing around them.
-cat >"$out/memcpy-loop.c" <<'C'
-#include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-typedef int (*f_i)(unsigned);
-typedef int (*f_pi)(int *);
-typedef int (*f_dev)(int *, int);
-typedef int (*f_ctx)(void **, int);
-typedef int (*f_set)(void *);
-typedef int (*f_alloc)(unsigned long long *, size_t);
-typedef int (*f_reg)(void *, size_t, unsigned);
-typedef int (*f_mk)(void **, unsigned);
-typedef int (*f_htod)(unsigned long long, const void *, size_t, void *);
-typedef int (*f_dtoh)(void *, unsigned long long, size_t, void *);
-typedef int (*f_sync)(void *);
-static void *sym(void *h, const char *n) {
-  void *p = dlsym(h, n);
-  if (!p) { fprintf(stderr, "memcpy-loop: no %s\n", n); exit(1); }
-  return p;
-}
-#define CK(x) do { int r_ = (x); if (r_) { fprintf(stderr, "memcpy-loop: %s = %d\n", #x, r_); exit(1); } } while (0)
-static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
-int main(int argc, char **argv) {
-  if (argc != 7) { fprintf(stderr, "usage: memcpy-loop GPU htod|dtoh BS BUFFER DEPTH SECS\n"); return 2; }
-  int gpu = atoi(argv[1]), htod = !strcmp(argv[2], "htod");
-  size_t bs = strtoull(argv[3], 0, 10), buf = strtoull(argv[4], 0, 10);
-  int depth = atoi(argv[5]); double secs = atof(argv[6]);
-  void *h = dlopen("libcuda.so.1", RTLD_NOW);
-  if (!h) { fprintf(stderr, "memcpy-loop: %s\n", dlerror()); return 1; }
-  int dev; void *ctx; unsigned long long d;
-  CK(((f_i)sym(h, "cuInit"))(0));
-  CK(((f_dev)sym(h, "cuDeviceGet"))(&dev, gpu));
-  CK(((f_ctx)sym(h, "cuDevicePrimaryCtxRetain"))(&ctx, dev));
-  CK(((f_set)sym(h, "cuCtxSetCurrent"))(ctx));
-  CK(((f_alloc)sym(h, "cuMemAlloc_v2"))(&d, bs * depth));
-  char *host = aligned_alloc(1 << 21, buf);
-  memset(host, 1, buf);
-  CK(((f_reg)sym(h, "cuMemHostRegister_v2"))(host, buf, 1));
-  f_mk mks = (f_mk)sym(h, "cuStreamCreate"), mke = (f_mk)sym(h, "cuEventCreate");
-  f_htod cp_in = (f_htod)sym(h, "cuMemcpyHtoDAsync_v2");
-  f_dtoh cp_out = (f_dtoh)sym(h, "cuMemcpyDtoHAsync_v2");
-  f_set rec_sync = (f_set)sym(h, "cuEventSynchronize");
-  typedef int (*f_rec)(void *, void *);
-  f_rec rec = (f_rec)sym(h, "cuEventRecord");
-  void **st = calloc(depth, sizeof *st), **ev = calloc(depth, sizeof *ev);
-  for (int i = 0; i < depth; i++) { CK(mks(&st[i], 1)); CK(mke(&ev[i], 2)); }
-  size_t slots = buf / bs, next = 0; unsigned long long copies = 0;
-  double t0 = now(), end = t0 + secs;
-  for (int i = 0; i < depth; i++) {
-    char *p = host + (next++ % slots) * bs;
-    CK(htod ? cp_in(d + i * bs, p, bs, st[i]) : cp_out(p, d + i * bs, bs, st[i]));
-    CK(rec(ev[i], st[i]));
-  }
-  for (int i = 0;; i = (i + 1) % depth) {
-    CK(rec_sync(ev[i]));
-    copies++;
-    if (now() >= end) break;
-    char *p = host + (next++ % slots) * bs;
-    CK(htod ? cp_in(d + i * bs, p, bs, st[i]) : cp_out(p, d + i * bs, bs, st[i]));
-    CK(rec(ev[i], st[i]));
-  }
-  double t = now() - t0;
-  printf("%.0f\n", copies * (double)bs / t);
-  return 0;
-}
-C
 have_loop=1
-cc -O2 -o "$out/memcpy-loop" "$out/memcpy-loop.c" -ldl 2>"$out/cc.err" || { have_loop=0; echo "no C compiler for the cuMemcpyAsync loop: $(head -1 "$out/cc.err")" >&2; }
+cc -O2 -o "$out/memcpy-loop" scripts/gpu-memcpy-loop.c -ldl 2>"$out/cc.err" || { have_loop=0; echo "no C compiler for the cuMemcpyAsync loop: $(head -1 "$out/cc.err")" >&2; }
 
 load() { # DIRECTION JSON [extra flags...]; $lrt: seconds, default --runtime
   local dir=$1 json=$2; shift 2

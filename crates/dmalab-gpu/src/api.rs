@@ -102,6 +102,10 @@ pub struct DevicePtr(pub u64);
 pub const HOST_REGISTER_PORTABLE: u32 = 0x01;
 /// `CU_STREAM_NON_BLOCKING`: no implicit ordering with the legacy stream.
 pub const STREAM_NON_BLOCKING: u32 = 0x01;
+/// `CU_EVENT_BLOCKING_SYNC`: `cuEventSynchronize` on the event puts the
+/// calling thread to sleep until the GPU's completion interrupt, instead of
+/// spinning in the driver.
+pub const EVENT_BLOCKING_SYNC: u32 = 0x01;
 /// `CU_EVENT_DISABLE_TIMING`: a completion marker only (cheaper to record).
 pub const EVENT_DISABLE_TIMING: u32 = 0x02;
 
@@ -178,6 +182,10 @@ pub trait Cuda: Send + Sync {
     /// `cuEventQuery`: `Ok(true)` done, `Ok(false)` still pending
     /// (`CUDA_ERROR_NOT_READY`), `Err` when the work failed.
     fn event_query(&self, e: Event) -> CuResult<bool>;
+    /// `cuEventSynchronize`: returns when the event has completed (`Err`
+    /// when the work failed). The thread sleeps in the driver when the event
+    /// was created with [`EVENT_BLOCKING_SYNC`], and spins otherwise.
+    fn event_synchronize(&self, e: Event) -> CuResult<()>;
     /// `cuEventDestroy_v2`.
     fn event_destroy(&self, e: Event) -> CuResult<()>;
     /// `cuGetErrorString`, when the driver has a text for the code.

@@ -37,6 +37,7 @@ struct Table {
     event_create: unsafe extern "C" fn(*mut Ptr, c_uint) -> R,
     event_record: unsafe extern "C" fn(Ptr, Ptr) -> R,
     event_query: unsafe extern "C" fn(Ptr) -> R,
+    event_synchronize: unsafe extern "C" fn(Ptr) -> R,
     event_destroy: unsafe extern "C" fn(Ptr) -> R,
     get_error_string: unsafe extern "C" fn(R, *mut *const c_char) -> R,
 }
@@ -138,6 +139,7 @@ impl CudaDriver {
             event_create: sym!("cuEventCreate"),
             event_record: sym!("cuEventRecord"),
             event_query: sym!("cuEventQuery"),
+            event_synchronize: sym!("cuEventSynchronize"),
             event_destroy: sym!("cuEventDestroy_v2"),
             get_error_string: sym!("cuGetErrorString"),
         };
@@ -300,6 +302,11 @@ impl Cuda for CudaDriver {
             r if r == CuError::NOT_READY.0 => Ok(false),
             r => Err(CuError(r)),
         }
+    }
+
+    fn event_synchronize(&self, e: Event) -> CuResult<()> {
+        // SAFETY: an event of ours; the call only waits for it.
+        check(unsafe { (self.t.event_synchronize)(e.0 as Ptr) })
     }
 
     fn event_destroy(&self, e: Event) -> CuResult<()> {

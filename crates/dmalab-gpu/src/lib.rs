@@ -6,7 +6,8 @@
 //! trait ([`api::Cuda`]), which a mock driver ([`mock`]) implements too, so
 //! everything above the driver runs in CI. [`queue`] holds the run's side:
 //! opened GPUs, the page-locked host buffer, one worker's copy queue.
-//! [`facts`] describes a GPU (name, PCI address, link, NUMA node).
+//! [`facts`] describes a GPU (name, PCI address, link, NUMA node);
+//! [`wait`] how a worker waits for its copies (`--gpu-wait`).
 
 pub mod api;
 pub mod cuda;
@@ -14,10 +15,12 @@ pub mod error;
 pub mod facts;
 pub mod mock;
 pub mod queue;
+pub mod wait;
 
 pub use api::Cuda;
 pub use error::GpuError;
 pub use facts::GpuFacts;
+pub use wait::GpuWait;
 
 use dmalab_core::UsageError;
 use std::path::PathBuf;

@@ -14,7 +14,9 @@
 //! `DMALAB_GPU_DRIVER=mock[:OPTIONS]` selects it in the binary (a test
 //! hook; see [`MockConfig::parse`]).
 
-use crate::api::{Context, CuError, CuResult, Cuda, Device, DevicePtr, Event, Stream};
+use crate::api::{
+    Context, CuError, CuResult, Cuda, Device, DevicePtr, Event, Stream, EVENT_BLOCKING_SYNC,
+};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -118,6 +120,11 @@ pub struct MockStats {
     pub live_events: usize,
     /// Primary context references not released.
     pub live_contexts: u32,
+    /// `cuEventSynchronize` calls on events created with
+    /// `CU_EVENT_BLOCKING_SYNC` (the thread slept until the completion).
+    pub blocking_syncs: u64,
+    /// `cuEventSynchronize` calls on other events (the driver would spin).
+    pub spinning_syncs: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -134,6 +141,8 @@ struct EventState {
     dev: i32,
     done_at: Option<Instant>,
     failed: bool,
+    /// Created with `CU_EVENT_BLOCKING_SYNC`.
+    blocking: bool,
 }
 
 struct State {
@@ -469,7 +478,7 @@ impl Cuda for MockDriver {
         self.copy(dst as usize, src.0, bytes, s, false)
     }
 
-    fn event_create(&self, _flags: u32) -> CuResult<Event> {
+    fn event_create(&self, flags: u32) -> CuResult<Event> {
         let dev = self.current()?;
         let mut s = self.ready()?;
         let h = s.next_handle;
@@ -480,6 +489,7 @@ impl Cuda for MockDriver {
                 dev,
                 done_at: None,
                 failed: false,
+                blocking: flags & EVENT_BLOCKING_SYNC != 0,
             },
         );
         Ok(Event(h))
@@ -510,6 +520,35 @@ impl Cuda for MockDriver {
             }
             Some(_) => Ok(true),
         }
+    }
+
+    fn event_synchronize(&self, e: Event) -> CuResult<()> {
+        let (done_at, blocking) = {
+            let s = self.ready()?;
+            let ev = s.events.get(&e.0).ok_or(CuError::INVALID_HANDLE)?;
+            (ev.done_at, ev.blocking)
+        };
+        {
+            let mut s = self.lock();
+            if blocking {
+                s.stats.blocking_syncs += 1;
+            } else {
+                s.stats.spinning_syncs += 1;
+            }
+        }
+        // Wait (without the lock) until the simulated completion, then
+        // report it as a query would: the failure of a failed copy.
+        if let Some(t) = done_at {
+            let left = t.saturating_duration_since(Instant::now());
+            if !left.is_zero() {
+                std::thread::sleep(left);
+            }
+        }
+        while !self.event_query(e)? {
+            // The sleep ended a hair early on a coarse clock.
+            std::thread::yield_now();
+        }
+        Ok(())
     }
 
     fn event_destroy(&self, e: Event) -> CuResult<()> {
@@ -631,6 +670,30 @@ mod tests {
     }
 
     #[test]
+    fn event_synchronize_blocks_until_the_simulated_completion() {
+        // 1 MiB at 0.1 GB/s: about 10.5 ms.
+        let (m, _host, a, d, s, e) = setup(MockConfig {
+            gbps: 0.1,
+            ..MockConfig::default()
+        });
+        let blocking = m
+            .event_create(EVENT_BLOCKING_SYNC | EVENT_DISABLE_TIMING)
+            .unwrap();
+        let t0 = Instant::now();
+        // SAFETY: registered, mapped host memory; an allocation of 1 MiB.
+        unsafe { m.memcpy_dtoh_async(a as *mut u8, d, 1 << 20, s) }.unwrap();
+        m.event_record(blocking, s).unwrap();
+        m.event_synchronize(blocking).unwrap();
+        assert!(t0.elapsed() >= Duration::from_micros(10_485));
+        assert_eq!(m.event_query(blocking), Ok(true));
+        // A never-recorded event is complete at once; a plain one counts as
+        // a spinning wait.
+        m.event_synchronize(e).unwrap();
+        let st = m.stats();
+        assert_eq!((st.blocking_syncs, st.spinning_syncs), (1, 1));
+    }
+
+    #[test]
     fn copies_outside_registered_memory_or_the_allocation_are_refused() {
         let (m, host, a, d, s, _e) = setup(MockConfig::default());
         let unregistered = (a + (1 << 20)) as *mut u8;
@@ -663,6 +726,7 @@ mod tests {
             }
         };
         assert_eq!(r, Err(CuError::ILLEGAL_ADDRESS));
+        assert_eq!(m.event_synchronize(e), Err(CuError::ILLEGAL_ADDRESS));
         assert_eq!(m.stream_create(0), Err(CuError::ILLEGAL_ADDRESS));
         // Clean-up calls still work.
         m.stream_destroy(s).unwrap();

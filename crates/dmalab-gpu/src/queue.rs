@@ -3,11 +3,12 @@
 //! one worker's copy queue (a stream and an event per slot).
 
 use crate::api::{
-    describe, CuError, CuResult, Cuda, Device, DevicePtr, Event, Stream, EVENT_DISABLE_TIMING,
-    HOST_REGISTER_PORTABLE, STREAM_NON_BLOCKING,
+    describe, CuError, CuResult, Cuda, Device, DevicePtr, Event, Stream, EVENT_BLOCKING_SYNC,
+    EVENT_DISABLE_TIMING, HOST_REGISTER_PORTABLE, STREAM_NON_BLOCKING,
 };
 use crate::error::GpuError;
 use crate::facts::{normalize_pci_address, read_pci_link, GpuFacts};
+use crate::wait::{nap, polls_last_stretch, GpuWait, Pace};
 use dmalab_core::units::fmt_bytes;
 use std::path::Path;
 use std::sync::Arc;
@@ -203,6 +204,16 @@ unsafe impl Sync for HostRegistration {}
 /// How long a dropped queue waits for its copies before giving up on them.
 const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 
+/// A copy in flight.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    /// Submission order over the queue's life.
+    seq: u64,
+    submitted: Instant,
+    bytes: u64,
+    dir: CopyDir,
+}
+
 /// One worker's copies to one GPU: a stream and an event per slot.
 pub struct CopyQueue {
     cuda: Arc<dyn Cuda>,
@@ -210,14 +221,41 @@ pub struct CopyQueue {
     _reg: Arc<HostRegistration>,
     streams: Vec<Stream>,
     events: Vec<Event>,
-    pending: Vec<bool>,
+    pending: Vec<Option<InFlight>>,
     in_flight: usize,
+    wait: GpuWait,
+    next_seq: u64,
+    /// Per direction (device-to-host first): the recent rate, and when a
+    /// completion was last seen.
+    pace: [Pace; 2],
+    last_done: [Option<Instant>; 2],
+}
+
+/// When the oldest copy in flight is expected to complete.
+#[derive(Clone, Copy, Debug)]
+struct Expect {
+    /// Until the expected completion (zero once past it).
+    remaining: Duration,
+    /// Past the expected completion (zero before it).
+    overdue: Duration,
+    /// The whole copy at the recent rate.
+    copy_time: Duration,
+}
+
+fn dir_index(dir: CopyDir) -> usize {
+    usize::from(dir == CopyDir::ToDevice)
 }
 
 impl CopyQueue {
     /// Makes `gpu` current on the calling thread and creates `depth`
-    /// streams and events on it. `reg` is kept alive while copies may run.
-    pub fn new(gpu: Arc<Gpu>, reg: Arc<HostRegistration>, depth: u32) -> Result<Self, GpuError> {
+    /// streams and events on it (events with `CU_EVENT_BLOCKING_SYNC` for
+    /// [`GpuWait::Block`]). `reg` is kept alive while copies may run.
+    pub fn new(
+        gpu: Arc<Gpu>,
+        reg: Arc<HostRegistration>,
+        depth: u32,
+        wait: GpuWait,
+    ) -> Result<Self, GpuError> {
         gpu.make_current()?;
         let cuda = gpu.cuda.clone();
         let mut q = Self {
@@ -226,8 +264,16 @@ impl CopyQueue {
             _reg: reg,
             streams: Vec::new(),
             events: Vec::new(),
-            pending: vec![false; depth as usize],
+            pending: vec![None; depth as usize],
             in_flight: 0,
+            wait,
+            next_seq: 0,
+            pace: [Pace::default(); 2],
+            last_done: [None; 2],
+        };
+        let event_flags = match wait {
+            GpuWait::Block => EVENT_BLOCKING_SYNC | EVENT_DISABLE_TIMING,
+            GpuWait::Spin | GpuWait::Sleep => EVENT_DISABLE_TIMING,
         };
         let c = &*cuda;
         for _ in 0..depth {
@@ -239,12 +285,7 @@ impl CopyQueue {
                 c.stream_create(STREAM_NON_BLOCKING),
             )?;
             q.streams.push(s);
-            let e = call(
-                c,
-                "cuEventCreate",
-                String::new,
-                c.event_create(EVENT_DISABLE_TIMING),
-            )?;
+            let e = call(c, "cuEventCreate", String::new, c.event_create(event_flags))?;
             q.events.push(e);
         }
         Ok(q)
@@ -264,7 +305,7 @@ impl CopyQueue {
         len: usize,
     ) -> Result<(), GpuError> {
         let s = slot as usize;
-        if s >= self.streams.len() || self.pending[s] {
+        if s >= self.streams.len() || self.pending[s].is_some() {
             return Err(GpuError::Driver {
                 call: "submit",
                 context: format!(" on slot {slot}"),
@@ -305,7 +346,13 @@ impl CopyQueue {
             String::new,
             c.event_record(self.events[s], stream),
         )?;
-        self.pending[s] = true;
+        self.pending[s] = Some(InFlight {
+            seq: self.next_seq,
+            submitted: Instant::now(),
+            bytes: len as u64,
+            dir,
+        });
+        self.next_seq += 1;
         self.in_flight += 1;
         Ok(())
     }
@@ -315,10 +362,12 @@ impl CopyQueue {
         if self.in_flight == 0 {
             return Ok(());
         }
+        let now = Instant::now();
+        // Per direction: bytes seen complete now, and the earliest
+        // submission among them.
+        let mut seen: [(u64, Option<Instant>); 2] = [(0, None); 2];
         for (s, p) in self.pending.iter_mut().enumerate() {
-            if !*p {
-                continue;
-            }
+            let Some(f) = *p else { continue };
             let index = self.gpu.facts.index;
             let r = self.cuda.event_query(self.events[s]);
             if call(
@@ -327,12 +376,106 @@ impl CopyQueue {
                 || format!(" (a copy on GPU {index})"),
                 r,
             )? {
-                *p = false;
+                *p = None;
                 self.in_flight -= 1;
                 done.push(s as u32);
+                let d = &mut seen[dir_index(f.dir)];
+                d.0 += f.bytes;
+                d.1 = Some(d.1.map_or(f.submitted, |t: Instant| t.min(f.submitted)));
             }
         }
+        for (i, &(bytes, first)) in seen.iter().enumerate() {
+            let Some(first) = first else { continue };
+            // The copy engine worked on these bytes since the later of
+            // their submission and the previous completion seen.
+            let start = self.last_done[i].map_or(first, |t| t.max(first));
+            self.pace[i].observe(bytes, now.saturating_duration_since(start));
+            self.last_done[i] = Some(now);
+        }
         Ok(())
+    }
+
+    /// The oldest copy in flight: its slot, and how long until it is
+    /// expected to complete, how long past that it is, and how long it
+    /// takes in all (None: no rate known yet).
+    fn oldest(&self, now: Instant) -> Option<(usize, Option<Expect>)> {
+        let (s, f) = self
+            .pending
+            .iter()
+            .enumerate()
+            .filter_map(|(s, p)| p.map(|f| (s, f)))
+            .min_by_key(|(_, f)| f.seq)?;
+        let i = dir_index(f.dir);
+        let expect = self.pace[i].copy_time(f.bytes).map(|t| {
+            let start = self.last_done[i].map_or(f.submitted, |d| d.max(f.submitted));
+            let end = start + t;
+            Expect {
+                remaining: end.saturating_duration_since(now),
+                overdue: now.saturating_duration_since(end),
+                copy_time: t,
+            }
+        });
+        Some((s, expect))
+    }
+
+    /// Waits once, the queue's [`GpuWait`] way, for a copy to complete or
+    /// `deadline` (None: no limit): `spin` returns at once (the caller
+    /// polls again), `sleep` sleeps as [`nap`] sizes it, `block` sleeps in
+    /// `cuEventSynchronize` on the oldest copy when that copy is expected
+    /// to complete before the deadline, and as `sleep` otherwise. Call
+    /// [`CopyQueue::poll`] afterwards for what completed.
+    pub fn wait(&mut self, deadline: Option<Instant>) -> Result<(), GpuError> {
+        let now = Instant::now();
+        let left = deadline.map(|d| d.saturating_duration_since(now));
+        let Some((slot, expect)) = self.oldest(now) else {
+            return Ok(());
+        };
+        match self.wait {
+            GpuWait::Spin => {
+                std::hint::spin_loop();
+                return Ok(());
+            }
+            GpuWait::Block => {
+                let in_time = match (left, expect) {
+                    (None, _) => true,
+                    (Some(l), Some(e)) => e.remaining <= l,
+                    (Some(_), None) => false,
+                };
+                if in_time {
+                    let index = self.gpu.facts.index;
+                    let r = self.cuda.event_synchronize(self.events[slot]);
+                    return call(
+                        &*self.cuda,
+                        "cuEventSynchronize",
+                        || format!(" (a copy on GPU {index})"),
+                        r,
+                    );
+                }
+            }
+            GpuWait::Sleep => {}
+        }
+        if self.wait == GpuWait::Sleep
+            && expect.is_some_and(|e| {
+                polls_last_stretch(self.in_flight == 1, e.remaining, e.overdue, e.copy_time)
+            })
+        {
+            std::hint::spin_loop();
+            return Ok(());
+        }
+        let d = nap(
+            expect.map(|e| e.remaining),
+            expect.map(|e| e.copy_time),
+            left,
+        );
+        if !d.is_zero() {
+            std::thread::sleep(d);
+        }
+        Ok(())
+    }
+
+    /// How this queue waits.
+    pub fn wait_mode(&self) -> GpuWait {
+        self.wait
     }
 
     /// Copies submitted and not yet seen complete.
@@ -445,7 +588,7 @@ mod tests {
             let (gpu, reg) = (gpu.clone(), reg.clone());
             s.spawn(move || {
                 // A fresh thread: the queue makes the context current itself.
-                let mut q = CopyQueue::new(gpu, reg, 4).unwrap();
+                let mut q = CopyQueue::new(gpu, reg, 4, GpuWait::Spin).unwrap();
                 let p = addr as *mut u8;
                 // SAFETY: inside the registered range.
                 unsafe {
@@ -482,6 +625,83 @@ mod tests {
         );
     }
 
+    /// Runs `copies` 64 KiB copies through a depth-2 queue waiting `mode`'s
+    /// way; returns the mock's statistics.
+    fn copy_waiting(mode: GpuWait, copies: usize) -> crate::mock::MockStats {
+        let (m, c) = mock(MockConfig {
+            gbps: 1.0,
+            ..MockConfig::default()
+        });
+        let f = inspect(&*c, &[0], Path::new("/")).unwrap().remove(0);
+        let gpu = Arc::new(Gpu::open(c, f, 1 << 20).unwrap());
+        let mut host = vec![0u8; (1 << 20) + 4096];
+        let p = aligned(&mut host, 1 << 20);
+        // SAFETY: `host` outlives the registration (dropped in the scope).
+        let reg = Arc::new(unsafe { HostRegistration::new(&gpu, &[(p, 1 << 20)]) }.unwrap());
+        let mut q = CopyQueue::new(gpu, reg, 2, mode).unwrap();
+        assert_eq!(q.wait_mode(), mode);
+        let (mut submitted, mut completed, mut done) = (0, 0, Vec::new());
+        let mut free = vec![0u32, 1];
+        while completed < copies {
+            while let Some(s) = free.pop().filter(|_| submitted < copies) {
+                // SAFETY: inside the registered range.
+                unsafe { q.submit(s, CopyDir::ToHost, p, 0, 65536) }.unwrap();
+                submitted += 1;
+            }
+            q.wait(None).unwrap();
+            done.clear();
+            q.poll(&mut done).unwrap();
+            completed += done.len();
+            free.extend_from_slice(&done);
+        }
+        drop(q);
+        m.stats()
+    }
+
+    #[test]
+    fn every_wait_mode_sees_every_copy_complete() {
+        for mode in [GpuWait::Spin, GpuWait::Sleep, GpuWait::Block] {
+            let st = copy_waiting(mode, 20);
+            assert_eq!(st.dtoh_copies, 20, "{mode:?}");
+            assert_eq!(st.live_events, 0, "{mode:?}");
+            // Only block sleeps in the driver, and on blocking events.
+            assert_eq!(st.spinning_syncs, 0, "{mode:?}");
+            if mode == GpuWait::Block {
+                assert!(st.blocking_syncs > 0, "{mode:?}");
+            } else {
+                assert_eq!(st.blocking_syncs, 0, "{mode:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn block_does_not_sleep_in_the_driver_past_a_deadline_it_cannot_judge() {
+        // 1 MiB at 0.01 GB/s: 105 ms. With no rate known yet and a
+        // deadline, block must poll with naps, not wait out the copy.
+        let (m, c) = mock(MockConfig {
+            gbps: 0.01,
+            ..MockConfig::default()
+        });
+        let f = inspect(&*c, &[0], Path::new("/")).unwrap().remove(0);
+        let gpu = Arc::new(Gpu::open(c, f, 1 << 20).unwrap());
+        let mut host = vec![0u8; (1 << 20) + 4096];
+        let p = aligned(&mut host, 1 << 20);
+        // SAFETY: `host` outlives the registration.
+        let reg = Arc::new(unsafe { HostRegistration::new(&gpu, &[(p, 1 << 20)]) }.unwrap());
+        let mut q = CopyQueue::new(gpu, reg, 1, GpuWait::Block).unwrap();
+        // SAFETY: inside the registered range.
+        unsafe { q.submit(0, CopyDir::ToDevice, p, 0, 1 << 20) }.unwrap();
+        q.wait(Some(Instant::now() + Duration::from_micros(200)))
+            .unwrap();
+        assert_eq!(m.stats().blocking_syncs, 0);
+        // Without a deadline it sleeps in the driver until the copy is done.
+        q.wait(None).unwrap();
+        assert_eq!(m.stats().blocking_syncs, 1);
+        let mut done = Vec::new();
+        q.poll(&mut done).unwrap();
+        assert_eq!(done, [0]);
+    }
+
     #[test]
     fn a_failing_copy_is_an_error_naming_the_gpu() {
         let (_m, c) = mock(MockConfig {
@@ -494,7 +714,7 @@ mod tests {
         let p = aligned(&mut host, 4096);
         // SAFETY: `host` outlives the registration.
         let reg = Arc::new(unsafe { HostRegistration::new(&gpu, &[(p, 4096)]) }.unwrap());
-        let mut q = CopyQueue::new(gpu, reg, 1).unwrap();
+        let mut q = CopyQueue::new(gpu, reg, 1, GpuWait::Spin).unwrap();
         // SAFETY: inside the registered range.
         unsafe { q.submit(0, CopyDir::ToDevice, p, 0, 4096) }.unwrap();
         let mut done = Vec::new();

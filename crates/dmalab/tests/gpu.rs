@@ -598,3 +598,151 @@ fn the_gpu_interference_example_plans_every_run_through_the_engine() {
         assert!(out.contains(&format!("latency  {load}")), "{load}: {out}");
     }
 }
+
+#[test]
+fn every_gpu_wait_mode_completes_exact_byte_counts() {
+    for mode in ["spin", "sleep", "block"] {
+        let (code, _, err, json) = gpu_load(
+            Some("mock:2"),
+            &[
+                "--gpu-wait",
+                mode,
+                "--direction",
+                "both",
+                "--pattern",
+                "single",
+                "--bs",
+                "256K",
+                "--buffer",
+                "4M",
+                "--size",
+                "16M",
+                "--iodepth",
+                "4",
+                "--commands",
+                "301",
+                "-q",
+            ],
+        );
+        assert_eq!(code, 0, "{mode}: {err}");
+        let j = json.unwrap();
+        assert_eq!(j["status"], "completed", "{mode}");
+        assert_eq!(u(&j, "/result/totals/commands"), 301, "{mode}");
+        assert_eq!(u(&j, "/result/totals/data_bytes"), 301 * (256 << 10));
+        let g = &j["result"]["gpu"];
+        assert_eq!(g["wait"], mode, "{g}");
+        assert_eq!(u(g, "/device_to_host_copies"), 151, "{mode}: {g}");
+        assert_eq!(u(g, "/device_to_host_bytes"), 151 * (256 << 10));
+        assert_eq!(u(g, "/host_to_device_copies"), 150, "{mode}: {g}");
+        assert_eq!(u(g, "/host_to_device_bytes"), 150 * (256 << 10));
+        // The workers' CPU time is in the result, whichever the mode.
+        assert!(j["result"]["cpu"]["cpu_pct"].is_number(), "{mode}");
+    }
+    // Without the flag the result still says how the workers waited.
+    let (code, _, err, json) = gpu_load(Some("mock"), &["--commands", "10", "-q"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json.unwrap()["result"]["gpu"]["wait"], "sleep");
+}
+
+#[test]
+fn gpu_wait_sleep_and_block_honour_runtime_and_a_rate_limit() {
+    // 1 MiB copies at 0.2 GB/s take 5.2 ms each: the waits sleep or block
+    // while the pacer's timeouts (a copy every 10.5 ms) and the deadline
+    // must still be kept.
+    for mode in ["sleep", "block"] {
+        let (code, _, err, json) = gpu_load(
+            Some("mock:0.2"),
+            &[
+                "--gpu-wait",
+                mode,
+                "--bs",
+                "1M",
+                "--max-blocks",
+                "1",
+                "--pattern",
+                "single",
+                "--buffer",
+                "4M",
+                "--iodepth",
+                "2",
+                "--rate",
+                "100M/s",
+                "--runtime",
+                "2",
+                "-q",
+            ],
+        );
+        assert_eq!(code, 0, "{mode}: {err}");
+        let j = json.unwrap();
+        assert_eq!(j["status"], "completed", "{mode}");
+        let c = &j["result"]["rate_check"];
+        assert_eq!(c["windows_per_s"].as_array().unwrap().len(), 1, "{c}");
+        let mean = f(&j, "/result/rates/data_bw_bytes");
+        assert!(
+            (mean - 100e6).abs() / 100e6 < 0.1,
+            "{mode}: {mean} vs 100 MB/s: {c}"
+        );
+    }
+}
+
+#[test]
+fn gpu_wait_sleep_and_block_stop_on_sigint() {
+    for mode in ["sleep", "block"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r.json");
+        let live = dir.path().join("live");
+        // Full speed, 5.2 ms copies: every wait sleeps or blocks.
+        let mut child = std::process::Command::new(common::dmalab_bin())
+            .args(["load", "--engine", "gpu", "--gpu-wait", mode])
+            .args(["--bs", "1M", "--max-blocks", "1", "--buffer", "4M"])
+            .args(["--iodepth", "2", "--runtime", "60", "-q"])
+            .arg("--output")
+            .arg(&out)
+            .arg("--live-stats")
+            .arg(&live)
+            .env("DMALAB_GPU_DRIVER", "mock:0.2")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(
+            common::wait_until_load_runs(&live),
+            "{mode}: never saw the load running"
+        );
+        common::signal(child.id(), 2);
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(130), "{mode}: {status:?}");
+        let j: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        assert_eq!(j["status"], "interrupted", "{mode}");
+        assert_eq!(j["result"]["gpu"]["wait"], mode);
+        let copies = u(&j, "/result/gpu/device_to_host_copies");
+        assert_eq!(u(&j, "/result/totals/commands"), copies, "{mode}");
+        assert_eq!(u(&j, "/result/totals/data_bytes"), copies << 20, "{mode}");
+    }
+}
+
+#[test]
+fn a_bad_gpu_wait_exits_2_in_one_line() {
+    refused(
+        gpu_run(Some("mock"), &["--gpu-wait", "yield"]),
+        &["--gpu-wait", "yield"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let o = common::dmalab()
+        .args([
+            "load",
+            "--engine",
+            "null",
+            "--gpu-wait",
+            "spin",
+            "--runtime",
+            "1",
+        ])
+        .arg("--output")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = common::assert_usage_output(&o, "--gpu-wait");
+    assert!(err.contains("only --engine gpu"), "{err}");
+    assert!(!out.exists(), "nothing written on a refusal");
+}

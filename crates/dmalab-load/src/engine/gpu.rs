@@ -15,6 +15,8 @@
 //!   each with an event recorded after its copy for the completion.
 //! * `--size` is each GPU's device buffer (default 256 MiB); device offsets
 //!   follow `--device-offsets` inside `--region` of it.
+//! * `--gpu-wait spin|sleep|block` is how a worker waits for its copies
+//!   ([`GpuWait`]): the CPU the load generator itself takes.
 //! * `DMALAB_GPU_DRIVER=mock[:OPTIONS]` runs the engine on the mock driver
 //!   (a test hook; `dmalab_gpu::mock`).
 
@@ -28,40 +30,57 @@ use crate::target::TargetError;
 use dmalab_core::host::DeviceInfo;
 use dmalab_core::UsageError;
 use dmalab_gpu::queue::{CopyDir, CopyQueue, Gpu, HostRegistration};
-use dmalab_gpu::{GpuError, GpuFacts, Loaded};
+use dmalab_gpu::{GpuError, GpuFacts, GpuWait, Loaded};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-/// The GPU engine's part of the plan (`--gpus`).
+/// The GPU engine's part of the plan (`--gpus`, `--gpu-wait`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuPlan {
     /// GPUs to use, by the driver's index; worker `i` drives `gpus[i % n]`.
     /// Empty: the one `--target gpu:N` names (GPU 0 without a target).
     pub gpus: Vec<u32>,
+    /// How each worker waits for its copies.
+    #[serde(default)]
+    pub wait: GpuWait,
 }
 
 impl GpuPlan {
-    /// The plan of `--gpus LIST` (None without it); refused for engines
-    /// other than `gpu`.
-    pub fn from_flag(engine: EngineKind, gpus: Option<&str>) -> Result<Option<Self>, UsageError> {
-        let Some(text) = gpus else { return Ok(None) };
+    /// The plan of `--gpus LIST` and `--gpu-wait MODE` (None without
+    /// either); both are refused for engines other than `gpu`.
+    pub fn from_flags(
+        engine: EngineKind,
+        gpus: Option<&str>,
+        wait: Option<GpuWait>,
+    ) -> Result<Option<Self>, UsageError> {
+        if gpus.is_none() && wait.is_none() {
+            return Ok(None);
+        }
         if engine != EngineKind::Gpu {
+            let (option, what) = match gpus {
+                Some(_) => ("--gpus", "GPUs"),
+                None => ("--gpu-wait", "a way to wait for GPU copies"),
+            };
             return Err(UsageError::new(
-                "--gpus",
-                "only --engine gpu takes GPUs; add --engine gpu or leave --gpus out",
+                option,
+                format!("only --engine gpu takes {what}; add --engine gpu or leave {option} out"),
             ));
         }
         Ok(Some(Self {
-            gpus: dmalab_gpu::parse_gpu_list("--gpus", text)?,
+            gpus: match gpus {
+                Some(text) => dmalab_gpu::parse_gpu_list("--gpus", text)?,
+                None => Vec::new(),
+            },
+            wait: wait.unwrap_or_default(),
         }))
     }
 }
 
-/// The flag only `--engine gpu` takes.
+/// The flags only `--engine gpu` takes.
 #[derive(Clone, Debug, Default)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct GpuArgs {
@@ -69,12 +88,20 @@ pub struct GpuArgs {
     /// worker i drives the (i mod n)-th; see docs/gpu.md).
     #[cfg_attr(feature = "clap", arg(long, value_name = "LIST"))]
     pub gpus: Option<String>,
+    /// How a --engine gpu worker waits for its copies: spin (poll
+    /// continuously: lowest latency, one CPU per worker busy), sleep (poll,
+    /// sleeping for the time the oldest copy should take: little CPU) or
+    /// block (sleep in the driver until the copy's interrupt). Default:
+    /// sleep (see docs/gpu.md).
+    #[cfg_attr(feature = "clap", arg(long, value_enum, value_name = "MODE"))]
+    pub gpu_wait: Option<GpuWait>,
 }
 
 impl GpuArgs {
-    /// The engine's part of the plan (None without `--gpus`).
+    /// The engine's part of the plan (None without `--gpus` and
+    /// `--gpu-wait`).
     pub fn plan(&self, engine: EngineKind) -> Result<Option<GpuPlan>, UsageError> {
-        GpuPlan::from_flag(engine, self.gpus.as_deref())
+        GpuPlan::from_flags(engine, self.gpus.as_deref(), self.gpu_wait)
     }
 }
 
@@ -100,6 +127,12 @@ pub struct GpuRunFacts {
     pub gpus: Vec<GpuFacts>,
     /// Streams (copies in flight) per worker.
     pub streams_per_worker: u32,
+    /// How each worker waited for its copies (`--gpu-wait`; absent in
+    /// results older than the flag, whose workers spun 1 ms, then polled
+    /// every 100 us). The workers' CPU time is the load result's `cpu` and
+    /// `workers[].cpu`.
+    #[serde(default)]
+    pub wait: Option<GpuWait>,
     /// Bytes of the device buffer on each GPU.
     pub device_buffer_bytes: u64,
     /// Where each worker ran.
@@ -241,7 +274,7 @@ impl Driver for GpuDriver {
         let loaded = self.loaded()?.clone();
         let option = if self.target.is_some() {
             "--target"
-        } else if plan.gpu.is_some() {
+        } else if plan.gpu.as_ref().is_some_and(|g| !g.gpus.is_empty()) {
             "--gpus"
         } else {
             "--engine gpu"
@@ -264,6 +297,7 @@ impl Driver for GpuDriver {
             driver_version: loaded.cuda.driver_version().unwrap_or(0),
             gpus: facts,
             streams_per_worker: plan.iodepth,
+            wait: Some(plan.gpu.as_ref().map(|g| g.wait).unwrap_or_default()),
             device_buffer_bytes: plan.target_size_bytes,
             ..GpuRunFacts::default()
         };
@@ -312,7 +346,8 @@ impl Driver for GpuDriver {
             }
         };
         self.place(spec, &gpu.facts);
-        let q = CopyQueue::new(gpu, reg, spec.iodepth).map_err(engine_error)?;
+        let wait = self.facts.wait.unwrap_or_default();
+        let q = CopyQueue::new(gpu, reg, spec.iodepth, wait).map_err(engine_error)?;
         Ok(Box::new(GpuEngine {
             q,
             pieces: spec.pieces.clone(),
@@ -339,6 +374,10 @@ impl Driver for GpuDriver {
             }
             s.push_str(&format!(" ({})\n", self.facts.driver));
         }
+        s.push_str(&format!(
+            "workers wait for copies: {} (--gpu-wait)\n",
+            self.facts.wait.unwrap_or_default().as_str()
+        ));
         let placed = self.placed.lock().unwrap_or_else(|p| p.into_inner());
         for w in &placed.1 {
             s.push_str(&format!("warning: {w}\n"));
@@ -429,13 +468,6 @@ fn host_ranges(pieces: &[BufferPiece]) -> Vec<(*mut u8, usize)> {
     }
 }
 
-/// Longest a wait spins before it sleeps between polls: copies of a few
-/// MiB finish within it on a PCIe 4/5 GPU, and a rate-limited run does not
-/// keep a CPU busy between commands.
-const SPIN: Duration = Duration::from_millis(1);
-/// Sleep between polls after [`SPIN`].
-const NAP: Duration = Duration::from_micros(100);
-
 /// One worker's queue: a [`CopyQueue`] over the shared buffer's pieces.
 struct GpuEngine {
     q: CopyQueue,
@@ -503,6 +535,7 @@ impl Engine for GpuEngine {
         out: &mut Vec<Completion>,
     ) -> Result<(), EngineError> {
         let t0 = Instant::now();
+        let deadline = timeout.map(|t| t0 + t);
         let mut got = self.immediate.len();
         out.append(&mut self.immediate);
         loop {
@@ -530,12 +563,8 @@ impl Engine for GpuEngine {
             if timeout.is_some_and(|t| waited >= t) {
                 return Ok(());
             }
-            if waited < SPIN {
-                std::hint::spin_loop();
-            } else {
-                let left = timeout.map_or(NAP, |t| t.saturating_sub(waited));
-                std::thread::sleep(NAP.min(left));
-            }
+            // Spin, sleep or block, as --gpu-wait says, then poll again.
+            self.q.wait(deadline).map_err(engine_error)?;
         }
     }
 }
@@ -547,12 +576,27 @@ mod tests {
     #[test]
     fn gpus_are_only_for_the_gpu_engine() {
         assert_eq!(
-            GpuPlan::from_flag(EngineKind::Gpu, Some("1,0")).unwrap(),
-            Some(GpuPlan { gpus: vec![0, 1] })
+            GpuPlan::from_flags(EngineKind::Gpu, Some("1,0"), None).unwrap(),
+            Some(GpuPlan {
+                gpus: vec![0, 1],
+                wait: GpuWait::default()
+            })
         );
-        assert_eq!(GpuPlan::from_flag(EngineKind::Null, None).unwrap(), None);
-        let e = GpuPlan::from_flag(EngineKind::IoUring, Some("0")).unwrap_err();
+        assert_eq!(
+            GpuPlan::from_flags(EngineKind::Gpu, None, Some(GpuWait::Sleep)).unwrap(),
+            Some(GpuPlan {
+                gpus: vec![],
+                wait: GpuWait::Sleep
+            })
+        );
+        assert_eq!(
+            GpuPlan::from_flags(EngineKind::Null, None, None).unwrap(),
+            None
+        );
+        let e = GpuPlan::from_flags(EngineKind::IoUring, Some("0"), None).unwrap_err();
         assert_eq!(e.option, "--gpus");
+        let e = GpuPlan::from_flags(EngineKind::Null, None, Some(GpuWait::Spin)).unwrap_err();
+        assert_eq!(e.option, "--gpu-wait");
     }
 
     #[test]
