@@ -416,38 +416,11 @@ fn a_failing_copy_ends_the_run_keeping_what_was_measured() {
 #[test]
 fn sigint_stops_the_copies_and_keeps_the_result() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("r.json");
-    let live = dir.path().join("live");
-    let mut child = std::process::Command::new(common::dmalab_bin())
-        .args([
-            "load",
-            "--engine",
-            "gpu",
-            "--runtime",
-            "60",
-            "-q",
-            "--rate",
-            "50M/s",
-        ])
-        .arg("--output")
-        .arg(&out)
-        .arg("--live-stats")
-        .arg(&live)
-        .env("DMALAB_GPU_DRIVER", "mock:5")
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(
-        common::wait_until_load_runs(&live),
-        "never saw the load running"
-    );
-    common::signal(child.id(), 2);
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130), "{status:?}");
-    let j: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_eq!(j["status"], "interrupted");
-    let snap = dmalab_load::live::parse(&std::fs::read(&live).unwrap()).unwrap();
-    assert_eq!(snap.state, dmalab_load::live::state::FINISHED);
+    let mut cmd = std::process::Command::new(common::dmalab_bin());
+    cmd.args(["load", "--engine", "gpu", "--runtime", "60", "-q"])
+        .args(["--rate", "50M/s"])
+        .env("DMALAB_GPU_DRIVER", "mock:5");
+    let (j, snap) = common::interrupt_running_load(cmd, dir.path(), "gpu");
     assert_eq!(snap.commands, u(&j, "/result/totals/commands"));
     assert_eq!(snap.bytes, u(&j, "/result/totals/data_bytes"));
 }
@@ -689,30 +662,13 @@ fn gpu_wait_sleep_and_block_honour_runtime_and_a_rate_limit() {
 fn gpu_wait_sleep_and_block_stop_on_sigint() {
     for mode in ["sleep", "block"] {
         let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("r.json");
-        let live = dir.path().join("live");
         // Full speed, 5.2 ms copies: every wait sleeps or blocks.
-        let mut child = std::process::Command::new(common::dmalab_bin())
-            .args(["load", "--engine", "gpu", "--gpu-wait", mode])
+        let mut cmd = std::process::Command::new(common::dmalab_bin());
+        cmd.args(["load", "--engine", "gpu", "--gpu-wait", mode])
             .args(["--bs", "1M", "--max-blocks", "1", "--buffer", "4M"])
             .args(["--iodepth", "2", "--runtime", "60", "-q"])
-            .arg("--output")
-            .arg(&out)
-            .arg("--live-stats")
-            .arg(&live)
-            .env("DMALAB_GPU_DRIVER", "mock:0.2")
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        assert!(
-            common::wait_until_load_runs(&live),
-            "{mode}: never saw the load running"
-        );
-        common::signal(child.id(), 2);
-        let status = child.wait().unwrap();
-        assert_eq!(status.code(), Some(130), "{mode}: {status:?}");
-        let j: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-        assert_eq!(j["status"], "interrupted", "{mode}");
+            .env("DMALAB_GPU_DRIVER", "mock:0.2");
+        let (j, _) = common::interrupt_running_load(cmd, dir.path(), mode);
         assert_eq!(j["result"]["gpu"]["wait"], mode);
         let copies = u(&j, "/result/gpu/device_to_host_copies");
         assert_eq!(u(&j, "/result/totals/commands"), copies, "{mode}");

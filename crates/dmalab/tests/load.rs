@@ -399,33 +399,12 @@ fn stop_conditions_blocks_and_runtime() {
 #[test]
 fn sigint_reaps_and_still_writes_the_summary() {
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let out = dir.path().join("r.json");
-    let live = dir.path().join("live");
     let t = dir.path().join("x");
-    let mut child = std::process::Command::new(common::dmalab_bin())
-        .args(["load", "--size", "16M", "--runtime", "60", "-q", "--target"])
-        .arg(&t)
-        .arg("--output")
-        .arg(&out)
-        .arg("--live-stats")
-        .arg(&live)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until the live-stats page says running and counts have moved.
-    assert!(
-        common::wait_until_load_runs(&live),
-        "never saw the load running"
-    );
-    common::signal(child.id(), 2);
-    let status = child.wait().unwrap();
-    // Every interrupted command exits 128 + the signal number (issue 15).
-    assert_eq!(status.code(), Some(130), "{status:?}");
-    let j: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_eq!(j["status"], "interrupted");
+    let mut cmd = std::process::Command::new(common::dmalab_bin());
+    cmd.args(["load", "--size", "16M", "--runtime", "60", "-q", "--target"])
+        .arg(&t);
+    let (j, snap) = common::interrupt_running_load(cmd, dir.path(), "io_uring");
     assert_eq!(j["result"]["interrupted"], true);
-    let snap = dmalab_load::live::parse(&std::fs::read(&live).unwrap()).unwrap();
-    assert_eq!(snap.state, dmalab_load::live::state::FINISHED);
     assert_eq!(snap.commands, u(&j, "/result/totals/commands"));
     assert_eq!(snap.bytes, u(&j, "/result/totals/data_bytes"));
     assert_eq!(snap.blocks, u(&j, "/result/totals/blocks"));

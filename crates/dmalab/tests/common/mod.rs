@@ -102,6 +102,42 @@ pub fn signal(pid: u32, sig: i32) {
     unsafe { libc::kill(pid as libc::pid_t, sig) };
 }
 
+/// Runs `cmd` (a `dmalab load` without `--output` or `--live-stats`) with
+/// its result and live-stats page in `dir`, sends SIGINT once the page says
+/// it runs, and checks what every interrupted load owes: exit 130, the
+/// result written and marked interrupted, the page marked finished.
+/// Returns the result document and the last snapshot. `what` names the case
+/// in failure messages.
+pub fn interrupt_running_load(
+    mut cmd: std::process::Command,
+    dir: &std::path::Path,
+    what: &str,
+) -> (serde_json::Value, dmalab_load::live::Snapshot) {
+    let (out, live) = (dir.join("r.json"), dir.join("live"));
+    let mut child = cmd
+        .arg("--output")
+        .arg(&out)
+        .arg("--live-stats")
+        .arg(&live)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until_load_runs(&live),
+        "{what}: never saw the load running"
+    );
+    signal(child.id(), 2);
+    let status = child.wait().unwrap();
+    // Every interrupted command exits 128 + the signal number (issue 15).
+    assert_eq!(status.code(), Some(130), "{what}: {status:?}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(j["status"], "interrupted", "{what}");
+    let snap = dmalab_load::live::parse(&std::fs::read(&live).unwrap()).unwrap();
+    assert_eq!(snap.state, dmalab_load::live::state::FINISHED, "{what}");
+    (j, snap)
+}
+
 /// Waits (at most 15 s) until the load writing the live-stats page `live`
 /// says it is running and has counted commands; false when it never did.
 pub fn wait_until_load_runs(live: &std::path::Path) -> bool {
