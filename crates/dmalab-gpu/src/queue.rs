@@ -366,17 +366,11 @@ impl CopyQueue {
         // Per direction: bytes seen complete now, and the earliest
         // submission among them.
         let mut seen: [(u64, Option<Instant>); 2] = [(0, None); 2];
-        for (s, p) in self.pending.iter_mut().enumerate() {
-            let Some(f) = *p else { continue };
-            let index = self.gpu.facts.index;
+        for s in 0..self.pending.len() {
+            let Some(f) = self.pending[s] else { continue };
             let r = self.cuda.event_query(self.events[s]);
-            if call(
-                &*self.cuda,
-                "cuEventQuery",
-                || format!(" (a copy on GPU {index})"),
-                r,
-            )? {
-                *p = None;
+            if self.copy_call("cuEventQuery", r)? {
+                self.pending[s] = None;
                 self.in_flight -= 1;
                 done.push(s as u32);
                 let d = &mut seen[dir_index(f.dir)];
@@ -386,13 +380,25 @@ impl CopyQueue {
         }
         for (i, &(bytes, first)) in seen.iter().enumerate() {
             let Some(first) = first else { continue };
-            // The copy engine worked on these bytes since the later of
-            // their submission and the previous completion seen.
-            let start = self.last_done[i].map_or(first, |t| t.max(first));
+            let start = self.engine_start(i, first);
             self.pace[i].observe(bytes, now.saturating_duration_since(start));
             self.last_done[i] = Some(now);
         }
         Ok(())
+    }
+
+    /// A failed call about a copy in flight, as a [`GpuError`] naming the
+    /// GPU.
+    fn copy_call<T>(&self, name: &'static str, r: CuResult<T>) -> Result<T, GpuError> {
+        let index = self.gpu.facts.index;
+        call(&*self.cuda, name, || format!(" (a copy on GPU {index})"), r)
+    }
+
+    /// When the copy engine of direction `i` started on bytes submitted at
+    /// `submitted`: the later of that and the previous completion seen in
+    /// that direction (copies in one direction run one after another).
+    fn engine_start(&self, i: usize, submitted: Instant) -> Instant {
+        self.last_done[i].map_or(submitted, |t| t.max(submitted))
     }
 
     /// The oldest copy in flight: its slot, and how long until it is
@@ -407,8 +413,7 @@ impl CopyQueue {
             .min_by_key(|(_, f)| f.seq)?;
         let i = dir_index(f.dir);
         let expect = self.pace[i].copy_time(f.bytes).map(|t| {
-            let start = self.last_done[i].map_or(f.submitted, |d| d.max(f.submitted));
-            let end = start + t;
+            let end = self.engine_start(i, f.submitted) + t;
             Expect {
                 remaining: end.saturating_duration_since(now),
                 overdue: now.saturating_duration_since(end),
@@ -442,14 +447,8 @@ impl CopyQueue {
                     (Some(_), None) => false,
                 };
                 if in_time {
-                    let index = self.gpu.facts.index;
                     let r = self.cuda.event_synchronize(self.events[slot]);
-                    return call(
-                        &*self.cuda,
-                        "cuEventSynchronize",
-                        || format!(" (a copy on GPU {index})"),
-                        r,
-                    );
+                    return self.copy_call("cuEventSynchronize", r);
                 }
             }
             GpuWait::Sleep => {}
