@@ -427,7 +427,7 @@ fn sigint_stops_the_copies_and_keeps_the_result() {
 
 #[test]
 fn trace_records_every_copy_with_its_direction() {
-    use dmalab_sim::trace::{Kind, Record, RecordSource, TraceReader};
+    use dmalab_sim::trace::Kind;
     let dir = tempfile::tempdir().unwrap();
     for (d, writes_memory) in [("write", true), ("read", false)] {
         let t = dir.path().join(format!("{d}.trace"));
@@ -449,17 +449,14 @@ fn trace_records_every_copy_with_its_direction() {
         );
         assert_eq!(code, 0, "{err}");
         assert_eq!(u(&json.unwrap(), "/result/trace/transfers"), 100);
-        let mut rd = TraceReader::open(&t).unwrap();
-        let mut r = Record::default();
-        let mut n = 0;
-        while rd.next_record(&mut r).unwrap() {
+        let recs = common::trace_records(&t);
+        assert_eq!(recs.len(), 100);
+        for r in recs {
             assert_eq!(
                 (r.kind, r.len, r.write),
                 (Kind::Xfer, 4 * 4096, writes_memory)
             );
-            n += 1;
         }
-        assert_eq!(n, 100);
     }
     // both: half the transfers write memory, half read it.
     let t = dir.path().join("both.trace");
@@ -478,10 +475,8 @@ fn trace_records_every_copy_with_its_direction() {
         ],
     );
     assert_eq!(code, 0, "{err}");
-    let mut rd = TraceReader::open(&t).unwrap();
-    let mut r = Record::default();
     let mut writes = [0; 2];
-    while rd.next_record(&mut r).unwrap() {
+    for r in common::trace_records(&t) {
         writes[usize::from(r.write)] += 1;
     }
     assert_eq!(writes, [50, 50]);

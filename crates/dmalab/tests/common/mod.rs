@@ -102,6 +102,18 @@ pub fn signal(pid: u32, sig: i32) {
     unsafe { libc::kill(pid as libc::pid_t, sig) };
 }
 
+/// Every record of the trace file `path`, in order.
+pub fn trace_records(path: &std::path::Path) -> Vec<dmalab_trace::Record> {
+    use dmalab_trace::RecordSource;
+    let mut rd = dmalab_trace::TraceReader::open(path).unwrap();
+    let mut r = dmalab_trace::Record::default();
+    let mut out = Vec::new();
+    while rd.next_record(&mut r).unwrap() {
+        out.push(r);
+    }
+    out
+}
+
 /// Runs `cmd` (a `dmalab load` without `--output` or `--live-stats`) with
 /// its result and live-stats page in `dir`, sends SIGINT once the page says
 /// it runs, and checks what every interrupted load owes: exit 130, the
