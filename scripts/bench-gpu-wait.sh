@@ -26,17 +26,8 @@ while [ $# -gt 0 ]; do
     *) echo "bench-gpu-wait.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-if [ -z "$dmalab" ]; then
-  cargo build --release -q -p dmalab
-  dmalab=target/release/dmalab
-fi
-unset DMALAB_GPU_DRIVER # the real driver, never the mock
-out=target/bench-gpu-wait
-mkdir -p "$out"
-if ! msg=$("$dmalab" load --engine gpu --target "gpu:$gpu" --dry-run -q 2>&1 >/dev/null); then
-  echo "bench-gpu-wait.sh: skipped, no usable NVIDIA GPU $gpu here: $msg" >&2
-  exit 77
-fi
+. scripts/gpu-bench-common.sh
+gpu_bench_start bench-gpu-wait
 cc -O2 -o "$out/memcpy-loop" scripts/gpu-memcpy-loop.c -ldl
 
 echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -34,18 +34,8 @@ while [ $# -gt 0 ]; do
     *) echo "bench-gpu.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-if [ -z "$dmalab" ]; then
-  cargo build --release -q -p dmalab
-  dmalab=target/release/dmalab
-fi
-unset DMALAB_GPU_DRIVER # the real driver, never the mock
-out=target/bench-gpu
-mkdir -p "$out"
-# dmalab itself says whether a driver and the GPU are there.
-if ! msg=$("$dmalab" load --engine gpu --target "gpu:$gpu" --dry-run -q 2>&1 >/dev/null); then
-  echo "bench-gpu.sh: skipped, no usable NVIDIA GPU $gpu here: $msg" >&2
-  exit 77
-fi
+. scripts/gpu-bench-common.sh
+gpu_bench_start bench-gpu
 bytes() { python3 -c 'import sys; u={"K":1<<10,"M":1<<20,"G":1<<30}; s=sys.argv[1]; print(int(s[:-1])*u[s[-1]] if s[-1] in u else int(s))' "$1"; }
 bs_b=$(bytes "$bs") buf_b=$(bytes "$buffer")
 
