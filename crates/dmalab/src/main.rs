@@ -4,7 +4,36 @@
 //! resolved plan (errors are `UsageError`s: exit 2), then a call into its
 //! library crate.
 
+/// `print!` to stdout that never panics: when the reader is gone (`dmalab
+/// ddio status | head -4`) the text is dropped and the command goes on to
+/// restore what it changed and exit with its own status, where `print!`
+/// would panic with exit 101.
+macro_rules! out {
+    ($($t:tt)*) => {
+        $crate::write_stdout(format_args!($($t)*))
+    };
+}
+
+/// `println!` with the same rule as [`out!`].
+macro_rules! outln {
+    () => {
+        $crate::write_stdout(format_args!("\n"))
+    };
+    ($($t:tt)*) => {
+        $crate::write_stdout(format_args!("{}\n", format_args!($($t)*)))
+    };
+}
+
 mod cmd;
+
+/// Writes to stdout, ignoring a closed pipe (and any other stdout error:
+/// there is nobody left to tell).
+pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_fmt(args);
+    let _ = o.flush();
+}
 
 use clap::{Parser, Subcommand};
 use dmalab_core::UsageError;

@@ -72,13 +72,13 @@ pub fn print_outcome(
     live_line: impl Fn(u32) -> String,
 ) -> ExitCode {
     for d in done {
-        println!("{d}");
+        outln!("{d}");
     }
     for pid in live {
-        println!("{}", live_line(*pid));
+        outln!("{}", live_line(*pid));
     }
     if done.is_empty() && errors.is_empty() {
-        println!("{nothing}");
+        outln!("{nothing}");
     }
     for e in errors {
         eprintln!("dmalab: error: {e}");

@@ -20,6 +20,6 @@ pub struct Args {
 /// Runs `dmalab compare`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let text = dmalab_run::compare::compare(&args.a, &args.b)?;
-    print!("{text}");
+    out!("{text}");
     Ok(ExitCode::SUCCESS)
 }

@@ -142,7 +142,7 @@ pub fn attach_probe<R>(result: R) -> WithCounters<R> {
             report: s.report(),
             expected_vs_counted: Vec::new(),
         };
-        print!("{}", out.text());
+        out!("{}", out.text());
         out
     });
     WithCounters { result, counters }

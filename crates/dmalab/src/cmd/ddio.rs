@@ -6,8 +6,7 @@ use super::common::OutputArgs;
 use anyhow::Context;
 use dmalab_core::host::HostInfo;
 use dmalab_core::schema::ResultDoc;
-use dmalab_core::UsageError;
-use dmalab_host::ddio::{self, regs::Registers, topology::DdioCpu, Session, Setting};
+use dmalab_host::ddio::{self, regs::Registers, Session, Setting};
 use dmalab_host::HostRoot;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -106,7 +105,7 @@ fn status(root: &HostRoot, a: StatusArgs) -> anyhow::Result<ExitCode> {
     let started = SystemTime::now();
     let st = ddio::status(root, &Registers::files(root), a.device.as_deref())?;
     let text = st.render_text();
-    print!("{text}");
+    out!("{text}");
     let doc = ResultDoc::new(
         "ddio status",
         HostInfo::collect(),
@@ -114,10 +113,9 @@ fn status(root: &HostRoot, a: StatusArgs) -> anyhow::Result<ExitCode> {
         st.clone(),
         started,
     );
+    // Saying "not controllable, because ..." is what status is for: exit 0.
+    // The changes (on, off, ways) are the ones refused with exit 2.
     a.output.write(&doc, &text)?;
-    if st.generation.is_none() {
-        return Err(UsageError::new("ddio", st.cpu.refusal()).into());
-    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -130,7 +128,7 @@ fn change(
     let plan = ddio::plan(root, &Registers::files(root), setting, device)?;
     let mut session = Session::begin(root, Registers::files(root))?;
     for d in &session.leftovers.done {
-        println!("first undid a killed run's change: {d}");
+        outln!("first undid a killed run's change: {d}");
     }
     let applied = session.apply(&plan);
     let code = match applied {
@@ -144,11 +142,11 @@ fn change(
         }
         Ok(lines) => {
             for l in &lines {
-                println!("{l}");
+                outln!("{l}");
             }
-            println!("journal: {}", session.journal_path().display());
+            outln!("journal: {}", session.journal_path().display());
             if command.is_empty() {
-                println!("holding; SIGINT (Ctrl-C) or SIGTERM restores");
+                outln!("holding; SIGINT (Ctrl-C) or SIGTERM restores");
                 while !dmalab_core::signal::stop_requested() {
                     std::thread::sleep(Duration::from_millis(50));
                 }
@@ -160,7 +158,7 @@ fn change(
     };
     let done = session.restore()?;
     for d in &done {
-        println!("{d}");
+        outln!("{d}");
     }
     Ok(code)
 }

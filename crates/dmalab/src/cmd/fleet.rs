@@ -102,7 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Submit(a) => run_submit(a),
         Command::Status(a) => {
             let s = status::status(&a.results)?;
-            print!("{}", status::render(&s));
+            out!("{}", status::render(&s));
             Ok(ExitCode::SUCCESS)
         }
         Command::Merge(a) => run_merge(a),
@@ -151,12 +151,12 @@ fn run_submit(a: SubmitArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     if a.dry_run {
-        println!(
+        outln!(
             "{} (not submitted: --dry-run); without Slurm, run on each node:",
             script.display()
         );
         for (node, line) in &out.command_lines {
-            println!("  {node}: {line}");
+            outln!("  {node}: {line}");
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -173,14 +173,14 @@ fn run_submit(a: SubmitArgs) -> anyhow::Result<ExitCode> {
         out.results.display(),
         out.results.display()
     );
-    println!("{job}");
+    outln!("{job}");
     Ok(ExitCode::SUCCESS)
 }
 
 fn run_merge(a: MergeArgs) -> anyhow::Result<ExitCode> {
     let m = merge::merge(&a.results, a.output.as_deref())?;
     let names: Vec<&str> = m.hosts.iter().map(|h| h.results_file.as_str()).collect();
-    println!(
+    outln!(
         "{}: {} of {} planned runs from {} file(s) ({}); `dmalab report {}` compares the hosts side by side",
         m.output.display(),
         m.runs,

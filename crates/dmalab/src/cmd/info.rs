@@ -72,7 +72,7 @@ fn host(output: OutputArgs) -> anyhow::Result<ExitCode> {
     let host = HostInfo::collect();
     let report = dmalab_host::info::HostReport::collect(&dmalab_host::HostRoot::system(), &host);
     let text = report.render_text();
-    print!("{text}");
+    out!("{text}");
     let doc = ResultDoc::new("info", host, HostConfig {}, report, started);
     output.write(&doc, &text)?;
     Ok(ExitCode::SUCCESS)
@@ -82,7 +82,7 @@ fn nvme(a: NvmeArgs) -> anyhow::Result<ExitCode> {
     let started = SystemTime::now();
     let info = identify(&a.device)?;
     let text = info.render_text();
-    print!("{text}");
+    out!("{text}");
     let host = HostInfo::collect().with_target(&a.device);
     let doc = ResultDoc::new(
         "info nvme",

@@ -209,7 +209,7 @@ fn measure(a: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let outcome = run_page(&cfg, &opts)?;
     let text = outcome.result.render_text();
-    print!("{text}");
+    out!("{text}");
     for w in &outcome.warnings {
         eprintln!("dmalab: warning: {w}");
     }
@@ -236,7 +236,7 @@ fn import(a: ImportArgs) -> anyhow::Result<ExitCode> {
     let im = dmalab_page::xml::import(&text)
         .map_err(|e| UsageError::new("FILE", format!("{}: {e}", a.file.display())))?;
     let summary = im.result.render_text();
-    print!("{summary}");
+    out!("{summary}");
     let started = SystemTime::now();
     let mut doc = ResultDoc::new("page import", im.host, im.config, im.result, started);
     doc.tool = ToolInfo {

@@ -142,7 +142,7 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     if a.matrix {
         let (result, warnings) = dmalab_probe::latency::run_matrix(&plan)?;
         let t = text::latency(&plan, &result);
-        print!("{t}");
+        out!("{t}");
         return finish(
             "probe latency",
             (plan, result, warnings),
@@ -171,7 +171,7 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     // Intervals were printed as they happened; do not repeat them.
     let mut shown = result.clone();
     shown.intervals.clear();
-    print!("{}", text::latency(&plan, &shown));
+    out!("{}", text::latency(&plan, &shown));
     finish(
         "probe latency",
         (plan, result, warnings),
@@ -191,7 +191,7 @@ fn bandwidth(a: BandwidthArgs) -> anyhow::Result<ExitCode> {
     let result = dmalab_probe::bandwidth::run_intervals(&plan, &mut on_interval)
         .context("dmalab probe bandwidth")?;
     let t = text::bandwidth(&plan, &result);
-    print!("{t}");
+    out!("{t}");
     let mut warnings = Vec::new();
     if dmalab_core::signal::stop_requested() {
         warnings.push("interrupted: figures cover the part that ran".into());
@@ -208,12 +208,12 @@ fn bandwidth(a: BandwidthArgs) -> anyhow::Result<ExitCode> {
 fn loaded(a: LoadedArgs) -> anyhow::Result<ExitCode> {
     let plan = a.opts.validate()?;
     let started = SystemTime::now();
-    println!("{}", text::loaded_header());
+    outln!("{}", text::loaded_header());
     let mut on_point = |p: &dmalab_probe::loaded::LoadedPoint| live(&text::loaded_line(p));
     let (result, warnings) =
         dmalab_probe::loaded::run(&plan, &mut on_point).context("dmalab probe loaded")?;
     let t = text::loaded(&plan, &result);
-    println!(
+    outln!(
         "{}",
         text::timing_lines(&result.tsc, &result.timer).trim_end()
     );

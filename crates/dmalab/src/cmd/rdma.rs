@@ -109,7 +109,7 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         eprintln!("dmalab rdma serve: {}", dmalab_core::text::escaped(line));
     })?;
     let text = report.summary();
-    print!("{text}");
+    out!("{text}");
     // Serving ends on SIGINT/SIGTERM by design: that is its stop condition,
     // so the document says completed.
     let doc = ResultDoc::new(

@@ -74,7 +74,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let rep = dmalab_run::report::render(&res, noisy);
     dmalab_core::output::write_atomic(&out, rep.html.as_bytes())
         .with_context(|| format!("--output: cannot write {}", out.display()))?;
-    println!(
+    outln!(
         "{} ({} plots, {} runs)",
         out.display(),
         rep.plots,
@@ -84,12 +84,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let cells = dmalab_run::analysis::cells(&res, noisy);
         dmalab_core::output::write_atomic(p, dmalab_run::report::csv::cells(&cells).as_bytes())
             .with_context(|| format!("--csv: cannot write {}", p.display()))?;
-        println!("{}", p.display());
+        outln!("{}", p.display());
     }
     if let Some(p) = &args.runs_csv {
         dmalab_core::output::write_atomic(p, dmalab_run::report::csv::runs(&res).as_bytes())
             .with_context(|| format!("--runs-csv: cannot write {}", p.display()))?;
-        println!("{}", p.display());
+        outln!("{}", p.display());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -121,6 +121,6 @@ fn throttle_report(
     })?;
     dmalab_core::output::write_atomic(out, html.as_bytes())
         .with_context(|| format!("--output: cannot write {}", out.display()))?;
-    println!("{} ({plots} plots, throttle)", out.display());
+    outln!("{} ({plots} plots, throttle)", out.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -64,14 +64,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut progress = Progress::auto(args.quiet);
     let out = runner::run(&exp, &opts, &mut progress)?;
     if args.dry_run {
-        println!("{} runs planned; nothing was run (--dry-run)", out.planned);
+        outln!("{} runs planned; nothing was run (--dry-run)", out.planned);
         return Ok(ExitCode::SUCCESS);
     }
     let res = dmalab_run::record::read(&results)?;
     let cells = dmalab_run::analysis::cells(&res, res.header.noisy_cv_pct);
-    print!("{}", dmalab_run::analysis::text_table(&cells));
+    out!("{}", dmalab_run::analysis::text_table(&cells));
     let total = res.runs.len();
-    println!(
+    outln!(
         "{} of {} runs recorded in {} ({} this session, {} failed); `dmalab report {}` makes the HTML report",
         total,
         out.planned,

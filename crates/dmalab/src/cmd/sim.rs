@@ -149,7 +149,7 @@ fn finish<R: serde::Serialize>(
     started: SystemTime,
     out: &OutputArgs,
 ) -> anyhow::Result<ExitCode> {
-    print!("{text}");
+    out!("{text}");
     let mut doc = ResultDoc::new(command, HostInfo::collect(), config, result, started);
     if interrupted {
         doc.status = RunStatus::Interrupted;
@@ -194,6 +194,6 @@ fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn params(p: ParamArgs) -> anyhow::Result<ExitCode> {
-    print!("{}", p.choice().resolve()?.0.to_toml());
+    out!("{}", p.choice().resolve()?.0.to_toml());
     Ok(ExitCode::SUCCESS)
 }

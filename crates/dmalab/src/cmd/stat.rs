@@ -190,7 +190,7 @@ pub fn info(a: InfoArgs) -> anyhow::Result<ExitCode> {
     let roots = Roots::from_env();
     let report = dmalab_counters::host_report(&roots);
     let text = report.render_text();
-    print!("{text}");
+    out!("{text}");
     let doc = ResultDoc::new(
         "info counters",
         HostInfo::collect(),

@@ -189,7 +189,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     )
     .context("dmalab throttle")?;
     let text = dmalab_throttle::report::text(&cfg, &result);
-    print!("{text}");
+    out!("{text}");
     let interrupted = result.interrupted;
     let mut doc = dmalab_core::schema::ResultDoc::new(
         "throttle",

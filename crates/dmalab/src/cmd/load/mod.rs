@@ -39,7 +39,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         guard.check("--live-stats", o, Accept::RegularFile)?;
     }
     if a.dry_run {
-        println!("{}", serde_json::to_string_pretty(&plan)?);
+        outln!("{}", serde_json::to_string_pretty(&plan)?);
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -88,7 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         RunStatus::Completed
     };
-    print!("{text}");
+    out!("{text}");
     a.output.write(&doc, &text)?;
     // What the driver created (a scratch file) goes now.
     drop(driver);

@@ -122,7 +122,7 @@ pub(super) fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(out_err(e)),
     };
     w.finish().map_err(&out_err)?;
-    println!("{n} records written to {}", a.output.display());
+    outln!("{n} records written to {}", a.output.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -166,14 +166,14 @@ pub(super) fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
             e => trace_err("IN", SimError::Trace(e)),
         })?,
     };
-    println!("{} records written to {}", s.records, a.output.display());
+    outln!("{} records written to {}", s.records, a.output.display());
     Ok(ExitCode::SUCCESS)
 }
 
 pub(super) fn stat(a: StatArgs) -> anyhow::Result<ExitCode> {
     let mut rd = open(&a.trace, "TRACE")?;
     let stats = TraceStats::count(&mut rd).map_err(|e| trace_err("TRACE", SimError::Trace(e)))?;
-    println!("{stats}");
+    outln!("{stats}");
     Ok(ExitCode::SUCCESS)
 }
 
