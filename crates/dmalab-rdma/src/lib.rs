@@ -12,6 +12,7 @@ pub mod client;
 pub mod counters;
 pub mod error;
 pub mod handshake;
+pub mod mock;
 pub mod serve;
 pub mod sys;
 pub mod verbs;
