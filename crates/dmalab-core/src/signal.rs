@@ -14,6 +14,8 @@ use std::sync::{Arc, OnceLock};
 
 static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 static SIGNO: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
+/// Signals that arrived, counted (each one, even the same signal twice).
+static ARRIVALS: AtomicUsize = AtomicUsize::new(0);
 
 fn signo() -> &'static Arc<AtomicUsize> {
     SIGNO.get_or_init(|| Arc::new(AtomicUsize::new(0)))
@@ -25,13 +27,78 @@ fn flag() -> &'static Arc<AtomicBool> {
 
 /// Installs the SIGINT/SIGTERM handlers (idempotent).
 pub fn install() -> std::io::Result<()> {
+    register(&[signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
+}
+
+/// Also catches SIGHUP, like SIGINT and SIGTERM: for a command that runs
+/// another in its own process group and must pass a hang-up on to it
+/// (`dmalab stat`; [`GroupForwarder`]). Other commands keep SIGHUP's
+/// default, which ends them.
+pub fn install_hangup() -> std::io::Result<()> {
+    register(&[signal_hook::consts::SIGHUP])
+}
+
+fn register(signals: &[i32]) -> std::io::Result<()> {
     let f = flag().clone();
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for &sig in signals {
         // The number first, so a reader that sees the flag sees its cause.
         signal_hook::flag::register_usize(sig, signo().clone(), sig as usize)?;
         signal_hook::flag::register(sig, f.clone())?;
+        // SAFETY: the action only increments an atomic, which is
+        // async-signal-safe.
+        unsafe {
+            signal_hook::low_level::register(sig, || {
+                ARRIVALS.fetch_add(1, Ordering::SeqCst);
+            })
+        }?;
     }
     Ok(())
+}
+
+/// Passes the signals that raise the stop flag on to a process group: a
+/// command that dmalab runs in a group of its own (so that the terminal's
+/// signals reach only dmalab) gets each SIGINT, SIGTERM and SIGHUP dmalab
+/// gets, and so do its children.
+#[derive(Debug)]
+pub struct GroupForwarder {
+    pgid: i32,
+    seen: usize,
+    forwarded: Option<i32>,
+}
+
+impl GroupForwarder {
+    /// Forwards to process group `pgid` (> 1) the signals dmalab got: one
+    /// that arrived before the group existed is sent at the first
+    /// [`GroupForwarder::forward`], so no stop request is lost in between.
+    pub fn new(pgid: i32) -> Self {
+        GroupForwarder {
+            pgid,
+            seen: 0,
+            forwarded: None,
+        }
+    }
+
+    /// Sends the group the signal that arrived since the last call, once
+    /// per arrival (a second Ctrl-C is a second SIGINT); returns it.
+    /// Call it from the loop that waits for the command.
+    pub fn forward(&mut self) -> Option<i32> {
+        let now = ARRIVALS.load(Ordering::SeqCst);
+        if now == self.seen || self.pgid <= 1 {
+            return None;
+        }
+        self.seen = now;
+        let sig = received()?;
+        // SAFETY: kill(2) with a negative pid signals that process group;
+        // pgid > 1, so never "every process" (-1) nor our own group (0).
+        unsafe { libc::kill(-self.pgid, sig) };
+        self.forwarded = Some(sig);
+        Some(sig)
+    }
+
+    /// The last signal forwarded, if any.
+    pub fn forwarded(&self) -> Option<i32> {
+        self.forwarded
+    }
 }
 
 /// The signal that raised the flag (SIGINT or SIGTERM; the later one if
@@ -78,5 +145,50 @@ mod tests {
         assert!(stop_requested());
         assert_eq!(received(), Some(libc::SIGTERM));
         assert_eq!(exit_code(), Some(143));
+    }
+
+    #[test]
+    fn a_forwarder_passes_the_signal_to_the_whole_group() {
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        install().unwrap();
+        // The shell and its sleep share the group; SIGTERM ends both (a
+        // background job of a non-interactive shell ignores SIGINT).
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 100 & wait"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = child.id() as i32;
+        let mut f = GroupForwarder::new(pgid);
+        // SAFETY: the handlers installed above only store into atomics.
+        unsafe { libc::raise(libc::SIGTERM) };
+        assert_eq!(f.forward(), Some(libc::SIGTERM));
+        assert_eq!(f.forward(), None, "once per arrival");
+        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
+        // The group is empty (or holds zombies): its sleep got the signal too.
+        let mut gone = false;
+        for _ in 0..500 {
+            if live_in_group(pgid) == 0 {
+                gone = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(gone, "the sleep of group {pgid} outlived the forward");
+    }
+
+    /// Processes of group `pgid` that are not zombies (from /proc/PID/stat).
+    fn live_in_group(pgid: i32) -> usize {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return 0;
+        };
+        dir.filter_map(Result::ok)
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+            .filter(|st| {
+                let after = st.rsplit_once(')').map(|(_, a)| a).unwrap_or("");
+                let f: Vec<&str> = after.split_whitespace().collect();
+                f.len() > 2 && f[0] != "Z" && f[2] == pgid.to_string()
+            })
+            .count()
     }
 }

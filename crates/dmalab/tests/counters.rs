@@ -586,3 +586,101 @@ fn report_and_counters_agree_on_the_multiplexing_threshold() {
         dmalab_counters::session::MULTIPLEXED_BELOW
     );
 }
+
+/// Processes still alive (not zombies) among `pids`, from /proc.
+fn alive(pids: &[i32]) -> Vec<i32> {
+    pids.iter()
+        .copied()
+        .filter(|p| {
+            fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|st| {
+                let after = st.rsplit_once(')').map(|(_, a)| a).unwrap_or("");
+                !after.trim_start().starts_with('Z')
+            })
+        })
+        .collect()
+}
+
+/// Issue 27 item 10: `dmalab stat -- CMD` waited for the command to end
+/// by itself after SIGTERM/SIGINT (forever, for one that never ends), and
+/// a grandchild kept running afterwards.
+fn stat_passes_a_signal_on(sig: i32, want: i32) {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let out = dir.path().join("s.json");
+    // A shell that starts a grandchild and waits for it, and ignores the
+    // signal itself, as a command that outlives its own children would be
+    // (so only the grandchild's end ends it).
+    let script = format!(
+        "sleep 1000 & trap '' {sig}; echo $$ $! > {p}.tmp; mv {p}.tmp {p}; wait; wait",
+        p = pids.display()
+    );
+    let mut stat = Command::new(dmalab_bin())
+        .args(["stat", "--counters", "software", "--output"])
+        .arg(&out)
+        .args(["--", "sh", "-c", &script])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !pids.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ids: Vec<i32> = fs::read_to_string(&pids)
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(stat.id() as i32, sig) };
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = stat.try_wait().unwrap() {
+            break Some(st);
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let left = alive(&ids);
+    for p in &left {
+        // SAFETY: kill(2) on processes this test started.
+        unsafe { libc::kill(*p, libc::SIGKILL) };
+    }
+    let Some(status) = status else {
+        let _ = stat.kill();
+        panic!("dmalab stat did not stop on signal {sig}; still running: {left:?}");
+    };
+    let mut err = String::new();
+    use std::io::Read as _;
+    stat.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(128 + want), "{err}");
+    assert!(
+        left.is_empty(),
+        "the command's processes outlived it: {left:?}"
+    );
+    assert!(
+        err.contains("task-clock"),
+        "it printed what it counted: {err}"
+    );
+    let d = read_json(&out);
+    assert_eq!(d["command"], "stat");
+}
+
+#[test]
+fn stat_passes_sigterm_to_the_command_and_its_children_and_exits_143() {
+    stat_passes_a_signal_on(libc::SIGTERM, libc::SIGTERM);
+}
+
+#[test]
+fn stat_passes_sighup_to_the_command_and_its_children_and_exits_129() {
+    stat_passes_a_signal_on(libc::SIGHUP, libc::SIGHUP);
+}
