@@ -7,6 +7,7 @@
 //! Nothing here needs rdma-core to build: a host without libibverbs gets a
 //! [`dmalab_core::UsageError`] naming the packages to install.
 
+pub mod access;
 pub mod buffer;
 pub mod client;
 pub mod counters;

@@ -14,12 +14,13 @@
 //! report that would overflow the session's total is that client's
 //! protocol error, not a wrapped count.
 
+use crate::access::{AllowNet, Secret};
 use crate::buffer::RawBuffer;
 use crate::counters::{self, Delta};
 use crate::error::RdmaError;
 use crate::handshake::{self, Done, Opening, ServerInfo};
 use crate::verbs::{
-    gid_text, CompletionQueue, Context, DeviceConfig, MemoryRegion, QpParams, QueuePair,
+    gid_text, Access, CompletionQueue, Context, DeviceConfig, MemoryRegion, QpParams, QueuePair,
 };
 use dmalab_core::UsageError;
 use serde::Serialize;
@@ -50,6 +51,11 @@ pub struct ServeConfig {
     /// Longest a handshake (or a done message) may take once the
     /// connection is accepted (`--handshake-timeout`).
     pub handshake_timeout: Duration,
+    /// The shared secret a client must prove it knows (`--secret-file`);
+    /// None: anyone who reaches the port may connect.
+    pub secret: Option<Secret>,
+    /// Peer networks that may connect (`--allow`); empty: any.
+    pub allow: Vec<AllowNet>,
 }
 
 /// `--max-clients` when not given: each connection costs a thread and a QP.
@@ -161,6 +167,12 @@ pub struct ServeReport {
     pub clients: Vec<ClientRecord>,
     /// Connections closed at once because `max_clients` were being served.
     pub refused_busy: u64,
+    /// Connections closed at once because their address is not in `--allow`.
+    pub refused_not_allowed: u64,
+    /// Whether clients had to prove knowledge of a shared secret.
+    pub secret_required: bool,
+    /// The networks that may connect (empty: any).
+    pub allow: Vec<String>,
     /// Most connections served at once (`--max-clients`).
     pub max_clients: usize,
     /// Sum of what the clients reported.
@@ -183,7 +195,9 @@ pub fn serve(
     let buf = RawBuffer::new(cfg.buffer_bytes, cfg.fill, "--buffer")?;
     // SAFETY: buf outlives the MR (mr is dropped before buf below: every
     // connection thread is joined and its Arc released first).
-    let mr = Arc::new(unsafe { MemoryRegion::register(&ctx, buf.ptr(), buf.len(), "--buffer")? });
+    let mr = Arc::new(unsafe {
+        MemoryRegion::register(&ctx, buf.ptr(), buf.len(), "--buffer", Access::Remote)?
+    });
     let listener = TcpListener::bind(cfg.listen)
         .map_err(|e| RdmaError::io(format!("listening on {}", cfg.listen), e))?;
     listener
@@ -209,13 +223,25 @@ pub fn serve(
     let totals = Mutex::new(DoneRecord::default());
     let active = AtomicUsize::new(0);
     let refused_busy = AtomicU64::new(0);
+    let refused_not_allowed = AtomicU64::new(0);
     std::thread::scope(|scope| {
         while !stop.load(Ordering::Relaxed) {
             match listener.accept() {
                 Ok((mut stream, peer)) => {
+                    if !cfg.allow.is_empty() && !cfg.allow.iter().any(|n| n.contains(peer.ip())) {
+                        refused_not_allowed.fetch_add(1, Ordering::Relaxed);
+                        let why = format!("{} is not in this server's --allow list", peer.ip());
+                        close_with_reason(&mut stream, peer, &why, log);
+                        continue;
+                    }
                     if active.load(Ordering::SeqCst) >= cfg.max_clients {
                         refused_busy.fetch_add(1, Ordering::Relaxed);
-                        refuse_busy(&mut stream, peer, cfg.max_clients, log);
+                        let max = cfg.max_clients;
+                        let why = format!(
+                            "this server already serves {max} connections (--max-clients {max}): \
+                             try again later"
+                        );
+                        close_with_reason(&mut stream, peer, &why, log);
                         continue;
                     }
                     active.fetch_add(1, Ordering::SeqCst);
@@ -266,6 +292,9 @@ pub fn serve(
         buffer_bytes: cfg.buffer_bytes,
         clients,
         refused_busy: refused_busy.into_inner(),
+        refused_not_allowed: refused_not_allowed.into_inner(),
+        secret_required: cfg.secret.is_some(),
+        allow: cfg.allow.iter().map(|n| n.to_string()).collect(),
         max_clients: cfg.max_clients,
         total,
         buffer_sha256: buf.sha256(),
@@ -274,18 +303,16 @@ pub fn serve(
     })
 }
 
-/// Closes a connection over the cap, saying why (best effort: the peer may
-/// already be gone, and nothing here may block the accept loop).
-fn refuse_busy(s: &mut TcpStream, peer: SocketAddr, max: usize, log: &(dyn Fn(&str) + Sync)) {
-    let why = format!(
-        "this server already serves {max} connections (--max-clients {max}): try again later"
-    );
+/// Closes a connection that will not be served, saying why (best effort:
+/// the peer may already be gone, and nothing here may block the accept
+/// loop).
+fn close_with_reason(s: &mut TcpStream, peer: SocketAddr, why: &str, log: &(dyn Fn(&str) + Sync)) {
     log(&format!("client {peer} refused: {why}"));
     let _ = s.set_nonblocking(true);
     // Whatever the client sent already is read first, so the close is a
     // FIN after the refusal, not a reset that could discard it.
     let _ = s.read(&mut [0u8; 4096]);
-    let _ = handshake::server_refuse(&peer.to_string(), s, &why);
+    let _ = handshake::server_refuse(&peer.to_string(), s, why);
     let _ = s.shutdown(std::net::Shutdown::Both);
 }
 
@@ -454,7 +481,11 @@ fn serve_client(
         Served(Option<Done>),
     }
     let r = (|| -> Result<Answered, RdmaError> {
-        let hello = match handshake::server_read_opening(&name, &mut g)? {
+        let opening = handshake::server_read_opening(&name, &mut g)?;
+        if let Some(secret) = &cfg.secret {
+            handshake::server_authenticate(&name, &mut g, secret, &opening)?;
+        }
+        let hello = match opening {
             Opening::Hello(h) => h,
             Opening::Query => {
                 let info = ServerInfo {
@@ -503,8 +534,8 @@ fn serve_client(
             },
         )?;
         rec.qp_num = qp.qp_num();
-        qp.connect(&hello)?;
-        handshake::server_accept(&name, &mut g, &qp.endpoint(mr, 0))?;
+        qp.connect(&hello, Access::Remote)?;
+        handshake::server_accept(&name, &mut g, &qp.endpoint(Some(mr), 0))?;
         log(&format!(
             "client {name} connected: QP {} <- QP {}",
             qp.qp_num(),

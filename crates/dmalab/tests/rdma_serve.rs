@@ -3,9 +3,12 @@
 //! do, on loopback, with no RDMA device.
 
 use crate::common::rdma_peer::*;
-use dmalab_rdma::handshake::{Done, MAGIC};
+use dmalab_rdma::access::Secret;
+use dmalab_rdma::handshake::{self, Done, Endpoint, Opening, ServerInfo, MAGIC};
 use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -176,4 +179,188 @@ fn rdma_serve_answers_sigint_while_a_client_dribbles_its_hello() {
     let _ = dribbler.join();
     assert!(out.contains("served"), "{out}");
     drop(s);
+}
+
+/// A load client against a fake server made of the library's own server
+/// steps: what the client's hello offers, and what its registrations and
+/// QPs let a peer do (the fake verbs' log).
+fn load_against_a_recording_server(op: &str) -> (Vec<Endpoint>, String) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let srv = std::thread::spawn(move || {
+        let mut hellos = Vec::new();
+        // One query, then one hello (one worker, one QP).
+        for _ in 0..2 {
+            let (mut s, _) = l.accept().unwrap();
+            s.set_read_timeout(Some(HANG)).unwrap();
+            match handshake::server_read_opening("c", &mut s).unwrap() {
+                Opening::Query => {
+                    let info = ServerInfo {
+                        link_layer: 2,
+                        buffer_bytes: 1 << 20,
+                    };
+                    handshake::server_info("c", &mut s, &info).unwrap();
+                }
+                Opening::Hello(e) => {
+                    hellos.push(e);
+                    let mut ours = endpoint(0x99);
+                    ours.addr = 0x10_0000;
+                    ours.len = 1 << 20;
+                    ours.rkey = 0x77;
+                    ours.msg_bytes = 0;
+                    handshake::server_accept("c", &mut s, &ours).unwrap();
+                    read_to_close(&mut s);
+                }
+            }
+        }
+        hellos
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("verbs.log");
+    crate::common::dmalab()
+        .args([
+            "load",
+            "--engine",
+            "rdma",
+            "-q",
+            "--pattern",
+            "single",
+            "--bs",
+            "4K",
+        ])
+        .args(["--target", &addr, "--rdma-op", op, "--buffer", "1M"])
+        .args([
+            "--rdma-remote-buffer",
+            "1M",
+            "--commands",
+            "8",
+            "--iodepth",
+            "2",
+        ])
+        .env("DMALAB_IBVERBS_LIB", format!("mock:log={}", log.display()))
+        .timeout(HANG)
+        .assert()
+        .success();
+    let hellos = srv.join().unwrap();
+    (hellos, std::fs::read_to_string(&log).unwrap_or_default())
+}
+
+/// Issue 27 item 6: the client registered its own buffer with remote write
+/// and read and sent its address, length and rkey in its hello: whatever
+/// answered at --target could write into and read the client's memory.
+#[test]
+fn rdma_client_offers_its_peer_no_key_and_no_remote_access() {
+    for op in ["write", "read", "mixed:50"] {
+        let (hellos, log) = load_against_a_recording_server(op);
+        assert_eq!(hellos.len(), 1, "{op}");
+        let h = hellos[0];
+        assert_eq!(
+            (h.addr, h.len, h.rkey),
+            (0, 0, 0),
+            "{op}: the hello offers {h:?}"
+        );
+        let regs: Vec<&str> = log.lines().filter(|l| l.starts_with("reg_mr")).collect();
+        assert!(!regs.is_empty(), "{op}: {log}");
+        for r in &regs {
+            assert!(r.ends_with("access 0x1"), "{op}: local write only: {r}");
+        }
+        let qps: Vec<&str> = log.lines().filter(|l| l.starts_with("qp_init")).collect();
+        assert!(!qps.is_empty(), "{op}: {log}");
+        for q in &qps {
+            assert!(q.ends_with("access 0x0"), "{op}: no incoming RDMA: {q}");
+        }
+    }
+}
+
+fn secret_file(dir: &std::path::Path, name: &str, text: &str, mode: u32) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    p
+}
+
+/// Issue 27 item 6: anyone who reached the port got a QP with write and
+/// read on the served buffer.
+#[test]
+fn rdma_serve_with_a_secret_file_serves_only_clients_that_prove_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = "correct horse battery staple";
+    let f = secret_file(dir.path(), "s", &format!("{good}\n"), 0o600);
+    let srv = Serve::start(&["--secret-file", f.to_str().unwrap()]);
+    let e = good_client(&srv, 0x80, Done::default()).unwrap_err();
+    assert!(e.contains("asks for a shared secret"), "{e}");
+    let wrong = Secret::from_bytes(b"incorrect horse battery staple");
+    let e = good_client_with(&srv, 0x81, Done::default(), Some(&wrong)).unwrap_err();
+    assert!(e.contains("the shared secret does not match"), "{e}");
+    let right = Secret::from_bytes(good.as_bytes());
+    good_client_with(&srv, 0x82, Done::default(), Some(&right)).expect("the secret admits it");
+    // The whole client too, with its own flag.
+    crate::common::dmalab()
+        .args([
+            "load",
+            "--engine",
+            "rdma",
+            "-q",
+            "--pattern",
+            "single",
+            "--bs",
+            "4K",
+        ])
+        .args([
+            "--target",
+            &srv.addr,
+            "--buffer",
+            "1M",
+            "--rdma-remote-buffer",
+            "1M",
+        ])
+        .args(["--commands", "4", "--rdma-secret-file", f.to_str().unwrap()])
+        .env("DMALAB_IBVERBS_LIB", "mock")
+        .timeout(HANG)
+        .assert()
+        .success();
+    let (_, log) = srv.stop();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("proved no knowledge of the shared secret")),
+        "{log:?}"
+    );
+    assert!(
+        !log.iter().any(|l| l.contains(good)),
+        "the secret is never logged"
+    );
+}
+
+#[test]
+fn rdma_serve_refuses_a_secret_file_others_can_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = secret_file(dir.path(), "s", "correct horse battery staple\n", 0o644);
+    let err = crate::common::assert_usage_error_of(
+        crate::common::dmalab()
+            .args(["rdma", "serve", "--secret-file", f.to_str().unwrap()])
+            .env("DMALAB_IBVERBS_LIB", "mock"),
+        "--secret-file",
+    );
+    assert!(err.contains("has mode 0644"), "{err}");
+}
+
+#[test]
+fn rdma_serve_with_allow_closes_other_peers_with_a_reason() {
+    let srv = Serve::start(&["--allow", "10.0.0.0/8", "--allow", "fd00::/8"]);
+    let e = good_client(&srv, 0x90, Done::default()).unwrap_err();
+    assert!(
+        e.contains("127.0.0.1 is not in this server's --allow list"),
+        "{e}"
+    );
+    srv.stop();
+    let srv = Serve::start(&["--allow", "127.0.0.1"]);
+    good_client(&srv, 0x91, Done::default()).expect("allowed");
+    srv.stop();
+    let err = crate::common::assert_usage_error_of(
+        crate::common::dmalab()
+            .args(["rdma", "serve", "--allow", "10.0.0.0/33"])
+            .env("DMALAB_IBVERBS_LIB", "mock"),
+        "--allow",
+    );
+    assert!(err.contains("ADDR/PREFIX"), "{err}");
 }

@@ -6,6 +6,7 @@ use dmalab_core::host::HostInfo;
 use dmalab_core::output::OutputGuard;
 use dmalab_core::schema::ResultDoc;
 use dmalab_core::UsageError;
+use dmalab_rdma::access::{AllowNet, Secret};
 use dmalab_rdma::serve::{self, ServeConfig};
 use dmalab_rdma::verbs::DeviceConfig;
 use serde::Serialize;
@@ -59,6 +60,15 @@ struct ServeArgs {
     /// is dropped).
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     handshake_timeout: String,
+    /// A file holding a shared secret (yours, mode 0600, 16+ bytes): only
+    /// clients that prove they know it (`load --rdma-secret-file`) connect.
+    /// Never on the command line, where `ps` shows it.
+    #[arg(long, value_name = "PATH")]
+    secret_file: Option<PathBuf>,
+    /// Only peers in ADDR[/PREFIX] may connect (repeatable; default: any
+    /// that reach the port).
+    #[arg(long, value_name = "ADDR[/PREFIX]")]
+    allow: Vec<String>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -82,6 +92,10 @@ struct ServeConfigDoc {
     max_clients: usize,
     /// Longest a handshake may take, seconds.
     handshake_timeout_s: u64,
+    /// The secret's file, when clients must prove they know it.
+    secret_file: Option<PathBuf>,
+    /// Networks that may connect (empty: any).
+    allow: Vec<String>,
 }
 
 /// Runs `dmalab rdma`.
@@ -122,6 +136,16 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         sysfs_root: PathBuf::from("/sys/class/infiniband"),
         max_clients,
         handshake_timeout,
+        secret: a
+            .secret_file
+            .as_deref()
+            .map(|p| Secret::read(p, "--secret-file"))
+            .transpose()?,
+        allow: a
+            .allow
+            .iter()
+            .map(|t| t.parse::<AllowNet>())
+            .collect::<Result<_, _>>()?,
     };
     cfg.validate()?;
     a.output.check(&mut OutputGuard::new())?;
@@ -146,6 +170,8 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
             fill: a.fill,
             max_clients,
             handshake_timeout_s: handshake_timeout.as_secs(),
+            secret_file: a.secret_file,
+            allow: a.allow,
         },
         report,
         started,

@@ -3,6 +3,7 @@
 //! for it, on loopback, with no RDMA device: for the serve tests
 //! (`tests/rdma_serve.rs`) and the fuzz harness.
 
+use dmalab_rdma::access::Secret;
 use dmalab_rdma::handshake::{self, Done, Endpoint, MAGIC, MSG_LEN};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -183,8 +184,19 @@ pub fn hello_bytes(qp: u32) -> Vec<u8> {
 
 /// A well-formed client: handshake, then a done message with `done`.
 pub fn good_client(srv: &Serve, qp: u32, done: Done) -> Result<Endpoint, String> {
+    good_client_with(srv, qp, done, None)
+}
+
+/// [`good_client`] that answers a challenge with `secret`.
+pub fn good_client_with(
+    srv: &Serve,
+    qp: u32,
+    done: Done,
+    secret: Option<&Secret>,
+) -> Result<Endpoint, String> {
     let mut s = srv.connect();
-    let theirs = handshake::client(&srv.addr, &mut s, &endpoint(qp)).map_err(|e| e.to_string())?;
+    let theirs =
+        handshake::client(&srv.addr, &mut s, &endpoint(qp), secret).map_err(|e| e.to_string())?;
     handshake::send_done(&srv.addr, &mut s, &done).map_err(|e| e.to_string())?;
     Ok(theirs)
 }
