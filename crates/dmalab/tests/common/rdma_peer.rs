@@ -5,7 +5,7 @@
 
 use dmalab_rdma::access::Secret;
 use dmalab_rdma::handshake::{self, Done, Endpoint, MAGIC, MSG_LEN};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
