@@ -543,27 +543,25 @@ fn serve_client(
         ));
         // Connected: the client may run as long as it likes; once it
         // starts its done message, that has a handshake's time to arrive.
-        loop {
-            let mut wait = Guarded::unbounded(&s, stop);
-            match wait.readable() {
-                Ok(false) => return Ok(Answered::Served(None)),
-                Ok(true) => {}
-                Err(_) if stop.load(Ordering::Relaxed) => return Ok(Answered::Served(None)),
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
-                    return Ok(Answered::Served(None))
-                }
-                Err(e) => return Err(RdmaError::io(format!("reading from {name}"), e)),
+        let mut wait = Guarded::unbounded(&s, stop);
+        match wait.readable() {
+            Ok(false) => return Ok(Answered::Served(None)),
+            Ok(true) => {}
+            Err(_) if stop.load(Ordering::Relaxed) => return Ok(Answered::Served(None)),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return Ok(Answered::Served(None))
             }
-            let mut g = Guarded::new(&s, cfg.handshake_timeout, stop);
-            match handshake::server_wait_done(&name, &mut g) {
-                Ok(d) => return Ok(Answered::Served(d)),
-                Err(RdmaError::Io { cause, .. })
-                    if cause.kind() == std::io::ErrorKind::ConnectionReset =>
-                {
-                    return Ok(Answered::Served(None))
-                }
-                Err(e) => return Err(e),
+            Err(e) => return Err(RdmaError::io(format!("reading from {name}"), e)),
+        }
+        let mut g = Guarded::new(&s, cfg.handshake_timeout, stop);
+        match handshake::server_wait_done(&name, &mut g) {
+            Ok(d) => Ok(Answered::Served(d)),
+            Err(RdmaError::Io { cause, .. })
+                if cause.kind() == std::io::ErrorKind::ConnectionReset =>
+            {
+                Ok(Answered::Served(None))
             }
+            Err(e) => Err(e),
         }
     })();
     rec.duration_s = start.elapsed().as_secs_f64();
