@@ -131,6 +131,75 @@ pub fn stop_flag() -> Arc<AtomicBool> {
     flag().clone()
 }
 
+/// Ends a process group if this process dies first (SIGKILL, a crash):
+/// a helper process joins the group and, once its parent is gone, sends
+/// the group SIGKILL. A command that dmalab put in a group of its own is
+/// out of reach of a `kill -9 -DMALAB_PGID` (`dmalab run` ending a victim
+/// that overstayed); this takes it, and its children, along. Dropping the
+/// guard (dmalab is done with the group) ends the helper, and nothing more.
+#[derive(Debug)]
+pub struct GroupGuard {
+    helper: i32,
+}
+
+impl GroupGuard {
+    /// Starts the helper for group `pgid` (> 1, alive, of this session);
+    /// it ignores SIGINT, SIGTERM and SIGHUP, which are for the command.
+    pub fn new(pgid: i32) -> std::io::Result<GroupGuard> {
+        if pgid <= 1 {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: the child runs only async-signal-safe calls (setpgid,
+        // close_range/close, getppid, nanosleep, kill, _exit), as a fork of
+        // a multithreaded process must, and never returns into Rust code.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if pid == 0 {
+            // SAFETY: see above; all arguments are plain values.
+            unsafe {
+                if libc::setpgid(0, pgid) != 0 {
+                    libc::_exit(1);
+                }
+                // What dmalab forwards to the group is for the command.
+                for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                    libc::signal(sig, libc::SIG_IGN);
+                }
+                // Holds no pipe of the parent's open (its readers wait for EOF).
+                if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+                    for fd in 0..1024 {
+                        libc::close(fd);
+                    }
+                }
+                let nap = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 200_000_000,
+                };
+                while libc::getppid() == parent {
+                    libc::nanosleep(&nap, std::ptr::null_mut());
+                }
+                // Our own group: the command's, with this helper in it.
+                libc::kill(0, libc::SIGKILL);
+                libc::_exit(0);
+            }
+        }
+        Ok(GroupGuard { helper: pid })
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        // SAFETY: kill and waitpid on our own child, reaped once here.
+        unsafe {
+            libc::kill(self.helper, libc::SIGKILL);
+            libc::waitpid(self.helper, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -684,3 +684,61 @@ fn stat_passes_sigterm_to_the_command_and_its_children_and_exits_143() {
 fn stat_passes_sighup_to_the_command_and_its_children_and_exits_129() {
     stat_passes_a_signal_on(libc::SIGHUP, libc::SIGHUP);
 }
+
+/// The command's own process group must not let it outlive a `kill -9` of
+/// dmalab's group (what `dmalab run` does to a victim that overstays):
+/// the command and its children go with dmalab.
+#[test]
+fn stat_killed_with_its_group_takes_the_commands_group_along() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let script = format!(
+        "sleep 1000 & echo $$ $! > {p}.tmp; mv {p}.tmp {p}; wait",
+        p = pids.display()
+    );
+    let mut stat = Command::new(dmalab_bin())
+        .args([
+            "stat",
+            "--counters",
+            "software",
+            "-q",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !pids.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ids: Vec<i32> = fs::read_to_string(&pids)
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    // SAFETY: kill(2) on the process group of our own child.
+    unsafe { libc::kill(-(stat.id() as i32), libc::SIGKILL) };
+    let _ = stat.wait();
+    let t0 = Instant::now();
+    let mut left = alive(&ids);
+    while !left.is_empty() && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+        left = alive(&ids);
+    }
+    for p in &left {
+        // SAFETY: kill(2) on processes this test started.
+        unsafe { libc::kill(*p, libc::SIGKILL) };
+    }
+    assert!(
+        left.is_empty(),
+        "the command outlived dmalab stat: {left:?}"
+    );
+}

@@ -134,6 +134,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             .into());
         }
     };
+    // Its group is out of reach of a kill of dmalab's own group (`dmalab
+    // run` ending a victim that overstayed): should dmalab die first, this
+    // ends the group too.
+    let guard = dmalab_core::signal::GroupGuard::new(i32::try_from(child.id()).unwrap_or(0));
     // Per-second intervals while the command runs; SIGINT/SIGTERM/SIGHUP
     // are passed on to its group, and dmalab waits for it to end.
     let mut next = 1.0f64;
@@ -152,6 +156,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         std::thread::sleep(Duration::from_millis(10));
     };
     let wall = t0.elapsed();
+    drop(guard);
     let Some(mut s) = session else {
         anyhow::bail!("dmalab stat: the command started without reporting its pid");
     };
