@@ -200,6 +200,54 @@ impl Drop for GroupGuard {
     }
 }
 
+/// The terminal's foreground, lent to a command's process group: a
+/// command in a group of its own is a background job of the terminal, and
+/// one that reads it would be stopped (SIGTTIN) forever. When stdin is a
+/// terminal whose foreground is this process's group, [`Foreground::lend`]
+/// hands it to the command's group (Ctrl-C then reaches the command
+/// directly) and dropping the value takes it back.
+#[derive(Debug)]
+pub struct Foreground {
+    ours: libc::pid_t,
+}
+
+impl Foreground {
+    /// Lends the terminal on stdin to group `pgid`; None when stdin is no
+    /// terminal or this process is not in its foreground.
+    pub fn lend(pgid: i32) -> Option<Foreground> {
+        // SAFETY: isatty, getpgrp, tcgetpgrp and tcsetpgrp take plain
+        // values and touch no memory of ours.
+        unsafe {
+            if pgid <= 1 || libc::isatty(0) != 1 {
+                return None;
+            }
+            let ours = libc::getpgrp();
+            if libc::tcgetpgrp(0) != ours || libc::tcsetpgrp(0, pgid) != 0 {
+                return None;
+            }
+            Some(Foreground { ours })
+        }
+    }
+}
+
+impl Drop for Foreground {
+    fn drop(&mut self) {
+        // A background group that sets the foreground gets SIGTTOU unless
+        // it blocks it: blocked on this thread for the call.
+        // SAFETY: sigset_t is plain data, initialised by sigemptyset; the
+        // mask is restored as it was.
+        unsafe {
+            let mut block: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut block);
+            libc::sigaddset(&mut block, libc::SIGTTOU);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
+            libc::tcsetpgrp(0, self.ours);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -114,6 +114,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if let Some(s) = &mut session {
         s.start();
     }
+    // A command that reads the terminal gets its foreground (its group is
+    // not dmalab's); taken back once it ended.
+    let foreground = dmalab_core::signal::Foreground::lend(held.pid.unwrap_or(0));
     // Made before the command runs: a signal that arrives from here on
     // (or came earlier) is passed on at the first look.
     let mut forward = dmalab_core::signal::GroupForwarder::new(held.pid.unwrap_or(0));
@@ -157,6 +160,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     };
     let wall = t0.elapsed();
     drop(guard);
+    drop(foreground);
     let Some(mut s) = session else {
         anyhow::bail!("dmalab stat: the command started without reporting its pid");
     };
