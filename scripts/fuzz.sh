@@ -2,7 +2,8 @@
 # Longer runs of dmalab's own fuzz harness (crates/dmalab/tests/fuzz.rs):
 #   scripts/fuzz.sh ITER [SEED]
 # runs ITER mutated cases per input family, in-process and through the
-# binary (CI runs a fixed, smaller count). Failing inputs land in
+# binary, and ITER connections of mutated handshakes against `dmalab rdma
+# serve` on the fake verbs library (CI runs a fixed, smaller count). Failing inputs land in
 # target/tmp/fuzz-failures/ with a .why file naming the command and the failure;
 # commit each under tests/fuzz/regressions/ with a name after the bug.
 set -euo pipefail

@@ -14,13 +14,14 @@
 //! READ makes the peer's NIC read the peer's memory and this NIC write this
 //! host's memory.
 
+use crate::access::Secret;
 use crate::buffer::RawBuffer;
 use crate::counters::{self, Snapshot};
 use crate::error::RdmaError;
 use crate::handshake::{self, Done, Endpoint};
 use crate::sys;
 use crate::verbs::{
-    gid_text, CompletionQueue, Context, DeviceConfig, MemoryRegion, QpParams, QueuePair,
+    gid_text, Access, CompletionQueue, Context, DeviceConfig, MemoryRegion, QpParams, QueuePair,
 };
 use dmalab_core::UsageError;
 use serde::Serialize;
@@ -149,6 +150,8 @@ pub struct ClientConfig {
     pub inline: bool,
     /// Where the NIC counters live (normally `/sys/class/infiniband`).
     pub sysfs_root: PathBuf,
+    /// The server's shared secret (`--rdma-secret-file`), when it asks.
+    pub secret: Option<Secret>,
 }
 
 /// Default remote region (`dmalab rdma serve`'s default buffer).
@@ -240,15 +243,25 @@ impl Client {
         let ctx = Context::open(&cfg.device)?;
         let mut local = Vec::with_capacity(pieces.len());
         for p in pieces {
+            // Local access only: the WRITEs and READs this host issues need
+            // none remote, and no peer gets a key to this host's memory.
             // SAFETY: the caller keeps the pieces mapped for the client's life.
-            local.push(unsafe { MemoryRegion::register(&ctx, p.addr, p.len, "--buffer")? });
+            local.push(unsafe {
+                MemoryRegion::register(&ctx, p.addr, p.len, "--buffer", Access::Local)?
+            });
         }
         let (loop_buf, loop_mr) = match cfg.target {
             PeerTarget::Loopback => {
                 let b = RawBuffer::new(cfg.remote_buffer_bytes, 0, "--rdma-remote-buffer")?;
                 // SAFETY: b outlives the MR (field order in Client).
                 let mr = unsafe {
-                    MemoryRegion::register(&ctx, b.ptr(), b.len(), "--rdma-remote-buffer")?
+                    MemoryRegion::register(
+                        &ctx,
+                        b.ptr(),
+                        b.len(),
+                        "--rdma-remote-buffer",
+                        Access::Remote,
+                    )?
                 };
                 (Some(b), Some(mr))
             }
@@ -319,10 +332,10 @@ impl Client {
                             rd_atomic: 16,
                         },
                     )?;
-                    let ea = a.endpoint(&self.local[0], self.cfg.max_msg_bytes);
-                    let eb = b.endpoint(mr, 0);
-                    a.connect(&eb)?;
-                    b.connect(&ea)?;
+                    let ea = a.endpoint(None, self.cfg.max_msg_bytes);
+                    let eb = b.endpoint(Some(mr), 0);
+                    a.connect(&eb, Access::Local)?;
+                    b.connect(&ea, Access::Remote)?;
                     w.remote.push(eb);
                     w.qps.push(a);
                     w.responders.push(b);
@@ -333,8 +346,8 @@ impl Client {
                 for _ in 0..qps {
                     let qp = QueuePair::new(&self.ctx, &w.cq, params)?;
                     let mut s = connect_tcp(addr)?;
-                    let ours = qp.endpoint(&self.local[0], self.cfg.max_msg_bytes);
-                    let theirs = handshake::client(addr, &mut s, &ours)?;
+                    let ours = qp.endpoint(None, self.cfg.max_msg_bytes);
+                    let theirs = handshake::client(addr, &mut s, &ours, self.cfg.secret.as_ref())?;
                     let want = self.cfg.remote_buffer_bytes;
                     if want > theirs.len {
                         return Err(UsageError::new(
@@ -347,7 +360,7 @@ impl Client {
                         )
                         .into());
                     }
-                    qp.connect(&theirs)?;
+                    qp.connect(&theirs, Access::Local)?;
                     w.remote.push(theirs);
                     w.qps.push(qp);
                     w.streams.push(s);
@@ -401,9 +414,12 @@ impl Client {
 /// Asks the `dmalab rdma serve` at `addr` what it serves (no QP is made,
 /// and the server does not count it as a client). Every failure is a
 /// [`UsageError`] naming `--target`: the peer is the user's input.
-pub fn query_server(addr: &str) -> Result<handshake::ServerInfo, RdmaError> {
+pub fn query_server(
+    addr: &str,
+    secret: Option<&Secret>,
+) -> Result<handshake::ServerInfo, RdmaError> {
     let mut s = connect_tcp(addr)?;
-    handshake::query(addr, &mut s).map_err(|e| match e {
+    handshake::query(addr, &mut s, secret).map_err(|e| match e {
         RdmaError::Usage(u) => RdmaError::Usage(u),
         other => UsageError::new("--target", other.to_string()).into(),
     })
@@ -826,6 +842,7 @@ mod tests {
             remote_buffer_bytes: DEFAULT_REMOTE_BUFFER,
             inline: false,
             sysfs_root: PathBuf::from("/sys/class/infiniband"),
+            secret: None,
         }
     }
 

@@ -13,7 +13,15 @@
 //! A refusal is the header with kind 3 followed by `len:u16` and that many
 //! bytes of UTF-8 reason; a done message is the header with kind 4 followed
 //! by four u64: writes, reads, bytes written, bytes read.
+//!
+//! A server with a shared secret answers the client's opening (hello or
+//! query) with a challenge (kind 7, 32 random bytes); the client answers
+//! with its proof (kind 8, HMAC-SHA256 of the secret over the challenge and
+//! its opening, [`crate::access::Secret::proof`]) before the server says
+//! anything else. A client's hello carries no address, length or rkey of
+//! its own buffer: the server initiates nothing, so it needs none.
 
+use crate::access::{self, Secret, PROOF_LEN};
 use crate::error::RdmaError;
 use std::io::{Read, Write};
 
@@ -32,6 +40,8 @@ const KIND_REFUSE: u8 = 3;
 const KIND_DONE: u8 = 4;
 const KIND_QUERY: u8 = 5;
 const KIND_INFO: u8 = 6;
+const KIND_CHALLENGE: u8 = 7;
+const KIND_PROOF: u8 = 8;
 
 /// One side's queue pair and buffer, as the peer needs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,6 +231,8 @@ enum Msg {
     Done(Done),
     Query,
     Info(ServerInfo),
+    Challenge([u8; PROOF_LEN]),
+    Proof([u8; PROOF_LEN]),
 }
 
 /// What a server says about itself when asked (before any QP exists).
@@ -292,9 +304,18 @@ fn read_msg(peer: &str, s: &mut impl Read, what: &str) -> Result<Msg, RdmaError>
                 buffer_bytes: be_u64(&b, 1),
             }))
         }
+        KIND_CHALLENGE | KIND_PROOF => {
+            let mut b = [0u8; PROOF_LEN];
+            read_exact(peer, s, &mut b, "challenge")?;
+            Ok(if kind == KIND_CHALLENGE {
+                Msg::Challenge(b)
+            } else {
+                Msg::Proof(b)
+            })
+        }
         k => Err(peer_err(
             peer,
-            format!("sent message kind {k} (expected 1..=6)"),
+            format!("sent message kind {k} (expected 1..=8)"),
         )),
     }
 }
@@ -311,9 +332,12 @@ pub fn client<S: Read + Write>(
     peer: &str,
     s: &mut S,
     hello: &Endpoint,
+    secret: Option<&Secret>,
 ) -> Result<Endpoint, RdmaError> {
-    write_all(peer, s, &encode(KIND_HELLO, hello), "hello")?;
-    match read_msg(peer, s, "the server's answer")? {
+    let opening = encode(KIND_HELLO, hello);
+    write_all(peer, s, &opening, "hello")?;
+    let first = read_msg(peer, s, "the server's answer")?;
+    match answer_challenge(peer, s, secret, &opening, first)? {
         Msg::Endpoint(KIND_ACCEPT, e) => {
             if e.link_layer != hello.link_layer {
                 return Err(peer_err(
@@ -341,17 +365,51 @@ pub fn client<S: Read + Write>(
             peer,
             format!("answered with message kind {k} (expected 2, accept)"),
         )),
-        Msg::Done(_) | Msg::Query | Msg::Info(_) => Err(peer_err(
+        _ => Err(peer_err(
             peer,
             "answered with a message of the wrong kind (expected 2, accept)",
         )),
     }
 }
 
-/// Client side: asks the server about itself (no QP is made).
-pub fn query<S: Read + Write>(peer: &str, s: &mut S) -> Result<ServerInfo, RdmaError> {
-    write_all(peer, s, &header(KIND_QUERY), "query")?;
+/// Client side: when the server's first answer is a challenge, proves
+/// knowledge of the secret and returns the answer after that.
+fn answer_challenge<S: Read + Write>(
+    peer: &str,
+    s: &mut S,
+    secret: Option<&Secret>,
+    opening: &[u8],
+    first: Msg,
+) -> Result<Msg, RdmaError> {
+    let Msg::Challenge(c) = first else {
+        return Ok(first);
+    };
+    let Some(secret) = secret else {
+        return Err(peer_err(
+            peer,
+            "asks for a shared secret: give --rdma-secret-file FILE holding the secret of its \
+             --secret-file",
+        ));
+    };
+    let mut b = header(KIND_PROOF);
+    b.extend_from_slice(&secret.proof(&c, opening));
+    write_all(peer, s, &b, "proof")?;
     match read_msg(peer, s, "the server's answer")? {
+        Msg::Challenge(_) => Err(peer_err(peer, "sent a second challenge")),
+        m => Ok(m),
+    }
+}
+
+/// Client side: asks the server about itself (no QP is made).
+pub fn query<S: Read + Write>(
+    peer: &str,
+    s: &mut S,
+    secret: Option<&Secret>,
+) -> Result<ServerInfo, RdmaError> {
+    let opening = header(KIND_QUERY);
+    write_all(peer, s, &opening, "query")?;
+    let first = read_msg(peer, s, "the server's answer")?;
+    match answer_challenge(peer, s, secret, &opening, first)? {
         Msg::Info(i) => Ok(i),
         Msg::Refuse(r) => Err(peer_err(peer, format!("refused the query: {r}"))),
         _ => Err(peer_err(
@@ -391,11 +449,47 @@ pub fn server_read_opening<R: Read>(peer: &str, s: &mut R) -> Result<Opening, Rd
             peer,
             "sent message kind 3 first (expected 1, hello)",
         )),
-        Msg::Done(_) | Msg::Info(_) => Err(peer_err(
+        _ => Err(peer_err(
             peer,
             "sent a message of the wrong kind first (expected 1, hello)",
         )),
     }
+}
+
+/// The bytes of a client's opening, as it sent them (every field of a
+/// hello was checked on receipt, so encoding it again gives them back).
+fn opening_bytes(o: &Opening) -> Vec<u8> {
+    match o {
+        Opening::Hello(e) => encode(KIND_HELLO, e).to_vec(),
+        Opening::Query => header(KIND_QUERY),
+    }
+}
+
+/// Server side, after the opening when serving with a secret: challenges
+/// the client and checks its proof (in constant time); a wrong or missing
+/// proof is refused and returned as the peer's error.
+pub fn server_authenticate<S: Read + Write>(
+    peer: &str,
+    s: &mut S,
+    secret: &Secret,
+    opening: &Opening,
+) -> Result<(), RdmaError> {
+    let c = access::challenge().map_err(|e| RdmaError::io("getrandom for a challenge", e))?;
+    let mut b = header(KIND_CHALLENGE);
+    b.extend_from_slice(&c);
+    write_all(peer, s, &b, "challenge")?;
+    let why = match read_msg(peer, s, "proof")? {
+        Msg::Proof(p) if secret.verify(&c, &opening_bytes(opening), &p) => return Ok(()),
+        Msg::Proof(_) => "proved no knowledge of the shared secret (its proof is wrong)",
+        _ => "answered the challenge with a message of the wrong kind (expected 8, proof)",
+    };
+    let _ = server_refuse(
+        peer,
+        s,
+        "the shared secret does not match: give --rdma-secret-file the file this server's \
+         --secret-file names",
+    );
+    Err(peer_err(peer, why))
 }
 
 /// Server side: accepts with the server's endpoint.
@@ -486,7 +580,7 @@ mod tests {
     fn run_client(answer: Vec<u8>, hello: &Endpoint) -> Result<Endpoint, RdmaError> {
         let (addr, h) = fake_server(answer);
         let mut s = TcpStream::connect(&addr).unwrap();
-        let r = client(&addr, &mut s, hello);
+        let r = client(&addr, &mut s, hello, None);
         let sent = h.join().unwrap();
         assert_eq!(&sent[..8], b"DMALABRD");
         r
@@ -631,7 +725,7 @@ mod tests {
             (addr, h)
         };
         let mut s = TcpStream::connect(&addr).unwrap();
-        assert_eq!(query(&addr, &mut s).unwrap(), info);
+        assert_eq!(query(&addr, &mut s, None).unwrap(), info);
         assert_eq!(h.join().unwrap(), Opening::Query);
     }
 

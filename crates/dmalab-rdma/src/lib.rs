@@ -7,11 +7,13 @@
 //! Nothing here needs rdma-core to build: a host without libibverbs gets a
 //! [`dmalab_core::UsageError`] naming the packages to install.
 
+pub mod access;
 pub mod buffer;
 pub mod client;
 pub mod counters;
 pub mod error;
 pub mod handshake;
+pub mod mock;
 pub mod serve;
 pub mod sys;
 pub mod verbs;

@@ -345,7 +345,8 @@ fn dl_error() -> String {
 }
 
 /// The library to load: `DMALAB_IBVERBS_LIB` when set (tests point it at a
-/// library that is not there), else [`LIBRARY`].
+/// library that is not there, or at `mock`, the fake verbs in
+/// [`crate::mock`]), else [`LIBRARY`].
 fn library() -> String {
     std::env::var("DMALAB_IBVERBS_LIB").unwrap_or_else(|_| LIBRARY.to_string())
 }
@@ -363,6 +364,9 @@ unsafe fn fn_from<F: Copy>(p: *mut c_void) -> F {
 }
 
 fn load() -> Result<Verbs, String> {
+    if let Some(spec) = crate::mock::parse(&library()) {
+        return spec.map(crate::mock::verbs);
+    }
     let name = std::ffi::CString::new(library())
         .map_err(|_| "a library name with a NUL byte".to_string())?;
     // SAFETY: dlopen with a valid NUL-terminated name; the handle is never

@@ -377,8 +377,43 @@ fn memlock_limit() -> Option<u64> {
     Some(r.rlim_cur)
 }
 
+/// What a peer may do to a memory region or through a queue pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Nothing: only this host's NIC, for this host's own work requests
+    /// (local write, so an RDMA READ may land in it). What an initiator
+    /// needs: a one-sided WRITE or READ it issues needs no remote access on
+    /// its own side.
+    Local,
+    /// Remote write and read: what a responder serves.
+    Remote,
+}
+
+impl Access {
+    /// The `ibv_access_flags` of a memory region.
+    fn mr_flags(self) -> c_int {
+        match self {
+            Access::Local => sys::IBV_ACCESS_LOCAL_WRITE,
+            Access::Remote => {
+                sys::IBV_ACCESS_LOCAL_WRITE
+                    | sys::IBV_ACCESS_REMOTE_WRITE
+                    | sys::IBV_ACCESS_REMOTE_READ
+            }
+        }
+    }
+
+    /// The `qp_access_flags` of a queue pair: which incoming RDMA
+    /// operations it lets through.
+    fn qp_flags(self) -> u32 {
+        match self {
+            Access::Local => 0,
+            Access::Remote => (sys::IBV_ACCESS_REMOTE_WRITE | sys::IBV_ACCESS_REMOTE_READ) as u32,
+        }
+    }
+}
+
 impl MemoryRegion {
-    /// Registers `len` bytes at `addr` for local and remote read and write.
+    /// Registers `len` bytes at `addr` with `access`.
     ///
     /// # Safety
     /// `addr..addr+len` is mapped memory that outlives the region.
@@ -387,10 +422,9 @@ impl MemoryRegion {
         addr: *mut u8,
         len: usize,
         size_flag: &str,
+        access: Access,
     ) -> Result<MemoryRegion, RdmaError> {
-        let access = sys::IBV_ACCESS_LOCAL_WRITE
-            | sys::IBV_ACCESS_REMOTE_WRITE
-            | sys::IBV_ACCESS_REMOTE_READ;
+        let access = access.mr_flags();
         // SAFETY: pd is live; the caller guarantees the range.
         let mr = unsafe { (ctx.v.reg_mr)(ctx.pd, addr.cast(), len, access) };
         if mr.is_null() {
@@ -593,8 +627,11 @@ impl QueuePair {
     }
 
     /// This QP's side of the handshake, over the buffer `mr` (msg_bytes: the
-    /// largest message it will issue; 0 on a server).
-    pub fn endpoint(&self, mr: &MemoryRegion, msg_bytes: u32) -> Endpoint {
+    /// largest message it will issue; 0 on a server). `mr`: None for an
+    /// initiator, which offers the peer no buffer (address, length and rkey
+    /// 0).
+    pub fn endpoint(&self, mr: Option<&MemoryRegion>, msg_bytes: u32) -> Endpoint {
+        let (addr, len, rkey) = mr.map_or((0, 0, 0), |m| (m.addr(), m.len(), m.rkey()));
         Endpoint {
             link_layer: self.ctx.link_layer(),
             qp_num: self.qp_num(),
@@ -602,9 +639,9 @@ impl QueuePair {
             lid: self.ctx.port_attr.lid,
             mtu: u8::try_from(self.ctx.port_attr.active_mtu).unwrap_or(1),
             gid: self.ctx.gid,
-            addr: mr.addr(),
-            len: mr.len(),
-            rkey: mr.rkey(),
+            addr,
+            len,
+            rkey,
             msg_bytes,
         }
     }
@@ -627,16 +664,15 @@ impl QueuePair {
     }
 
     /// Connects to `remote`: INIT, RTR, RTS (path MTU: the smaller of both
-    /// ports'; the GRH always carries the GIDs, as RoCE needs).
-    pub fn connect(&self, remote: &Endpoint) -> Result<(), RdmaError> {
+    /// ports'; the GRH always carries the GIDs, as RoCE needs). `incoming`:
+    /// which RDMA operations of the peer this QP lets through.
+    pub fn connect(&self, remote: &Endpoint, incoming: Access) -> Result<(), RdmaError> {
         let c = &self.ctx;
         let mut a = sys::ibv_qp_attr {
             qp_state: sys::IBV_QPS_INIT,
             pkey_index: 0,
             port_num: c.port,
-            qp_access_flags: (sys::IBV_ACCESS_LOCAL_WRITE
-                | sys::IBV_ACCESS_REMOTE_WRITE
-                | sys::IBV_ACCESS_REMOTE_READ) as u32,
+            qp_access_flags: incoming.qp_flags(),
             ..Default::default()
         };
         self.modify(

@@ -586,3 +586,250 @@ fn report_and_counters_agree_on_the_multiplexing_threshold() {
         dmalab_counters::session::MULTIPLEXED_BELOW
     );
 }
+
+/// Processes still alive (not zombies) among `pids`, from /proc.
+fn alive(pids: &[i32]) -> Vec<i32> {
+    pids.iter()
+        .copied()
+        .filter(|p| {
+            fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|st| {
+                let after = st.rsplit_once(')').map(|(_, a)| a).unwrap_or("");
+                !after.trim_start().starts_with('Z')
+            })
+        })
+        .collect()
+}
+
+/// Issue 27 item 10: `dmalab stat -- CMD` waited for the command to end
+/// by itself after SIGTERM/SIGINT (forever, for one that never ends), and
+/// a grandchild kept running afterwards.
+fn stat_passes_a_signal_on(sig: i32, want: i32) {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let out = dir.path().join("s.json");
+    // A shell that starts a grandchild and waits for it, and ignores the
+    // signal itself, as a command that outlives its own children would be
+    // (so only the grandchild's end ends it).
+    let script = format!(
+        "sleep 1000 & trap '' {sig}; echo $$ $! > {p}.tmp; mv {p}.tmp {p}; wait; wait",
+        p = pids.display()
+    );
+    let mut stat = Command::new(dmalab_bin())
+        .args(["stat", "--counters", "software", "--output"])
+        .arg(&out)
+        .args(["--", "sh", "-c", &script])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !pids.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ids: Vec<i32> = fs::read_to_string(&pids)
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(stat.id() as i32, sig) };
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = stat.try_wait().unwrap() {
+            break Some(st);
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let left = alive(&ids);
+    for p in &left {
+        // SAFETY: kill(2) on processes this test started.
+        unsafe { libc::kill(*p, libc::SIGKILL) };
+    }
+    let Some(status) = status else {
+        let _ = stat.kill();
+        panic!("dmalab stat did not stop on signal {sig}; still running: {left:?}");
+    };
+    let mut err = String::new();
+    use std::io::Read as _;
+    stat.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(128 + want), "{err}");
+    assert!(
+        left.is_empty(),
+        "the command's processes outlived it: {left:?}"
+    );
+    assert!(
+        err.contains("task-clock"),
+        "it printed what it counted: {err}"
+    );
+    let d = read_json(&out);
+    assert_eq!(d["command"], "stat");
+}
+
+#[test]
+fn stat_passes_sigterm_to_the_command_and_its_children_and_exits_143() {
+    stat_passes_a_signal_on(libc::SIGTERM, libc::SIGTERM);
+}
+
+#[test]
+fn stat_passes_sighup_to_the_command_and_its_children_and_exits_129() {
+    stat_passes_a_signal_on(libc::SIGHUP, libc::SIGHUP);
+}
+
+/// The command's own process group must not let it outlive a `kill -9` of
+/// dmalab's group (what `dmalab run` does to a victim that overstays):
+/// the command and its children go with dmalab.
+#[test]
+fn stat_killed_with_its_group_takes_the_commands_group_along() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let script = format!(
+        "sleep 1000 & echo $$ $! > {p}.tmp; mv {p}.tmp {p}; wait",
+        p = pids.display()
+    );
+    let mut stat = Command::new(dmalab_bin())
+        .args([
+            "stat",
+            "--counters",
+            "software",
+            "-q",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !pids.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ids: Vec<i32> = fs::read_to_string(&pids)
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    // SAFETY: kill(2) on the process group of our own child.
+    unsafe { libc::kill(-(stat.id() as i32), libc::SIGKILL) };
+    let _ = stat.wait();
+    let t0 = Instant::now();
+    let mut left = alive(&ids);
+    while !left.is_empty() && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+        left = alive(&ids);
+    }
+    for p in &left {
+        // SAFETY: kill(2) on processes this test started.
+        unsafe { libc::kill(*p, libc::SIGKILL) };
+    }
+    assert!(
+        left.is_empty(),
+        "the command outlived dmalab stat: {left:?}"
+    );
+}
+
+/// A new pseudo-terminal: its master and the path of its slave.
+fn pty() -> (std::fs::File, std::ffi::CString) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: posix_openpt returns a new descriptor owned by the File below;
+    // grantpt/unlockpt/ptsname_r act on it; buf has room for the name.
+    unsafe {
+        let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(m >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
+        assert_eq!(libc::grantpt(m), 0);
+        assert_eq!(libc::unlockpt(m), 0);
+        let mut buf = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(m, buf.as_mut_ptr(), buf.len()), 0);
+        let name = std::ffi::CStr::from_ptr(buf.as_ptr()).to_owned();
+        (std::fs::File::from_raw_fd(m), name)
+    }
+}
+
+/// In its own process group the command is a background job of the
+/// terminal: one that reads it was stopped (SIGTTIN) and stat waited for
+/// ever. stat lends it the terminal's foreground.
+#[test]
+fn stat_lends_the_terminal_to_a_command_that_reads_it() {
+    use std::io::{Read as _, Write as _};
+    use std::os::unix::process::CommandExt;
+    let (mut master, slave) = pty();
+    let mut cmd = Command::new(dmalab_bin());
+    cmd.args(["stat", "--counters", "software", "-q", "--"])
+        .args(["sh", "-c", "read x; echo got:$x"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: between fork and exec only async-signal-safe calls: dmalab
+    // becomes a session leader whose controlling terminal is the pty, on
+    // stdin, stdout and stderr.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let fd = libc::open(slave.as_ptr(), libc::O_RDWR);
+            if fd < 0 || libc::ioctl(fd, libc::TIOCSCTTY, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            for to in 0..3 {
+                libc::dup2(fd, to);
+            }
+            if fd > 2 {
+                libc::close(fd);
+            }
+            Ok(())
+        });
+    }
+    let mut stat = cmd.spawn().unwrap();
+    master.write_all(b"hi\n").unwrap();
+    // The master is read on a thread: what the pty shows, until "got:hi".
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut reader = master.try_clone().unwrap();
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut b = [0u8; 256];
+        while let Ok(n) = reader.read(&mut b) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&b[..n]);
+            if String::from_utf8_lossy(&seen).contains("got:hi") {
+                let _ = tx.send(());
+                break;
+            }
+        }
+    });
+    let answered = rx.recv_timeout(Duration::from_secs(60)).is_ok();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = stat.try_wait().unwrap() {
+            break Some(st);
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    if status.is_none() {
+        // SAFETY: kill(2) on our own child's session (its group).
+        unsafe { libc::kill(-(stat.id() as i32), libc::SIGKILL) };
+        let _ = stat.wait();
+    }
+    assert!(answered, "the command never read the terminal");
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
+}

@@ -6,6 +6,7 @@
 //! after each case, and SHA-256 of the buffers on both sides.
 
 mod common;
+mod rdma_serve;
 
 use common::guest::Guest;
 

@@ -21,6 +21,7 @@ use crate::plan::Plan;
 use crate::target::TargetError;
 use dmalab_core::host::DeviceInfo;
 use dmalab_core::UsageError;
+use dmalab_rdma::access::Secret;
 use dmalab_rdma::client::{
     Client, ClientConfig, Finished, LocalPiece, PeerTarget, RdmaOp, Worker, DEFAULT_REMOTE_BUFFER,
 };
@@ -140,6 +141,9 @@ pub struct RdmaPlan {
     pub gid_index: Option<u8>,
     /// `--rdma-inline`.
     pub inline: bool,
+    /// `--rdma-secret-file`: the file holding the server's shared secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_file: Option<PathBuf>,
 }
 
 /// The flags only `--engine rdma` takes (other engines refuse them).
@@ -173,6 +177,10 @@ pub struct RdmaArgs {
     /// the NIC does not read the buffer for them).
     #[cfg_attr(feature = "clap", arg(long))]
     pub rdma_inline: bool,
+    /// --engine rdma: a file (yours, mode 0600) holding the shared secret of
+    /// a `dmalab rdma serve --secret-file`.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "PATH"))]
+    pub rdma_secret_file: Option<PathBuf>,
 }
 
 impl RdmaArgs {
@@ -188,6 +196,7 @@ impl RdmaArgs {
                 ("--rdma-port", self.rdma_port.is_some()),
                 ("--gid-index", self.gid_index.is_some()),
                 ("--rdma-inline", self.rdma_inline),
+                ("--rdma-secret-file", self.rdma_secret_file.is_some()),
             ];
             if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
                 return Err(UsageError::new(*flag, "only with --engine rdma"));
@@ -201,6 +210,7 @@ impl RdmaArgs {
             port: self.rdma_port.unwrap_or(1),
             gid_index: self.gid_index,
             inline: self.rdma_inline,
+            secret_file: self.rdma_secret_file.clone(),
         }))
     }
 
@@ -344,13 +354,19 @@ impl Driver for RdmaDriver {
             remote_buffer_bytes: plan.target_size_bytes,
             inline: r.inline,
             sysfs_root: PathBuf::from("/sys/class/infiniband"),
+            secret: r
+                .secret_file
+                .as_deref()
+                .map(|p| Secret::read(p, "--rdma-secret-file"))
+                .transpose()?,
         };
         cfg.validate()?;
         // The device, port and GID now, so their errors are one line and
         // exit 2 before anything runs.
         let ctx = Context::open(&cfg.device).map_err(|e| usage("--rdma-device", e))?;
         if let PeerTarget::Peer(addr) = &target {
-            let info = dmalab_rdma::client::query_server(addr).map_err(|e| usage("--target", e))?;
+            let info = dmalab_rdma::client::query_server(addr, cfg.secret.as_ref())
+                .map_err(|e| usage("--target", e))?;
             if info.link_layer != ctx.link_layer() {
                 return Err(UsageError::new(
                     "--target",
@@ -528,6 +544,7 @@ mod tests {
             port: 1,
             gid_index: Some(1),
             inline: false,
+            secret_file: None,
         };
         let j = serde_json::to_value(&p).unwrap();
         assert_eq!(j["op"], "mixed:30");

@@ -6,6 +6,7 @@ use dmalab_core::host::HostInfo;
 use dmalab_core::output::OutputGuard;
 use dmalab_core::schema::ResultDoc;
 use dmalab_core::UsageError;
+use dmalab_rdma::access::{AllowNet, Secret};
 use dmalab_rdma::serve::{self, ServeConfig};
 use dmalab_rdma::verbs::DeviceConfig;
 use serde::Serialize;
@@ -51,6 +52,23 @@ struct ServeArgs {
     /// Byte the buffer holds before serving (0-255).
     #[arg(long, value_name = "BYTE", default_value_t = 0)]
     fill: u8,
+    /// Connections served at once (each costs a thread and a QP); one more
+    /// is closed with a reason. Default 64.
+    #[arg(long, value_name = "N")]
+    max_clients: Option<String>,
+    /// Longest a client may take to complete its handshake (a slower one
+    /// is dropped).
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    handshake_timeout: String,
+    /// A file holding a shared secret (yours, mode 0600, 16+ bytes): only
+    /// clients that prove they know it (`load --rdma-secret-file`) connect.
+    /// Never on the command line, where `ps` shows it.
+    #[arg(long, value_name = "PATH")]
+    secret_file: Option<PathBuf>,
+    /// Only peers in ADDR[/PREFIX] may connect (repeatable; default: any
+    /// that reach the port).
+    #[arg(long, value_name = "ADDR[/PREFIX]")]
+    allow: Vec<String>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -70,6 +88,14 @@ struct ServeConfigDoc {
     buffer_bytes: u64,
     /// Fill byte.
     fill: u8,
+    /// Connections served at once.
+    max_clients: usize,
+    /// Longest a handshake may take, seconds.
+    handshake_timeout_s: u64,
+    /// The secret's file, when clients must prove they know it.
+    secret_file: Option<PathBuf>,
+    /// Networks that may connect (empty: any).
+    allow: Vec<String>,
 }
 
 /// Runs `dmalab rdma`.
@@ -90,7 +116,13 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     if buffer_bytes == 0 {
         return Err(UsageError::new("--buffer", "must be at least 1 byte").into());
     }
-    a.output.check(&mut OutputGuard::new())?;
+    let max_clients = match &a.max_clients {
+        None => serve::DEFAULT_MAX_CLIENTS,
+        Some(t) => usize::try_from(dmalab_core::units::parse_count("--max-clients", t)?)
+            .unwrap_or(usize::MAX),
+    };
+    let handshake_timeout =
+        dmalab_core::units::parse_duration("--handshake-timeout", &a.handshake_timeout)?;
     let cfg = ServeConfig {
         listen,
         device: DeviceConfig {
@@ -102,7 +134,21 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         buffer_bytes,
         fill: a.fill,
         sysfs_root: PathBuf::from("/sys/class/infiniband"),
+        max_clients,
+        handshake_timeout,
+        secret: a
+            .secret_file
+            .as_deref()
+            .map(|p| Secret::read(p, "--secret-file"))
+            .transpose()?,
+        allow: a
+            .allow
+            .iter()
+            .map(|t| t.parse::<AllowNet>())
+            .collect::<Result<_, _>>()?,
     };
+    cfg.validate()?;
+    a.output.check(&mut OutputGuard::new())?;
     let started = SystemTime::now();
     let stop = dmalab_core::signal::stop_flag();
     let report = serve::serve(&cfg, &stop, &|line: &str| {
@@ -122,6 +168,10 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
             gid_index: a.gid_index,
             buffer_bytes,
             fill: a.fill,
+            max_clients,
+            handshake_timeout_s: handshake_timeout.as_secs(),
+            secret_file: a.secret_file,
+            allow: a.allow,
         },
         report,
         started,

@@ -6,6 +6,14 @@
 //! waits for a byte on another), so its counters are open and started
 //! before its first instruction, and its memory bandwidth group (recipe
 //! `mbm`) holds it from the start.
+//!
+//! The command runs in a process group of its own, and every SIGINT,
+//! SIGTERM and SIGHUP dmalab gets is passed on to that group
+//! ([`dmalab_core::signal::GroupForwarder`]), so the command and whatever it
+//! started stop; dmalab then prints what it counted and exits 128 + the
+//! signal's number. (The spawn itself is `dmalab_counters::child`'s held
+//! fork; issue 30 moves the spawners of page, run and throttle to one
+//! helper in dmalab-core, which this forwarding belongs next to.)
 
 use super::common::OutputArgs;
 use super::counters::{state_dir, CountersOut};
@@ -16,7 +24,7 @@ use dmalab_core::UsageError;
 use dmalab_counters::session::{Request, Scope, Session};
 use dmalab_counters::Roots;
 use serde::Serialize;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -85,8 +93,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             .into());
         }
     }
+    // SIGHUP too: a closed terminal must reach the command, which no
+    // longer shares dmalab's process group.
+    if let Err(e) = dmalab_core::signal::install_hangup() {
+        eprintln!("dmalab: warning: could not catch SIGHUP: {e}");
+    }
     let mut cmd = Command::new(&a.command[0]);
     cmd.args(&a.command[1..]);
+    // Its own group (pgid = its pid, set before it is held), so that the
+    // signals dmalab forwards reach its children as well.
+    cmd.process_group(0);
     let held = dmalab_counters::child::spawn_held(cmd).context("dmalab stat: fork")?;
     let scope = match &cpus {
         Some(c) => Scope::Cpus(c.clone()),
@@ -98,6 +114,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if let Some(s) = &mut session {
         s.start();
     }
+    // A command that reads the terminal gets its foreground (its group is
+    // not dmalab's); taken back once it ended.
+    let foreground = dmalab_core::signal::Foreground::lend(held.pid.unwrap_or(0));
+    // Made before the command runs: a signal that arrives from here on
+    // (or came earlier) is passed on at the first look.
+    let mut forward = dmalab_core::signal::GroupForwarder::new(held.pid.unwrap_or(0));
     let t0 = Instant::now();
     let spawned = held.release();
     let mut child = match spawned {
@@ -115,10 +137,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             .into());
         }
     };
-    // Per-second intervals while the command runs; SIGINT/SIGTERM reach
-    // the command too, and dmalab waits for it to end.
+    // Its group is out of reach of a kill of dmalab's own group (`dmalab
+    // run` ending a victim that overstayed): should dmalab die first, this
+    // ends the group too.
+    let guard = dmalab_core::signal::GroupGuard::new(i32::try_from(child.id()).unwrap_or(0));
+    // Per-second intervals while the command runs; SIGINT/SIGTERM/SIGHUP
+    // are passed on to its group, and dmalab waits for it to end.
     let mut next = 1.0f64;
     let status = loop {
+        forward.forward();
         if let Some(st) = child.try_wait().context("dmalab stat: wait")? {
             break st;
         }
@@ -132,6 +159,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         std::thread::sleep(Duration::from_millis(10));
     };
     let wall = t0.elapsed();
+    drop(guard);
+    drop(foreground);
     let Some(mut s) = session else {
         anyhow::bail!("dmalab stat: the command started without reporting its pid");
     };
@@ -140,6 +169,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let code = status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    // Stopped by a signal dmalab passed on: exit as dmalab was asked to
+    // stop (128 + its number), whatever the command made of it.
+    let exit = match (forward.forwarded(), dmalab_core::signal::exit_code()) {
+        (Some(_), Some(c)) => i32::from(c),
+        _ => code,
+    };
     let out = CountersOut {
         report: s.report(),
         expected_vs_counted: Vec::new(),
@@ -165,7 +200,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         started,
     );
     a.output.write(&doc, &text)?;
-    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+    Ok(ExitCode::from(exit.clamp(0, 255) as u8))
 }
 
 /// `dmalab info counters`.

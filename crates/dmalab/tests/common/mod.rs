@@ -11,6 +11,7 @@
 use std::path::PathBuf;
 
 pub mod guest;
+pub mod rdma_peer;
 
 /// True when the prerequisite is present. When it is not: under
 /// `DMALAB_CI=1` panics, otherwise prints why the test is skipped and

@@ -1,0 +1,370 @@
+//! A fake verbs library, in process: `DMALAB_IBVERBS_LIB=mock` (a test
+//! hook, like the GPU engine's `DMALAB_GPU_DRIVER=mock`) makes
+//! [`crate::sys::verbs`] return these functions instead of libibverbs'.
+//!
+//! One RoCE device, `mock0`, port 1 ACTIVE, MTU 4096, GID index 0 =
+//! `::ffff:127.0.0.1`. Objects are plain heap allocations; QPs accept every
+//! transition; a posted work request completes at once, successfully, on
+//! its QP's send CQ, moving no data (the peer may be another process). So
+//! the handshake, the server and the client run above it unchanged on a
+//! host with no RDMA device, and the tests can drive `dmalab rdma serve`
+//! through the binary.
+//!
+//! `DMALAB_IBVERBS_LIB=mock:log=PATH` also appends one line per memory
+//! registration and per QP INIT transition to PATH (`reg_mr LEN access
+//! FLAGS`, `qp_init QPN access FLAGS`), so a test can see what a process
+//! exposed to remote peers.
+
+use crate::sys::{self, ibv_context, ibv_cq, ibv_mr, ibv_qp, ibv_send_wr, ibv_wc, Gid, Verbs};
+use std::collections::VecDeque;
+use std::ffi::{c_char, c_int, c_void};
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// The device's name.
+const NAME: &[u8] = b"mock0\0";
+
+/// A stand-in `struct ibv_device` (its address is all callers use).
+static DEVICE: u8 = 0;
+static NEXT_QPN: AtomicU32 = AtomicU32::new(0x11);
+static NEXT_KEY: AtomicU32 = AtomicU32::new(0x100);
+static LOG: OnceLock<Option<String>> = OnceLock::new();
+
+/// Parses the mock's spec (`mock` or `mock:log=PATH`); None: not the mock.
+pub fn parse(spec: &str) -> Option<Result<Option<String>, String>> {
+    let rest = spec.strip_prefix("mock")?;
+    if rest.is_empty() {
+        return Some(Ok(None));
+    }
+    Some(match rest.strip_prefix(":log=") {
+        Some(p) if !p.is_empty() => Ok(Some(p.to_string())),
+        _ => Err(format!(
+            "mock option {rest:?} is not :log=PATH (DMALAB_IBVERBS_LIB=mock or mock:log=PATH)"
+        )),
+    })
+}
+
+fn log(line: &str) {
+    if let Some(Some(path)) = LOG.get() {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}
+
+/// The mock's entry points; `log`: where to record registrations.
+pub fn verbs(log: Option<String>) -> Verbs {
+    let _ = LOG.set(log);
+    Verbs {
+        get_device_list,
+        free_device_list,
+        get_device_name,
+        open_device,
+        close_device,
+        query_port,
+        query_gid,
+        alloc_pd,
+        dealloc_pd,
+        reg_mr,
+        dereg_mr,
+        create_cq,
+        destroy_cq,
+        create_qp,
+        modify_qp,
+        destroy_qp,
+        wc_status_str,
+    }
+}
+
+/// A CQ: the verbs header, then the completions waiting to be polled.
+#[repr(C)]
+struct Cq {
+    cq: ibv_cq,
+    done: Mutex<VecDeque<ibv_wc>>,
+}
+
+/// A QP: the verbs header, then the CQ its sends complete on.
+#[repr(C)]
+struct Qp {
+    qp: ibv_qp,
+    send_cq: *mut Cq,
+}
+
+unsafe extern "C" fn get_device_list(n: *mut c_int) -> *mut *mut c_void {
+    if !n.is_null() {
+        // SAFETY: the caller passes a valid int pointer (checked non-null).
+        unsafe { *n = 1 };
+    }
+    let list: Box<[*mut c_void; 2]> = Box::new([
+        (&DEVICE as *const u8).cast_mut().cast(),
+        std::ptr::null_mut(),
+    ]);
+    Box::into_raw(list).cast()
+}
+
+unsafe extern "C" fn free_device_list(list: *mut *mut c_void) {
+    if !list.is_null() {
+        // SAFETY: made by get_device_list from a Box of two pointers.
+        drop(unsafe { Box::from_raw(list.cast::<[*mut c_void; 2]>()) });
+    }
+}
+
+unsafe extern "C" fn get_device_name(_dev: *mut c_void) -> *const c_char {
+    NAME.as_ptr().cast()
+}
+
+unsafe extern "C" fn open_device(_dev: *mut c_void) -> *mut ibv_context {
+    // SAFETY: ibv_context is pointers and optional function pointers, for
+    // which all-zero is valid (null, None).
+    let mut ctx: Box<ibv_context> = Box::new(unsafe { std::mem::zeroed() });
+    ctx.device = (&DEVICE as *const u8).cast_mut().cast();
+    ctx.ops.poll_cq = Some(poll_cq);
+    ctx.ops.post_send = Some(post_send);
+    Box::into_raw(ctx)
+}
+
+unsafe extern "C" fn close_device(ctx: *mut ibv_context) -> c_int {
+    if !ctx.is_null() {
+        // SAFETY: made by open_device, closed once by its owner.
+        drop(unsafe { Box::from_raw(ctx) });
+    }
+    0
+}
+
+unsafe extern "C" fn query_port(
+    _ctx: *mut ibv_context,
+    port: u8,
+    attr: *mut sys::ibv_port_attr,
+) -> c_int {
+    if port != 1 || attr.is_null() {
+        return libc::EINVAL;
+    }
+    let a = sys::ibv_port_attr {
+        state: sys::IBV_PORT_ACTIVE,
+        max_mtu: 5,
+        active_mtu: 5,
+        gid_tbl_len: 2,
+        link_layer: sys::IBV_LINK_LAYER_ETHERNET,
+        ..Default::default()
+    };
+    // SAFETY: attr points at a caller's ibv_port_attr (checked non-null).
+    unsafe { *attr = a };
+    0
+}
+
+unsafe extern "C" fn query_gid(
+    _ctx: *mut ibv_context,
+    port: u8,
+    index: c_int,
+    gid: *mut Gid,
+) -> c_int {
+    if port != 1 || gid.is_null() || !(0..2).contains(&index) {
+        return libc::EINVAL;
+    }
+    let mut g: Gid = [0; 16];
+    if index == 0 {
+        g[10] = 0xff;
+        g[11] = 0xff;
+        g[12..].copy_from_slice(&[127, 0, 0, 1]);
+    }
+    // SAFETY: gid points at the caller's 16 bytes (checked non-null).
+    unsafe { *gid = g };
+    0
+}
+
+unsafe extern "C" fn alloc_pd(_ctx: *mut ibv_context) -> *mut c_void {
+    Box::into_raw(Box::new(0u64)).cast()
+}
+
+unsafe extern "C" fn dealloc_pd(pd: *mut c_void) -> c_int {
+    if !pd.is_null() {
+        // SAFETY: made by alloc_pd from a Box<u64>, freed once.
+        drop(unsafe { Box::from_raw(pd.cast::<u64>()) });
+    }
+    0
+}
+
+unsafe extern "C" fn reg_mr(
+    _pd: *mut c_void,
+    addr: *mut c_void,
+    len: usize,
+    access: c_int,
+) -> *mut ibv_mr {
+    log(&format!("reg_mr {len} access {access:#x}"));
+    // SAFETY: ibv_mr is pointers and integers: all-zero is valid.
+    let mut mr: Box<ibv_mr> = Box::new(unsafe { std::mem::zeroed() });
+    mr.addr = addr;
+    mr.length = len;
+    let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
+    mr.lkey = key;
+    // A region without remote access has no key a peer could use.
+    mr.rkey = if access & (sys::IBV_ACCESS_REMOTE_READ | sys::IBV_ACCESS_REMOTE_WRITE) != 0 {
+        key
+    } else {
+        0
+    };
+    Box::into_raw(mr)
+}
+
+unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
+    if !mr.is_null() {
+        // SAFETY: made by reg_mr, deregistered once.
+        drop(unsafe { Box::from_raw(mr) });
+    }
+    0
+}
+
+unsafe extern "C" fn create_cq(
+    ctx: *mut ibv_context,
+    _n: c_int,
+    _cq_context: *mut c_void,
+    _channel: *mut c_void,
+    _vector: c_int,
+) -> *mut ibv_cq {
+    let cq = Box::new(Cq {
+        cq: ibv_cq { context: ctx },
+        done: Mutex::new(VecDeque::new()),
+    });
+    Box::into_raw(cq).cast()
+}
+
+unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
+    if !cq.is_null() {
+        // SAFETY: made by create_cq as a Cq whose first field is the ibv_cq.
+        drop(unsafe { Box::from_raw(cq.cast::<Cq>()) });
+    }
+    0
+}
+
+unsafe extern "C" fn create_qp(_pd: *mut c_void, attr: *mut sys::ibv_qp_init_attr) -> *mut ibv_qp {
+    if attr.is_null() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: attr points at the caller's init attributes (checked non-null).
+    let send_cq = unsafe { (*attr).send_cq };
+    if send_cq.is_null() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: send_cq is a live CQ of this mock; its context is the device.
+    let context = unsafe { (*send_cq).context };
+    // SAFETY: ibv_qp is pointers and integers: all-zero is valid.
+    let mut qp: ibv_qp = unsafe { std::mem::zeroed() };
+    qp.context = context;
+    qp.qp_num = NEXT_QPN.fetch_add(1, Ordering::Relaxed) & 0xFF_FFFF;
+    let qp = Box::new(Qp {
+        qp,
+        send_cq: send_cq.cast(),
+    });
+    Box::into_raw(qp).cast()
+}
+
+unsafe extern "C" fn modify_qp(qp: *mut ibv_qp, attr: *mut sys::ibv_qp_attr, mask: c_int) -> c_int {
+    if qp.is_null() || attr.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: both point at live objects (checked non-null; qp is ours).
+    let (a, n) = unsafe { (&*attr, (*qp).qp_num) };
+    if mask & sys::IBV_QP_ACCESS_FLAGS != 0 {
+        log(&format!("qp_init {n} access {:#x}", a.qp_access_flags));
+    }
+    0
+}
+
+unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
+    if !qp.is_null() {
+        // SAFETY: made by create_qp as a Qp whose first field is the ibv_qp.
+        drop(unsafe { Box::from_raw(qp.cast::<Qp>()) });
+    }
+    0
+}
+
+unsafe extern "C" fn wc_status_str(status: u32) -> *const c_char {
+    if status == sys::IBV_WC_SUCCESS {
+        c"success".as_ptr()
+    } else {
+        c"mock error".as_ptr()
+    }
+}
+
+unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
+    if cq.is_null() || wc.is_null() {
+        return -libc::EINVAL;
+    }
+    // SAFETY: cq is a live Cq of this mock (its first field is the ibv_cq).
+    let cq = unsafe { &*cq.cast::<Cq>() };
+    let Ok(mut q) = cq.done.lock() else {
+        return -libc::EIO;
+    };
+    let mut got = 0;
+    while got < n {
+        let Some(c) = q.pop_front() else { break };
+        // SAFETY: the caller gives room for n completions; got < n.
+        unsafe { *wc.add(got as usize) = c };
+        got += 1;
+    }
+    got
+}
+
+unsafe extern "C" fn post_send(
+    qp: *mut ibv_qp,
+    mut wr: *mut ibv_send_wr,
+    bad: *mut *mut ibv_send_wr,
+) -> c_int {
+    if qp.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: qp is a live Qp of this mock.
+    let q = unsafe { &*qp.cast::<Qp>() };
+    // SAFETY: the QP's CQ outlives it (its owner destroys QPs first).
+    let cq = unsafe { &*q.send_cq };
+    let Ok(mut done) = cq.done.lock() else {
+        return libc::EIO;
+    };
+    while !wr.is_null() {
+        // SAFETY: wr is the caller's valid chain.
+        let w = unsafe { &*wr };
+        let mut len = 0u32;
+        if !w.sg_list.is_null() && w.num_sge > 0 {
+            // SAFETY: sg_list holds num_sge entries; the first is read.
+            len = unsafe { (*w.sg_list).length };
+        }
+        if w.send_flags & sys::IBV_SEND_SIGNALED != 0 {
+            done.push_back(ibv_wc {
+                wr_id: w.wr_id,
+                status: sys::IBV_WC_SUCCESS,
+                opcode: if w.opcode == sys::IBV_WR_RDMA_READ {
+                    2
+                } else {
+                    1
+                },
+                byte_len: len,
+                qp_num: q.qp.qp_num,
+                ..Default::default()
+            });
+        }
+        wr = w.next;
+    }
+    if !bad.is_null() {
+        // SAFETY: the caller's out pointer (checked non-null).
+        unsafe { *bad = std::ptr::null_mut() };
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spec_is_mock_or_mock_with_a_log() {
+        assert_eq!(parse("libibverbs.so.1"), None);
+        assert_eq!(parse("mock"), Some(Ok(None)));
+        assert_eq!(parse("mock:log=/tmp/x"), Some(Ok(Some("/tmp/x".into()))));
+        assert!(matches!(parse("mock:fast"), Some(Err(_))));
+    }
+}

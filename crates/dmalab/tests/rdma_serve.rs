@@ -1,0 +1,366 @@
+//! `dmalab rdma serve` through the binary on the fake verbs library
+//! (`DMALAB_IBVERBS_LIB=mock`): what a peer can and cannot make the server
+//! do, on loopback, with no RDMA device.
+
+use crate::common::rdma_peer::*;
+use dmalab_rdma::access::Secret;
+use dmalab_rdma::handshake::{self, Done, Endpoint, Opening, ServerInfo, MAGIC};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[test]
+fn rdma_serve_on_the_fake_device_serves_a_client_and_counts_it() {
+    let srv = Serve::start(&[]);
+    let done = Done {
+        writes: 3,
+        reads: 2,
+        write_bytes: 3 * 4096,
+        read_bytes: 2 * 4096,
+    };
+    let theirs = good_client(&srv, 0x42, done).expect("accepted");
+    assert_eq!(theirs.len, 1 << 20, "the served buffer");
+    let (out, _) = srv.stop();
+    assert!(
+        out.contains("served 1 client connection(s)")
+            && out.contains("3 RDMA WRITEs (12288 bytes) into and 2 RDMA READs (8192 bytes)"),
+        "{out}"
+    );
+}
+
+/// Issue 27 item 7: 2^64-1 and 5 were summed as "4 RDMA WRITEs" (a
+/// wrapped count; a debug build panicked).
+#[test]
+fn rdma_serve_counts_that_overflow_are_a_clients_protocol_error_not_a_wrapped_total() {
+    let srv = Serve::start(&[]);
+    for qp in [0x51, 0x52] {
+        let d = Done {
+            writes: u64::MAX - 1,
+            ..Done::default()
+        };
+        good_client(&srv, qp, d).expect("accepted");
+    }
+    let (out, log) = srv.stop();
+    assert!(
+        out.contains(&format!("{} RDMA WRITEs", u64::MAX - 1)),
+        "the first report counts, the second is left out: {out}"
+    );
+    assert!(
+        log.iter()
+            .any(|l| l.contains("protocol error") && l.contains("overflow")),
+        "{log:?}"
+    );
+}
+
+/// Issue 27 item 7: one thread per connection without a cap (a flood of
+/// idle connections made `thread::scope` panic).
+#[test]
+fn rdma_serve_over_max_clients_closes_the_connection_with_a_reason() {
+    let mut srv = Serve::start(&["--max-clients", "2"]);
+    let idle: Vec<TcpStream> = (0..2).map(|_| srv.connect()).collect();
+    // Both are being served (their threads wait for a hello) before the
+    // third arrives: the accept loop counts them as it accepts.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut third = srv.connect();
+    let said = read_to_close(&mut third);
+    let text = String::from_utf8_lossy(&said);
+    assert!(said.starts_with(&MAGIC), "a refusal message: {text:?}");
+    assert!(
+        text.contains("already serves 2 connections (--max-clients 2)"),
+        "{text:?}"
+    );
+    srv.wait_line("refused");
+    assert!(srv.running());
+    drop(idle);
+    // A well-formed client is served once the idle ones are gone.
+    let mut served = None;
+    for qp in 0x60..0x70 {
+        match good_client(&srv, qp, Done::default()) {
+            Ok(e) => {
+                served = Some(e);
+                break;
+            }
+            Err(e) => {
+                assert!(e.contains("--max-clients"), "{e}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+    assert!(served.is_some(), "{:?}", srv.log());
+    let (out, _) = srv.stop();
+    assert!(out.contains("served"), "{out}");
+}
+
+#[test]
+fn rdma_serve_refuses_a_max_clients_of_zero_or_beyond_reason() {
+    for bad in ["0", "100000"] {
+        let err = crate::common::assert_usage_error_of(
+            crate::common::dmalab()
+                .args(["rdma", "serve", "--max-clients", bad])
+                .env("DMALAB_IBVERBS_LIB", "mock"),
+            "--max-clients",
+        );
+        assert!(err.contains("is not 1..=4096 connections"), "{err}");
+    }
+}
+
+/// Issue 27 item 7: a client sending its hello one byte every 2 s held a
+/// handshake thread for as long as it liked.
+#[test]
+fn rdma_serve_drops_a_slow_loris_handshake_after_the_timeout() {
+    let mut srv = Serve::start(&["--handshake-timeout", "3s"]);
+    let mut s = srv.connect();
+    let hello = hello_bytes(0x70);
+    let mut sent = 0;
+    let mut dropped = false;
+    // With a 3 s timeout it is dropped at the second byte's pause; 8
+    // bytes (16 s) bound the test where it is not.
+    for b in &hello[..8] {
+        if s.write_all(&[*b]).is_err() {
+            dropped = true;
+            break;
+        }
+        sent += 1;
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        match s.read(&mut [0u8; 64]) {
+            Ok(0) => {
+                dropped = true;
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                dropped = true;
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        dropped,
+        "still connected after {sent} slow bytes: {:?}",
+        srv.log()
+    );
+    srv.wait_line("--handshake-timeout");
+    let (_, log) = srv.stop();
+    assert!(
+        log.iter().any(|l| l.contains("connection dropped")),
+        "{log:?}"
+    );
+}
+
+/// Issue 27 item 7: SIGINT was answered only when a slow client quit
+/// (58 s measured).
+#[test]
+fn rdma_serve_answers_sigint_while_a_client_dribbles_its_hello() {
+    let srv = Serve::start(&["--handshake-timeout", "1h"]);
+    let s = srv.connect();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (stop2, mut s2) = (stop.clone(), s.try_clone().unwrap());
+    let dribbler = std::thread::spawn(move || {
+        // One byte a second for at most 60 s, unless told to stop.
+        for b in hello_bytes(0x71).iter().take(60) {
+            if stop2.load(std::sync::atomic::Ordering::Relaxed) || s2.write_all(&[*b]).is_err() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        false
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let (out, _) = srv.stop();
+    let cut_short = !dribbler.is_finished();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        cut_short,
+        "serve ended only after the slow client had sent everything"
+    );
+    let _ = dribbler.join();
+    assert!(out.contains("served"), "{out}");
+    drop(s);
+}
+
+/// A load client against a fake server made of the library's own server
+/// steps: what the client's hello offers, and what its registrations and
+/// QPs let a peer do (the fake verbs' log).
+fn load_against_a_recording_server(op: &str) -> (Vec<Endpoint>, String) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let srv = std::thread::spawn(move || {
+        let mut hellos = Vec::new();
+        // One query, then one hello (one worker, one QP).
+        for _ in 0..2 {
+            let (mut s, _) = l.accept().unwrap();
+            s.set_read_timeout(Some(HANG)).unwrap();
+            match handshake::server_read_opening("c", &mut s).unwrap() {
+                Opening::Query => {
+                    let info = ServerInfo {
+                        link_layer: 2,
+                        buffer_bytes: 1 << 20,
+                    };
+                    handshake::server_info("c", &mut s, &info).unwrap();
+                }
+                Opening::Hello(e) => {
+                    hellos.push(e);
+                    let mut ours = endpoint(0x99);
+                    ours.addr = 0x10_0000;
+                    ours.len = 1 << 20;
+                    ours.rkey = 0x77;
+                    ours.msg_bytes = 0;
+                    handshake::server_accept("c", &mut s, &ours).unwrap();
+                    read_to_close(&mut s);
+                }
+            }
+        }
+        hellos
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("verbs.log");
+    crate::common::dmalab()
+        .args([
+            "load",
+            "--engine",
+            "rdma",
+            "-q",
+            "--pattern",
+            "single",
+            "--bs",
+            "4K",
+        ])
+        .args(["--target", &addr, "--rdma-op", op, "--buffer", "1M"])
+        .args([
+            "--rdma-remote-buffer",
+            "1M",
+            "--commands",
+            "8",
+            "--iodepth",
+            "2",
+        ])
+        .env("DMALAB_IBVERBS_LIB", format!("mock:log={}", log.display()))
+        .timeout(HANG)
+        .assert()
+        .success();
+    let hellos = srv.join().unwrap();
+    (hellos, std::fs::read_to_string(&log).unwrap_or_default())
+}
+
+/// Issue 27 item 6: the client registered its own buffer with remote write
+/// and read and sent its address, length and rkey in its hello: whatever
+/// answered at --target could write into and read the client's memory.
+#[test]
+fn rdma_client_offers_its_peer_no_key_and_no_remote_access() {
+    for op in ["write", "read", "mixed:50"] {
+        let (hellos, log) = load_against_a_recording_server(op);
+        assert_eq!(hellos.len(), 1, "{op}");
+        let h = hellos[0];
+        assert_eq!(
+            (h.addr, h.len, h.rkey),
+            (0, 0, 0),
+            "{op}: the hello offers {h:?}"
+        );
+        let regs: Vec<&str> = log.lines().filter(|l| l.starts_with("reg_mr")).collect();
+        assert!(!regs.is_empty(), "{op}: {log}");
+        for r in &regs {
+            assert!(r.ends_with("access 0x1"), "{op}: local write only: {r}");
+        }
+        let qps: Vec<&str> = log.lines().filter(|l| l.starts_with("qp_init")).collect();
+        assert!(!qps.is_empty(), "{op}: {log}");
+        for q in &qps {
+            assert!(q.ends_with("access 0x0"), "{op}: no incoming RDMA: {q}");
+        }
+    }
+}
+
+fn secret_file(dir: &std::path::Path, name: &str, text: &str, mode: u32) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    p
+}
+
+/// Issue 27 item 6: anyone who reached the port got a QP with write and
+/// read on the served buffer.
+#[test]
+fn rdma_serve_with_a_secret_file_serves_only_clients_that_prove_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = "correct horse battery staple";
+    let f = secret_file(dir.path(), "s", &format!("{good}\n"), 0o600);
+    let srv = Serve::start(&["--secret-file", f.to_str().unwrap()]);
+    let e = good_client(&srv, 0x80, Done::default()).unwrap_err();
+    assert!(e.contains("asks for a shared secret"), "{e}");
+    let wrong = Secret::from_bytes(b"incorrect horse battery staple");
+    let e = good_client_with(&srv, 0x81, Done::default(), Some(&wrong)).unwrap_err();
+    assert!(e.contains("the shared secret does not match"), "{e}");
+    let right = Secret::from_bytes(good.as_bytes());
+    good_client_with(&srv, 0x82, Done::default(), Some(&right)).expect("the secret admits it");
+    // The whole client too, with its own flag.
+    crate::common::dmalab()
+        .args([
+            "load",
+            "--engine",
+            "rdma",
+            "-q",
+            "--pattern",
+            "single",
+            "--bs",
+            "4K",
+        ])
+        .args([
+            "--target",
+            &srv.addr,
+            "--buffer",
+            "1M",
+            "--rdma-remote-buffer",
+            "1M",
+        ])
+        .args(["--commands", "4", "--rdma-secret-file", f.to_str().unwrap()])
+        .env("DMALAB_IBVERBS_LIB", "mock")
+        .timeout(HANG)
+        .assert()
+        .success();
+    let (_, log) = srv.stop();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("proved no knowledge of the shared secret")),
+        "{log:?}"
+    );
+    assert!(
+        !log.iter().any(|l| l.contains(good)),
+        "the secret is never logged"
+    );
+}
+
+#[test]
+fn rdma_serve_refuses_a_secret_file_others_can_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = secret_file(dir.path(), "s", "correct horse battery staple\n", 0o644);
+    let err = crate::common::assert_usage_error_of(
+        crate::common::dmalab()
+            .args(["rdma", "serve", "--secret-file", f.to_str().unwrap()])
+            .env("DMALAB_IBVERBS_LIB", "mock"),
+        "--secret-file",
+    );
+    assert!(err.contains("has mode 0644"), "{err}");
+}
+
+#[test]
+fn rdma_serve_with_allow_closes_other_peers_with_a_reason() {
+    let srv = Serve::start(&["--allow", "10.0.0.0/8", "--allow", "fd00::/8"]);
+    let e = good_client(&srv, 0x90, Done::default()).unwrap_err();
+    assert!(
+        e.contains("127.0.0.1 is not in this server's --allow list"),
+        "{e}"
+    );
+    srv.stop();
+    let srv = Serve::start(&["--allow", "127.0.0.1"]);
+    good_client(&srv, 0x91, Done::default()).expect("allowed");
+    srv.stop();
+    let err = crate::common::assert_usage_error_of(
+        crate::common::dmalab()
+            .args(["rdma", "serve", "--allow", "10.0.0.0/33"])
+            .env("DMALAB_IBVERBS_LIB", "mock"),
+        "--allow",
+    );
+    assert!(err.contains("ADDR/PREFIX"), "{err}");
+}
