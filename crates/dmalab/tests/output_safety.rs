@@ -582,7 +582,7 @@ fn wait_for_ledger(pid: u32) -> String {
     let t0 = Instant::now();
     loop {
         if let Ok(t) = std::fs::read_to_string(&p) {
-            if t.contains("files") {
+            if t.contains("\"undo\"") {
                 return t;
             }
         }
