@@ -247,7 +247,7 @@ pub fn leftovers(h: &MemoryHierarchy) -> Vec<PathBuf> {
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let pid: u32 = name.strip_prefix(PREFIX)?.parse().ok()?;
-            (!crate::state::pid_alive(pid)).then(|| e.path())
+            (!dmalab_core::ledger::owner_alive(pid, None)).then(|| e.path())
         })
         .collect()
 }

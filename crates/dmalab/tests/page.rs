@@ -70,7 +70,7 @@ impl Drop for HostGuard {
 }
 
 fn ledger_of(pid: u32) -> PathBuf {
-    PathBuf::from(format!("/run/dmalab/page-{pid}.json"))
+    PathBuf::from(format!("/run/dmalab/proc-{pid}.json"))
 }
 
 /// Everything one run may have left: its cgroup, its ledger, its zram
