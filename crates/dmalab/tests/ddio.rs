@@ -299,8 +299,7 @@ fn ddio_kill_9_midway_leaves_a_journal_that_restore_undoes() {
     assert_eq!(fixture::perfctrl(&root, NVME_ROOT_PORT).unwrap(), 0x19);
     let files = journal::journal_files(&root);
     assert_eq!(files.len(), 1);
-    let j: journal::Journal =
-        serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    let j: journal::Journal = journal::read(&root, &files[0]).unwrap();
     assert_eq!(j.config.len(), 2);
     assert!(j
         .config
