@@ -153,7 +153,8 @@ pub struct Cleanup {
     /// Each undo that failed (its step stays for a later try), and each
     /// ledger refused.
     pub errors: Vec<String>,
-    /// Owners still alive (their ledgers left alone).
+    /// Owners still alive, this process included (their ledgers left
+    /// alone).
     pub live: Vec<u32>,
 }
 
@@ -351,6 +352,9 @@ impl LedgerDir {
             r.errors.push(format!("{e}; its ledgers are not acted on"));
             return r;
         }
+        if self.files().is_empty() {
+            return r;
+        }
         let _turn = fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -374,10 +378,7 @@ impl LedgerDir {
                     continue;
                 }
             };
-            if l.owner_pid == me {
-                continue;
-            }
-            if owner_alive(l.owner_pid, l.owner_start) {
+            if l.owner_pid == me || owner_alive(l.owner_pid, l.owner_start) {
                 r.live.push(l.owner_pid);
                 continue;
             }
