@@ -358,3 +358,32 @@ fn ddio_next_change_first_undoes_a_killed_run() {
     );
     assert!(journal::journal_files(&root).is_empty());
 }
+
+/// `dmalab cleanup` after `kill -9` puts a fixture host's DDIO back (the
+/// one ledger: cleanup is the same call for every host change).
+#[test]
+fn cleanup_after_kill_9_restores_ddio_on_a_fixture_host() {
+    let (_d, root) = fixture_host();
+    let mut child = start_holding(&root);
+    child.kill().unwrap(); // SIGKILL: no chance to restore.
+    child.wait().unwrap();
+    assert_eq!(fixture::perfctrl(&root, NVME_ROOT_PORT).unwrap(), 0x19);
+    let out = dmalab()
+        .arg("cleanup")
+        .arg("--host-root")
+        .arg(root.path("/"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(stdout.matches("(read back)").count(), 2, "{stdout}");
+    assert_eq!(
+        fixture::perfctrl(&root, NVME_ROOT_PORT).unwrap(),
+        PERFCTRL_START
+    );
+    assert_eq!(
+        fixture::perfctrl(&root, NIC_ROOT_PORT).unwrap(),
+        PERFCTRL_START
+    );
+    assert!(journal::journal_files(&root).is_empty());
+}
