@@ -10,11 +10,11 @@ use crate::report::{
     VmstatReport,
 };
 use crate::state::{self, Ledger};
-use dmalab_core::ledger::{DirRemoval, Ident, Step};
 use crate::swap;
 use crate::sysinfo::Vmstat;
 use crate::worker::{WorkerOut, WorkerPlan};
 use dmalab_core::hist::LatHist;
+use dmalab_core::ledger::{DirRemoval, Ident, Step};
 use dmalab_core::sys::swaps::read_swaps;
 use dmalab_core::UsageError;
 use std::io::{Read, Write};

@@ -147,10 +147,12 @@ mod tests {
         let write = |name: &str, l: &LedgerFile| {
             let p = dir.path().join(name);
             fs::write(&p, serde_json::to_string(l).unwrap()).unwrap();
-            fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-                .unwrap();
+            fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         };
-        write("proc-1.json", &ledger(u32::MAX - 1, None, vec![step.clone()]));
+        write(
+            "proc-1.json",
+            &ledger(u32::MAX - 1, None, vec![step.clone()]),
+        );
         let me = std::process::id();
         // A live run other than this test process: pid 1.
         let init = dmalab_core::ledger::process_start_time(1);
@@ -160,6 +162,9 @@ mod tests {
         assert_eq!(r.live, vec![1]);
         assert!(!dir.path().join("proc-1.json").exists());
         assert!(dir.path().join("proc-2.json").exists());
-        assert!(dmalab_core::ledger::owner_alive(me, dmalab_core::ledger::process_start_time(me)));
+        assert!(dmalab_core::ledger::owner_alive(
+            me,
+            dmalab_core::ledger::process_start_time(me)
+        ));
     }
 }

@@ -12,8 +12,8 @@
 //!   exit, a signal or (through the next start or `dmalab cleanup`) a
 //!   `kill -9` restores it.
 
-use dmalab_core::ratecontrol::{Limits, RateControl};
 use dmalab_core::ledger::{Changes, Step};
+use dmalab_core::ratecontrol::{Limits, RateControl};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Instant;

@@ -500,10 +500,11 @@ fn session(
     if let Some(im) = &cfg.io_max {
         // Whatever a killed earlier run left is undone first; this run's old
         // limit is on disk before the first write.
-        let state_dir = dmalab_core::ledger::LedgerDir::for_user().map_err(|e| SessionError::Io {
-            what: "cannot use the host-change ledger".into(),
-            cause: std::io::Error::other(e),
-        })?;
+        let state_dir =
+            dmalab_core::ledger::LedgerDir::for_user().map_err(|e| SessionError::Io {
+                what: "cannot use the host-change ledger".into(),
+                cause: std::io::Error::other(e),
+            })?;
         for e in state_dir.cleanup_dead().errors {
             progress(&format!("warning: cleanup of an earlier run: {e}"));
         }

@@ -779,7 +779,12 @@ fn a_relative_io_max_cgroup_of_a_killed_throttle_is_restored_from_another_direct
     let mut child = Command::new(dmalab_bin())
         .arg("throttle")
         .args(["--victim-exec", &victim, "--victim-regex", "v=([0-9]+)"])
-        .args(["--io-max-cgroup", "victim.slice", "--io-max-device", "254:16"])
+        .args([
+            "--io-max-cgroup",
+            "victim.slice",
+            "--io-max-device",
+            "254:16",
+        ])
         .args(["--slo", "value <= 2 x baseline", "--interval", "100ms"])
         .args(["--intervals", "100000", "--baseline-intervals", "2"])
         .args(["--min-rate", "1M", "--max-rate", "8M", "-q"])
@@ -802,7 +807,11 @@ fn a_relative_io_max_cgroup_of_a_killed_throttle_is_restored_from_another_direct
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{said} {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{said} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert_eq!(
         std::fs::read_to_string(cg.join("io.max")).unwrap(),
         "254:16 rbps=5000",
