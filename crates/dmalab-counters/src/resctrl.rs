@@ -127,8 +127,11 @@ impl Drop for MbmGroup {
         // tree that is not resctrl (a test's fake root) holds real files
         // that this run made (see `DirRemoval::Resctrl`).
         let r = self.changes.undo_all();
-        for e in r.errors.iter().chain(&r.left_alone) {
+        for e in &r.errors {
             eprintln!("dmalab: warning: {e}; `dmalab cleanup` will retry");
+        }
+        for e in &r.left_alone {
+            eprintln!("dmalab: warning: left alone: {e}");
         }
     }
 }

@@ -66,7 +66,10 @@ impl Ledger {
     /// (empty when all was undone).
     pub fn undo(&mut self) -> Vec<String> {
         let r = self.changes.undo_all();
-        r.errors.into_iter().chain(r.left_alone).collect()
+        r.errors
+            .into_iter()
+            .chain(r.left_alone.into_iter().map(|a| format!("left alone: {a}")))
+            .collect()
     }
 }
 

@@ -513,8 +513,11 @@ fn session(
         act.record_restore(&mut ledger)?;
         let out = closed_loops_and_sweep(cfg, victim, &mut act, &mut result, progress);
         let undone = ledger.undo_all();
-        for e in undone.errors.iter().chain(&undone.left_alone) {
+        for e in &undone.errors {
             progress(&format!("warning: cleanup: {e}"));
+        }
+        for e in &undone.left_alone {
+            progress(&format!("warning: cleanup: left alone: {e}"));
         }
         out?;
         return Ok(result);

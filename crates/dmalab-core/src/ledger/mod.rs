@@ -326,19 +326,6 @@ impl LedgerDir {
         })
     }
 
-    /// Live owners other than this process whose ledgers hold a step of
-    /// kind `by`.
-    pub fn live_owners(&self, by: &str) -> Vec<u32> {
-        let me = std::process::id();
-        self.files()
-            .iter()
-            .filter_map(|p| self.read(p).ok())
-            .filter(|l| l.owner_pid != me && owner_alive(l.owner_pid, l.owner_start))
-            .filter(|l| l.steps.iter().any(|e| e.by == by))
-            .map(|l| l.owner_pid)
-            .collect()
-    }
-
     /// Undoes the ledgers of dead owners under this directory, newest step
     /// first; a ledger whose steps all went is removed, one with a failed
     /// step keeps that step for a later try. Cleanups take turns on
@@ -471,7 +458,7 @@ impl Drop for Changes {
             eprintln!("dmalab: warning: cleanup: {e}; run `dmalab cleanup`");
         }
         for e in r.left_alone {
-            eprintln!("dmalab: warning: cleanup: {e}");
+            eprintln!("dmalab: warning: cleanup: left alone: {e}");
         }
     }
 }
@@ -666,34 +653,11 @@ pub fn cleanup_at_start() {
         eprintln!("dmalab: cleaned up after a killed run: {d}");
     }
     for d in &r.left_alone {
-        eprintln!("dmalab: cleanup of a killed run: {d}");
+        eprintln!("dmalab: cleanup of a killed run: left alone: {d}");
     }
     for e in &r.errors {
         eprintln!("dmalab: warning: cleanup of a killed run: {e}; run `dmalab cleanup`");
     }
-}
-
-/// The ledger files `PREFIX*.json` under `dir`, sorted; none when `dir`
-/// cannot be read.
-pub fn ledger_files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
-    let Ok(rd) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut paths: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(prefix) && n.ends_with(".json"))
-        })
-        .collect();
-    paths.sort();
-    paths
-}
-
-/// Undoes the ledgers of dead owners under `dir` ([`LedgerDir::cleanup_dead`]).
-pub fn cleanup_dead(dir: &Path) -> Cleanup {
-    LedgerDir::at(dir).cleanup_dead()
 }
 
 #[cfg(test)]

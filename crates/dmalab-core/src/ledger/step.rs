@@ -432,7 +432,7 @@ fn changed(path: &Path, ident: Option<&Ident>) -> Option<Undone> {
     };
     let why = ident?.mismatch(&now)?;
     Some(Undone::LeftAlone(format!(
-        "{} is not what dmalab changed ({why}); left alone",
+        "{} is not what dmalab made or changed ({why})",
         path.display()
     )))
 }
@@ -452,7 +452,7 @@ fn restore_setting(path: &Path, old: &str, wrote: Option<&str>, ident: Option<&I
     if let Some(w) = wrote {
         if cur != w {
             return Undone::LeftAlone(format!(
-                "{} reads {cur}, not the {w} dmalab wrote: changed since by someone else; left alone (it was {old})",
+                "{} reads {cur}, not the {w} dmalab wrote: changed since by someone else (it was {old})",
                 path.display()
             ));
         }
@@ -517,7 +517,7 @@ fn restore_bytes(
 
 fn not_recorded(path: &Path) -> Undone {
     Undone::LeftAlone(format!(
-        "{}: its owner was stopped before it noted what it created; left alone (check it and remove it by hand)",
+        "{}: its owner was stopped before it noted what it created (check it and remove it by hand)",
         path.display()
     ))
 }

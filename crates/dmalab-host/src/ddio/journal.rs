@@ -198,7 +198,11 @@ pub fn restore_leftovers(root: &HostRoot, _regs: &Registers) -> Leftovers {
     let dir = ledger_dir(root);
     let r: Cleanup = dir.cleanup_dead();
     Leftovers {
-        done: r.done.into_iter().chain(r.left_alone).collect(),
+        done: r
+            .done
+            .into_iter()
+            .chain(r.left_alone.into_iter().map(|a| format!("left alone: {a}")))
+            .collect(),
         errors: r.errors,
         live: journal_files(root)
             .iter()

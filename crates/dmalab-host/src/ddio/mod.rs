@@ -658,7 +658,11 @@ impl Session {
     pub fn restore(&mut self) -> Result<Vec<String>, DdioError> {
         let r = self.changes.undo_all();
         self.recorded.clear();
-        let errors: Vec<String> = r.errors.into_iter().chain(r.left_alone).collect();
+        let errors: Vec<String> = r
+            .errors
+            .into_iter()
+            .chain(r.left_alone.into_iter().map(|a| format!("left alone: {a}")))
+            .collect();
         if !errors.is_empty() {
             return Err(DdioError::Restore(errors.join("; ")));
         }
