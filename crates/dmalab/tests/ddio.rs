@@ -387,3 +387,42 @@ fn cleanup_after_kill_9_restores_ddio_on_a_fixture_host() {
     );
     assert!(journal::journal_files(&root).is_empty());
 }
+
+/// A ledger another user could have written (mode 0666) names paths to
+/// remove and values to write back: `cleanup` refuses it (exit 1, saying
+/// why) and acts on nothing it names.
+#[test]
+fn cleanup_refuses_a_ledger_writable_by_other_users() {
+    use std::os::unix::fs::PermissionsExt;
+    let (d, root) = fixture_host();
+    let victim = d.path().join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let dir = root.path("/run/dmalab");
+    std::fs::create_dir_all(&dir).unwrap();
+    let planted = dir.join("proc-4294967294.json");
+    // Its identity as a real record would hold it: without the check on
+    // the ledger file, the file would be removed.
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(&victim).unwrap();
+    let ident = serde_json::json!({
+        "dev": m.dev(), "ino": m.ino(), "kind": "file", "uid": m.uid(), "created_ns": null
+    });
+    let ledger = serde_json::json!({
+        "format": 2, "owner_pid": 4294967294u32, "owner_start": null,
+        "steps": [{"id": 1, "by": "scratch",
+                   "step": {"undo": "remove_file", "path": victim, "ident": ident}}]
+    });
+    std::fs::write(&planted, ledger.to_string()).unwrap();
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = dmalab()
+        .arg("cleanup")
+        .arg("--host-root")
+        .arg(root.path("/"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("writable by other users"), "{stderr}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert!(planted.exists());
+}
