@@ -517,7 +517,7 @@ fn restore_bytes(
 
 fn not_recorded(path: &Path) -> Undone {
     Undone::LeftAlone(format!(
-        "{}: its owner was stopped before it noted what it created (check it and remove it by hand)",
+        "{}: no record of what dmalab created there (its owner was stopped right after creating it, or an older ledger named it by path only); check it and remove it by hand",
         path.display()
     ))
 }
