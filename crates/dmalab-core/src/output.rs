@@ -167,6 +167,7 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     crate::ledger::add_file(&tmp);
     let result = (|| {
         let mut f = fs::File::create(&tmp)?;
+        crate::ledger::file_created(&tmp);
         f.write_all(contents)?;
         f.sync_all()?;
         fs::rename(&tmp, path)?;

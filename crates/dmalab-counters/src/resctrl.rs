@@ -1,18 +1,20 @@
 //! resctrl memory bandwidth monitoring (Documentation/arch/x86/resctrl.rst):
 //! a monitoring group `mon_groups/dmalab-<pid>` holds the counted tasks;
 //! `mon_data/mon_L3_XX/mbm_total_bytes` and `mbm_local_bytes` are read per
-//! L3 domain and summed. The group is written to a ledger
-//! (`/run/dmalab/counters-<pid>.json`) before it is made, so a run killed
-//! with `kill -9` leaves nothing that `dmalab cleanup` (or the next start)
-//! does not remove, as `dmalab page` does for its cgroups.
+//! L3 domain and summed. The group is a step of the one ledger
+//! ([`dmalab_core::ledger`]) before it is made, so a run killed with
+//! `kill -9` leaves nothing that `dmalab cleanup` (or the next start) does
+//! not remove.
 
 use crate::spec::Absence;
+use dmalab_core::ledger::{Changes, DirRemoval, LedgerDir, Step};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// The ledger of one run's resctrl groups.
+/// The ledger of one run's resctrl groups in the format before the one
+/// ledger (`counters-<pid>.json`, still undone by the cleanup).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Ledger {
     /// The dmalab process that made them.
@@ -24,15 +26,11 @@ pub struct Ledger {
     pub groups: Vec<PathBuf>,
 }
 
-fn ledger_path(state_dir: &Path) -> PathBuf {
-    state_dir.join(format!("counters-{}.json", std::process::id()))
-}
-
 /// A monitoring group, removed when dropped.
 #[derive(Debug)]
 pub struct MbmGroup {
     dir: PathBuf,
-    ledger: PathBuf,
+    changes: Changes,
 }
 
 /// Why this host cannot monitor memory bandwidth, if it cannot.
@@ -65,25 +63,22 @@ impl MbmGroup {
         let dir = root
             .join("mon_groups")
             .join(format!("dmalab-{}", std::process::id()));
-        let ledger = ledger_path(state_dir);
-        let entry = Ledger {
-            owner_pid: std::process::id(),
-            owner_start: dmalab_core::ledger::process_start_time(std::process::id()),
-            groups: vec![dir.clone()],
-        };
         let fail = |what: &str, e: io::Error| Absence::Missing {
             detail: format!("resctrl: cannot {what}: {e}"),
         };
         fs::create_dir_all(state_dir).map_err(|e| fail("create the ledger directory", e))?;
-        let text = serde_json::to_string_pretty(&entry)
-            .map_err(|e| fail("write the ledger", io::Error::other(e)))?;
-        dmalab_core::output::write_atomic(&ledger, text.as_bytes())
+        let mut changes = Changes::new(LedgerDir::at(state_dir), "counters");
+        let id = changes
+            .record(Step::remove_dir(&dir, DirRemoval::Resctrl))
             .map_err(|e| fail("write the ledger", e))?;
         if let Err(e) = fs::create_dir(&dir) {
-            let _ = fs::remove_file(&ledger);
+            let _ = changes.dir().forget(id);
             return Err(fail(&format!("make {}", dir.display()), e));
         }
-        let g = Self { dir, ledger };
+        changes
+            .created(id)
+            .map_err(|e| fail("write the ledger", e))?;
+        let g = Self { dir, changes };
         g.add_tasks(tids);
         Ok(g)
     }
@@ -126,42 +121,17 @@ impl MbmGroup {
     }
 }
 
-fn remove_group(dir: &Path) -> io::Result<()> {
-    match fs::remove_dir(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        // On resctrl, rmdir removes a group with its files; a directory
-        // tree that is not resctrl (a test's fake root) holds real files
-        // that this run made.
-        Err(_) if !is_resctrl(dir) => fs::remove_dir_all(dir),
-        Err(e) => Err(e),
-    }
-}
-
-fn is_resctrl(dir: &Path) -> bool {
-    const RDTGROUP_SUPER_MAGIC: i64 = 0x7655821;
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
-        return false;
-    };
-    // SAFETY: zeroed statfs is a valid out-parameter; c is NUL-terminated.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: valid path pointer and out-pointer for the call.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return false;
-    }
-    st.f_type as i64 == RDTGROUP_SUPER_MAGIC
-}
-
 impl Drop for MbmGroup {
     fn drop(&mut self) {
-        match remove_group(&self.dir) {
-            Ok(()) => {
-                let _ = fs::remove_file(&self.ledger);
-            }
-            Err(e) => eprintln!(
-                "dmalab: warning: cannot remove resctrl group {}: {e}; `dmalab cleanup` will retry",
-                self.dir.display()
-            ),
+        // On resctrl, rmdir removes a group with its files; a directory
+        // tree that is not resctrl (a test's fake root) holds real files
+        // that this run made (see `DirRemoval::Resctrl`).
+        let r = self.changes.undo_all();
+        for e in &r.errors {
+            eprintln!("dmalab: warning: {e}; `dmalab cleanup` will retry");
+        }
+        for e in &r.left_alone {
+            eprintln!("dmalab: warning: left alone: {e}");
         }
     }
 }
@@ -169,45 +139,10 @@ impl Drop for MbmGroup {
 /// What a cleanup did (the ledger's own outcome type).
 pub use dmalab_core::ledger::Cleanup;
 
-/// Removes the resctrl groups of every dead run recorded under `state_dir`.
+/// Undoes what every dead run recorded under `state_dir` (its resctrl
+/// groups among the rest).
 pub fn cleanup_leftovers(state_dir: &Path) -> Cleanup {
-    let mut r = Cleanup::default();
-    for f in dmalab_core::ledger::ledger_files(state_dir, "counters-") {
-        let Some(l) = fs::read_to_string(&f)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Ledger>(&t).ok())
-        else {
-            r.errors.push(format!(
-                "{}: unreadable ledger; remove it by hand after checking",
-                f.display()
-            ));
-            continue;
-        };
-        if dmalab_core::ledger::owner_alive(l.owner_pid, l.owner_start) {
-            r.live.push(l.owner_pid);
-            continue;
-        }
-        let mut ok = true;
-        for g in &l.groups {
-            if !g.exists() {
-                continue;
-            }
-            match remove_group(g) {
-                Ok(()) => r
-                    .done
-                    .push(format!("removed resctrl group {}", g.display())),
-                Err(e) => {
-                    ok = false;
-                    r.errors
-                        .push(format!("cannot remove resctrl group {}: {e}", g.display()));
-                }
-            }
-        }
-        if ok {
-            let _ = fs::remove_file(&f);
-        }
-    }
-    r
+    LedgerDir::at(state_dir).cleanup_dead()
 }
 
 #[cfg(test)]
@@ -259,7 +194,7 @@ mod tests {
         assert_eq!(g.read(), (1024, 600));
         assert!(state
             .path()
-            .join(format!("counters-{}.json", std::process::id()))
+            .join(format!("proc-{}.json", std::process::id()))
             .exists());
         drop(g);
         assert!(!dir.exists());

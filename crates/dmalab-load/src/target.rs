@@ -144,6 +144,7 @@ pub fn create(path: &Path, size: u64, option: &str) -> Result<PreparedTarget, Ta
             dmalab_core::ledger::forget_file(path);
             UsageError::new(option, format!("cannot create {}: {e}", path.display()))
         })?;
+    dmalab_core::ledger::file_created(path);
     let mut t = PreparedTarget {
         path: path.to_path_buf(),
         kind: TargetKind::File,

@@ -238,20 +238,6 @@ pub fn procs(path: &Path) -> Vec<u32> {
         .collect()
 }
 
-/// Leftover `dmalab-page-<pid>` cgroups whose owner is dead.
-pub fn leftovers(h: &MemoryHierarchy) -> Vec<PathBuf> {
-    let Ok(rd) = fs::read_dir(&h.root) else {
-        return Vec::new();
-    };
-    rd.filter_map(Result::ok)
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let pid: u32 = name.strip_prefix(PREFIX)?.parse().ok()?;
-            (!crate::state::pid_alive(pid)).then(|| e.path())
-        })
-        .collect()
-}
-
 /// Fault counters of a memory cgroup.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct CgroupStat {

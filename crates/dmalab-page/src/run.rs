@@ -14,6 +14,7 @@ use crate::swap;
 use crate::sysinfo::Vmstat;
 use crate::worker::{WorkerOut, WorkerPlan};
 use dmalab_core::hist::LatHist;
+use dmalab_core::ledger::{DirRemoval, Ident, Step};
 use dmalab_core::sys::swaps::read_swaps;
 use dmalab_core::UsageError;
 use std::io::{Read, Write};
@@ -135,7 +136,7 @@ fn setup_swap(cfg: &PageConfig, ledger: &mut Ledger) -> Result<Option<PathBuf>, 
         } => {
             let id = swap::zram_hot_add().map_err(setup_err("zram hot_add"))?;
             ledger
-                .record(|c| c.zram_id = Some(id))
+                .record(Step::ZramRemove { id })
                 .map_err(&ledger_err)?;
             if let Some(a) = algorithm {
                 let algs = swap::zram_algorithms(id);
@@ -170,18 +171,19 @@ fn setup_swap(cfg: &PageConfig, ledger: &mut Ledger) -> Result<Option<PathBuf>, 
             swap::write_swap_header(&mut f, size).map_err(setup_err("write swap header"))?;
             drop(f);
             ledger
-                .record(|c| c.swapon.push(dev.clone()))
+                .record(Step::Swapoff { path: dev.clone() })
                 .map_err(&ledger_err)?;
             swap::swapon_highest(&dev).map_err(setup_err("swapon zram"))?;
             Ok(Some(dev))
         }
         SwapSpec::File { path, size_bytes } => {
-            ledger
-                .record(|c| c.swap_file = Some(path.clone()))
+            let file = ledger
+                .record(Step::remove_file(path))
                 .map_err(&ledger_err)?;
             swap::create_swap_file(path, *size_bytes).map_err(setup_err("create swap file"))?;
+            ledger.created(file).map_err(&ledger_err)?;
             ledger
-                .record(|c| c.swapon.push(path.clone()))
+                .record(Step::Swapoff { path: path.clone() })
                 .map_err(&ledger_err)?;
             swap::swapon_highest(path).map_err(|e| {
                 if e.raw_os_error() == Some(libc::EINVAL) {
@@ -204,10 +206,13 @@ fn setup_swap(cfg: &PageConfig, ledger: &mut Ledger) -> Result<Option<PathBuf>, 
             let size = dmalab_core::sys::blockdev::block_device_size(&f)
                 .map_err(setup_err("size of swap device"))?;
             ledger
-                .record(|c| {
-                    c.swap_header_written.push(path.clone());
-                    c.swapon.push(path.clone())
+                .record(Step::WipeSwapHeader {
+                    path: path.clone(),
+                    ident: Some(Ident::of(path).map_err(setup_err("stat swap device"))?),
                 })
+                .map_err(&ledger_err)?;
+            ledger
+                .record(Step::Swapoff { path: path.clone() })
                 .map_err(&ledger_err)?;
             swap::write_swap_header(&mut f, size).map_err(setup_err("write swap header"))?;
             drop(f);
@@ -257,7 +262,7 @@ pub fn run_page(cfg: &PageConfig, opts: &RunOptions) -> Result<Outcome, PageErro
         &mut warnings,
     );
     if let Some(l) = ledger.as_mut() {
-        setup.settings = l.changes().settings.clone();
+        setup.settings = l.settings().to_vec();
         setup.cleanup_errors = l.undo();
     }
     let (mut result, interrupted) = r?;
@@ -299,7 +304,8 @@ fn run_with_ledger(
         added_swap = setup_swap(cfg, l)?;
         if let (Some(h), Some(limit)) = (&hierarchy, cfg.memory_limit_bytes) {
             let path = MemCgroup::path_for(h, std::process::id());
-            l.record(|c| c.cgroup = Some(path.clone()))
+            let made = l
+                .record(Step::remove_dir(&path, DirRemoval::Cgroup))
                 .map_err(&ledger_err)?;
             let c = MemCgroup::create(
                 h,
@@ -308,16 +314,15 @@ fn run_with_ledger(
                 if v1_limit { cfg.swappiness } else { None },
             )
             .map_err(|e| PageError::Setup(e.to_string()))?;
+            l.created(made).map_err(&ledger_err)?;
             if v1_limit {
                 if let Some(s) = cfg.swappiness {
-                    l.record(|x| {
-                        x.settings.push(state::SettingChange {
-                            path: c.path.join("memory.swappiness"),
-                            old: "(cgroup default)".into(),
-                            new: s.to_string(),
-                        })
-                    })
-                    .map_err(&ledger_err)?;
+                    // Goes with the cgroup: reported, nothing to undo.
+                    l.report_setting(state::SettingChange {
+                        path: c.path.join("memory.swappiness"),
+                        old: "(cgroup default)".into(),
+                        new: s.to_string(),
+                    });
                 }
             }
             setup.cgroup = Some(c.path.clone());

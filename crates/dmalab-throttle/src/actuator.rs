@@ -12,8 +12,8 @@
 //!   exit, a signal or (through the next start or `dmalab cleanup`) a
 //!   `kill -9` restores it.
 
+use dmalab_core::ledger::{Changes, Step};
 use dmalab_core::ratecontrol::{Limits, RateControl};
-use dmalab_page::state::{Ledger, SettingChange};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -202,8 +202,10 @@ impl IoMax {
     }
 
     /// Records in `ledger` how to restore the device's current limit of our
-    /// key (call once, before the first `set`).
-    pub fn record_restore(&self, ledger: &mut Ledger) -> Result<(), ActuatorError> {
+    /// key (call once, before the first `set`). The path is recorded
+    /// absolute: a relative `--io-max-cgroup` is undone by a cleanup run
+    /// from anywhere.
+    pub fn record_restore(&self, ledger: &mut Changes) -> Result<(), ActuatorError> {
         let path = self.cgroup.join("io.max");
         let text = std::fs::read_to_string(&path).map_err(io(&path))?;
         let prefix = format!("{}:{} ", self.dev.0, self.dev.1);
@@ -216,16 +218,13 @@ impl IoMax {
             })
             .unwrap_or("max")
             .to_string();
-        let restore = self.line(&old);
-        ledger
-            .record(|c| {
-                c.settings.push(SettingChange {
-                    path: path.clone(),
-                    old: restore,
-                    new: String::new(),
-                })
-            })
-            .map_err(io(&path))
+        let mut step = Step::restore_setting(&path, None).map_err(io(&path))?;
+        if let Step::RestoreSetting { old: o, .. } = &mut step {
+            // Written back as the kernel takes it: one device, one key.
+            *o = self.line(&old);
+        }
+        ledger.record(step).map_err(io(&path))?;
+        Ok(())
     }
 
     /// The device's counter in io.stat; 0 while the device has no line
@@ -269,6 +268,11 @@ impl Actuator for IoMax {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ledger_in(state: &Path) -> Changes {
+        std::fs::create_dir_all(state).unwrap();
+        Changes::new(dmalab_core::ledger::LedgerDir::at(state), "throttle")
+    }
 
     /// A fake cgroup v2 directory: io.max and io.stat as plain files (the
     /// kernel's files hold one line per device; a write sets one line).
@@ -320,21 +324,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cg = fake_cgroup(dir.path());
         let state = dir.path().join("state");
-        let mut ledger = Ledger::create(&state).unwrap();
+        let mut ledger = ledger_in(&state);
         let mut a = IoMax::new(&cg, (254, 16), IoMaxKey::Rbps).unwrap();
         a.record_restore(&mut ledger).unwrap();
         // The ledger is on disk before the first write.
         let on_disk = std::fs::read_dir(&state).unwrap().count();
         assert_eq!(on_disk, 1);
         a.set(100.0).unwrap();
-        assert!(ledger.undo().is_empty());
+        assert!(ledger.undo_all().errors.is_empty());
         assert_eq!(
             std::fs::read_to_string(cg.join("io.max")).unwrap(),
             "254:16 rbps=5000"
         );
         // A device with no line yet is restored to "max".
         std::fs::write(cg.join("io.max"), "").unwrap();
-        let mut ledger = Ledger::create(&state).unwrap();
+        let mut ledger = ledger_in(&state);
         let mut a = IoMax::new(&cg, (8, 16), IoMaxKey::Riops).unwrap();
         a.record_restore(&mut ledger).unwrap();
         a.set(7.0).unwrap();

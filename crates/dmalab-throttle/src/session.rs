@@ -500,19 +500,24 @@ fn session(
     if let Some(im) = &cfg.io_max {
         // Whatever a killed earlier run left is undone first; this run's old
         // limit is on disk before the first write.
-        let state_dir = Path::new(dmalab_page::state::STATE_DIR);
-        for e in dmalab_page::state::cleanup_leftovers(state_dir).errors {
+        let state_dir =
+            dmalab_core::ledger::LedgerDir::for_user().map_err(|e| SessionError::Io {
+                what: "cannot use the host-change ledger".into(),
+                cause: std::io::Error::other(e),
+            })?;
+        for e in state_dir.cleanup_dead().errors {
             progress(&format!("warning: cleanup of an earlier run: {e}"));
         }
-        let mut ledger = dmalab_page::state::Ledger::create(state_dir).map_err(io(format!(
-            "cannot create the host-change ledger in {}",
-            state_dir.display()
-        )))?;
+        let mut ledger = dmalab_core::ledger::Changes::new(state_dir, "throttle");
         let mut act = IoMax::new(&im.cgroup, (im.major, im.minor), im.key)?;
         act.record_restore(&mut ledger)?;
         let out = closed_loops_and_sweep(cfg, victim, &mut act, &mut result, progress);
-        for e in ledger.undo() {
+        let undone = ledger.undo_all();
+        for e in &undone.errors {
             progress(&format!("warning: cleanup: {e}"));
+        }
+        for e in &undone.left_alone {
+            progress(&format!("warning: cleanup: left alone: {e}"));
         }
         out?;
         return Ok(result);

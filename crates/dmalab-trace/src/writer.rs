@@ -84,10 +84,12 @@ fn create_staged(tmp: &Path, direct: bool) -> Result<File, TraceError> {
     // In the ledger while it exists: `dmalab cleanup` removes it after a
     // kill (forgotten by the caller once renamed or removed).
     dmalab_core::ledger::add_file(tmp);
-    File::create(tmp).map_err(|e| {
+    let f = File::create(tmp).map_err(|e| {
         dmalab_core::ledger::forget_file(tmp);
         TraceError::io(tmp, e)
-    })
+    })?;
+    dmalab_core::ledger::file_created(tmp);
+    Ok(f)
 }
 
 /// Largest transfer one record holds; longer ones are split.

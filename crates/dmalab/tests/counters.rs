@@ -461,7 +461,7 @@ fn cleanup_removes_the_resctrl_group_of_a_killed_stat() {
     child.wait().unwrap();
     common::signal(sleeper as u32, 9);
     assert!(group.exists());
-    let ledger = Path::new("/run/dmalab").join(format!("counters-{}.json", child.id()));
+    let ledger = Path::new("/run/dmalab").join(format!("proc-{}.json", child.id()));
     assert!(ledger.exists());
     dmalab()
         .arg("cleanup")

@@ -299,8 +299,7 @@ fn ddio_kill_9_midway_leaves_a_journal_that_restore_undoes() {
     assert_eq!(fixture::perfctrl(&root, NVME_ROOT_PORT).unwrap(), 0x19);
     let files = journal::journal_files(&root);
     assert_eq!(files.len(), 1);
-    let j: journal::Journal =
-        serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    let j: journal::Journal = journal::read(&root, &files[0]).unwrap();
     assert_eq!(j.config.len(), 2);
     assert!(j
         .config
@@ -358,4 +357,72 @@ fn ddio_next_change_first_undoes_a_killed_run() {
         PERFCTRL_START
     );
     assert!(journal::journal_files(&root).is_empty());
+}
+
+/// `dmalab cleanup` after `kill -9` puts a fixture host's DDIO back (the
+/// one ledger: cleanup is the same call for every host change).
+#[test]
+fn cleanup_after_kill_9_restores_ddio_on_a_fixture_host() {
+    let (_d, root) = fixture_host();
+    let mut child = start_holding(&root);
+    child.kill().unwrap(); // SIGKILL: no chance to restore.
+    child.wait().unwrap();
+    assert_eq!(fixture::perfctrl(&root, NVME_ROOT_PORT).unwrap(), 0x19);
+    let out = dmalab()
+        .arg("cleanup")
+        .arg("--host-root")
+        .arg(root.path("/"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(stdout.matches("(read back)").count(), 2, "{stdout}");
+    assert_eq!(
+        fixture::perfctrl(&root, NVME_ROOT_PORT).unwrap(),
+        PERFCTRL_START
+    );
+    assert_eq!(
+        fixture::perfctrl(&root, NIC_ROOT_PORT).unwrap(),
+        PERFCTRL_START
+    );
+    assert!(journal::journal_files(&root).is_empty());
+}
+
+/// A ledger another user could have written (mode 0666) names paths to
+/// remove and values to write back: `cleanup` refuses it (exit 1, saying
+/// why) and acts on nothing it names.
+#[test]
+fn cleanup_refuses_a_ledger_writable_by_other_users() {
+    use std::os::unix::fs::PermissionsExt;
+    let (d, root) = fixture_host();
+    let victim = d.path().join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let dir = root.path("/run/dmalab");
+    std::fs::create_dir_all(&dir).unwrap();
+    let planted = dir.join("proc-4294967294.json");
+    // Its identity as a real record would hold it: without the check on
+    // the ledger file, the file would be removed.
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(&victim).unwrap();
+    let ident = serde_json::json!({
+        "dev": m.dev(), "ino": m.ino(), "kind": "file", "uid": m.uid(), "created_ns": null
+    });
+    let ledger = serde_json::json!({
+        "format": 2, "owner_pid": 4294967294u32, "owner_start": null,
+        "steps": [{"id": 1, "by": "scratch",
+                   "step": {"undo": "remove_file", "path": victim, "ident": ident}}]
+    });
+    std::fs::write(&planted, ledger.to_string()).unwrap();
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = dmalab()
+        .arg("cleanup")
+        .arg("--host-root")
+        .arg(root.path("/"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("writable by other users"), "{stderr}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert!(planted.exists());
 }

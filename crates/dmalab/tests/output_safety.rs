@@ -582,7 +582,7 @@ fn wait_for_ledger(pid: u32) -> String {
     let t0 = Instant::now();
     loop {
         if let Ok(t) = std::fs::read_to_string(&p) {
-            if t.contains("files") {
+            if t.contains("\"undo\"") {
                 return t;
             }
         }
@@ -913,6 +913,151 @@ fn unprivileged_killed_load_is_cleaned_up_by_the_same_user() {
     }
     child.0.kill().unwrap();
     child.0.wait().unwrap();
+    assert!(std::fs::read_dir(&tmp).unwrap().count() > 0);
+    let o = as_nobody(&["cleanup"]).output().unwrap();
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{said} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "{said}");
+}
+
+/// Waits until the ledger `proc-PID.json` under `dir` records a file or
+/// directory named `name` together with what it is (its identity, noted
+/// once created).
+fn wait_for_created(dir: &Path, pid: u32, name: &str) {
+    let p = dir.join(format!("proc-{pid}.json"));
+    let t0 = Instant::now();
+    loop {
+        let v: serde_json::Value = std::fs::read_to_string(&p)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        let noted = v["steps"].as_array().is_some_and(|s| {
+            s.iter().any(|e| {
+                e["step"]["path"]
+                    .as_str()
+                    .is_some_and(|x| x.ends_with(name))
+                    && !e["step"]["ident"].is_null()
+            })
+        });
+        if noted {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{} never recorded {name}",
+            p.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 27 item 3: `cleanup` removed whatever path a ledger named. A
+/// target file replaced after the kill (another inode) or turned into a
+/// symlink is not the file dmalab made: it is left alone and reported.
+#[test]
+fn cleanup_leaves_a_replaced_target_or_a_symlink_in_its_place_alone() {
+    if !common::need_root() {
+        return;
+    }
+    for symlink in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("t.dat");
+        let mut child = Reap(
+            Command::new(common::dmalab_bin())
+                .args(["load", "--size", "8M", "--buffer", "4M", "--runtime", "60s"])
+                .arg("--target")
+                .arg(&target)
+                .arg("-q")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let pid = child.0.id();
+        wait_for_created(Path::new("/run/dmalab"), pid, "t.dat");
+        // Replaced before the kill: another test's cleanup may run at any
+        // time after it.
+        let precious = dir.path().join("precious");
+        std::fs::write(&precious, b"not dmalab's").unwrap();
+        let other = dir.path().join("other");
+        if symlink {
+            std::os::unix::fs::symlink(&precious, &other).unwrap();
+        } else {
+            std::fs::write(&other, b"someone else's file").unwrap();
+        }
+        std::fs::rename(&other, &target).unwrap();
+        child.0.kill().unwrap();
+        child.0.wait().unwrap();
+        let said = cleanup();
+        if said.contains("t.dat") {
+            assert!(said.contains("left alone"), "{said}");
+        }
+        assert!(
+            std::fs::symlink_metadata(&target).is_ok(),
+            "symlink {symlink}: the replacement was removed: {said}"
+        );
+        assert_eq!(std::fs::read(&precious).unwrap(), b"not dmalab's");
+        assert!(
+            !Path::new(&format!("/run/dmalab/proc-{pid}.json")).exists(),
+            "{said}"
+        );
+    }
+}
+
+/// Issue 27 item 13: without XDG_RUNTIME_DIR (sudo -u, su, cron) a non-root
+/// load kept no ledger, its scratch file survived `kill -9` and `cleanup`
+/// said it needs root. Now its ledger is in /tmp/dmalab-UID (mode 0700).
+#[test]
+fn unprivileged_killed_load_without_a_runtime_dir_is_cleaned_up_by_the_same_user() {
+    if !common::need_root() || !common::need("setpriv", common::have_program("setpriv")) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    assert!(Command::new("chown")
+        .args(["-R", "nobody"])
+        .arg(dir.path())
+        .status()
+        .unwrap()
+        .success());
+    let uid = String::from_utf8(
+        Command::new("id")
+            .args(["-u", "nobody"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let ledgers = PathBuf::from(format!("/tmp/dmalab-{}", uid.trim()));
+    let as_nobody = |args: &[&str]| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .arg(common::dmalab_bin())
+            .args(args)
+            .env_remove("XDG_RUNTIME_DIR")
+            .env("TMPDIR", &tmp);
+        c
+    };
+    let mut child = Reap(
+        as_nobody(&["load", "--buffer", "4M", "--runtime", "60s", "-q"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_created(&ledgers, child.0.id(), "scratch.dat");
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        std::fs::symlink_metadata(&ledgers).unwrap().mode() & 0o777,
+        0o700
+    );
     assert!(std::fs::read_dir(&tmp).unwrap().count() > 0);
     let o = as_nobody(&["cleanup"]).output().unwrap();
     let said = String::from_utf8_lossy(&o.stdout).into_owned();

@@ -70,7 +70,7 @@ impl Drop for HostGuard {
 }
 
 fn ledger_of(pid: u32) -> PathBuf {
-    PathBuf::from(format!("/run/dmalab/page-{pid}.json"))
+    PathBuf::from(format!("/run/dmalab/proc-{pid}.json"))
 }
 
 /// Everything one run may have left: its cgroup, its ledger, its zram
@@ -463,7 +463,17 @@ fn start_long_run_once(guard: &mut HostGuard, out: &Path) -> (u32, String) {
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok());
         if let Some(l) = ledger {
-            if let (Some(cg), Some(z)) = (l["cgroup"].as_str(), l["zram_id"].as_u64()) {
+            // The cgroup and the zram device among the ledger's steps.
+            let steps = l["steps"].as_array().cloned().unwrap_or_default();
+            let cgroup = steps
+                .iter()
+                .find(|e| e["step"]["how"] == "cgroup")
+                .and_then(|e| e["step"]["path"].as_str().map(str::to_string));
+            let zram = steps
+                .iter()
+                .find(|e| e["step"]["undo"] == "zram_remove")
+                .and_then(|e| e["step"]["id"].as_u64());
+            if let (Some(cg), Some(z)) = (cgroup.as_deref(), zram) {
                 let procs =
                     std::fs::read_to_string(Path::new(cg).join("cgroup.procs")).unwrap_or_default();
                 if !procs.trim().is_empty() {

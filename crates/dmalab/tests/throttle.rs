@@ -760,3 +760,61 @@ fn throttle_says_when_the_host_cannot_count_the_victims_metric() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(doc.is_none());
 }
+
+/// Issue 27 item 12: `--io-max-cgroup` given relative was recorded
+/// relative; after `kill -9` a `dmalab cleanup` from another directory
+/// found nothing and the limit stayed. The ledger records it absolute.
+#[test]
+fn a_relative_io_max_cgroup_of_a_killed_throttle_is_restored_from_another_directory() {
+    if !common::need_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cg = dir.path().join("victim.slice");
+    std::fs::create_dir(&cg).unwrap();
+    let before = "254:16 rbps=5000 wbps=max riops=max wiops=max\n";
+    std::fs::write(cg.join("io.max"), before).unwrap();
+    std::fs::write(cg.join("io.stat"), "").unwrap();
+    let victim = fake_victim(1_000_000, 100);
+    let mut child = Command::new(dmalab_bin())
+        .arg("throttle")
+        .args(["--victim-exec", &victim, "--victim-regex", "v=([0-9]+)"])
+        .args([
+            "--io-max-cgroup",
+            "victim.slice",
+            "--io-max-device",
+            "254:16",
+        ])
+        .args(["--slo", "value <= 2 x baseline", "--interval", "100ms"])
+        .args(["--intervals", "100000", "--baseline-intervals", "2"])
+        .args(["--min-rate", "1M", "--max-rate", "8M", "-q"])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let written = wait_for(Duration::from_secs(60), || {
+        let now = std::fs::read_to_string(cg.join("io.max")).unwrap_or_default();
+        (now != before).then_some(now)
+    });
+    child.kill().unwrap(); // SIGKILL: the session restores nothing itself.
+    child.wait().unwrap();
+    let written = written.expect("the session never wrote io.max");
+    assert_ne!(written, "254:16 rbps=5000");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let o = Command::new(dmalab_bin())
+        .arg("cleanup")
+        .current_dir(elsewhere.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{said} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(cg.join("io.max")).unwrap(),
+        "254:16 rbps=5000",
+        "{said}"
+    );
+}

@@ -1,25 +1,24 @@
-//! The DDIO journal: the original bytes and MSR values, written to
-//! `/run/dmalab/ddio-<pid>.json` *before* each register write.
+//! DDIO's changes as steps of the one ledger ([`dmalab_core::ledger`]): the
+//! original config-space byte or MSR value is recorded (fsync'd) *before*
+//! each register write, as bytes to write back at an offset of the
+//! register's file (`/sys/bus/pci/devices/BDF/config`; `/dev/cpu/N/msr`,
+//! whose offset is the MSR number). The owner restores on exit, error,
+//! signal or panic; a later `dmalab ddio restore`, `dmalab cleanup` or the
+//! next `dmalab ddio`/`dmalab run` restores what a killed owner left.
 //!
-//! It follows the ledger of `dmalab page` (`dmalab_page::state`): the same
-//! directory (tmpfs, so it goes with a reboot, as do the register changes),
-//! the owner's pid and start time so a recycled pid is not taken for the
-//! owner, the file written whole through `dmalab_core::output::write_atomic`,
-//! and the same two ways back: the owner restores on exit, error, signal or
-//! panic, and a later `dmalab ddio restore`, `dmalab cleanup` or the next
-//! `dmalab ddio`/`dmalab run` restores what a killed owner left.
+//! [`Journal`] is a read-only view of the DDIO steps of one ledger file
+//! (and the format of the journals dmalab wrote before the one ledger,
+//! which are still read).
 
 use super::regs::Registers;
-use super::topology::is_bdf;
-use crate::{dir_names, HostRoot};
-use dmalab_page::state::{pid_alive, start_time, STATE_DIR};
+use crate::HostRoot;
+use dmalab_core::ledger::{Cleanup, LedgerDir, Step, STATE_DIR};
 use serde::{Deserialize, Serialize};
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// File name prefix of DDIO journals in the state directory.
-pub const PREFIX: &str = "ddio-";
+/// What the ledger calls DDIO's steps.
+pub const BY: &str = "ddio";
 
 /// One config-space byte as it was before dmalab changed it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -43,12 +42,12 @@ pub struct MsrValue {
     pub original: u64,
 }
 
-/// Everything one process changed.
+/// The DDIO changes of one process.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Journal {
     /// The dmalab process that made the changes.
     pub owner_pid: u32,
-    /// Its start time (clock ticks since boot), as `dmalab page` records it.
+    /// Its start time (clock ticks since boot).
     pub owner_start: Option<u64>,
     /// Config-space bytes changed, in order (restored in reverse).
     pub config: Vec<ConfigByte>,
@@ -62,7 +61,7 @@ impl Journal {
         let pid = std::process::id();
         Self {
             owner_pid: pid,
-            owner_start: start_time(pid),
+            owner_start: dmalab_core::ledger::process_start_time(pid),
             ..Self::default()
         }
     }
@@ -71,11 +70,6 @@ impl Journal {
     pub fn is_empty(&self) -> bool {
         self.config.is_empty() && self.msr.is_empty()
     }
-
-    fn owner_alive(&self) -> bool {
-        pid_alive(self.owner_pid)
-            && (self.owner_start.is_none() || start_time(self.owner_pid) == self.owner_start)
-    }
 }
 
 /// The state directory under `root` (`/run/dmalab`).
@@ -83,126 +77,141 @@ pub fn state_dir(root: &HostRoot) -> PathBuf {
     root.path(STATE_DIR)
 }
 
-/// This process's journal file under `root`.
-pub fn own_path(root: &HostRoot) -> PathBuf {
-    state_dir(root).join(format!("{PREFIX}{}.json", std::process::id()))
+/// The ledger directory under `root`.
+pub fn ledger_dir(root: &HostRoot) -> LedgerDir {
+    LedgerDir::at(state_dir(root))
 }
 
-/// Writes the journal whole (temporary file, then rename).
+/// `ROOT/sys/bus/pci/devices/BDF/config`.
+pub fn config_file(root: &HostRoot, bdf: &str) -> PathBuf {
+    root.path(&format!("/sys/bus/pci/devices/{bdf}/config"))
+}
+
+/// `ROOT/dev/cpu/N/msr`.
+pub fn msr_file(root: &HostRoot, cpu: usize) -> PathBuf {
+    root.path(&format!("/dev/cpu/{cpu}/msr"))
+}
+
+/// The step that restores config byte `offset` of `bdf` (reads its
+/// current value as the original).
+pub fn config_step(root: &HostRoot, bdf: &str, offset: u64) -> io::Result<Step> {
+    Step::restore_bytes(
+        &config_file(root, bdf),
+        offset,
+        1,
+        &format!("{bdf} config byte {offset:#x}"),
+    )
+}
+
+/// The step that restores MSR `msr` of CPU `cpu`.
+pub fn msr_step(root: &HostRoot, cpu: usize, msr: u32) -> io::Result<Step> {
+    Step::restore_bytes(
+        &msr_file(root, cpu),
+        u64::from(msr),
+        8,
+        &format!("MSR {msr:#x} on CPU {cpu}"),
+    )
+}
+
+/// Writes `j` whole in the format dmalab used before the one ledger (kept
+/// for tests of the upgrade path).
 pub fn persist(path: &Path, j: &Journal) -> io::Result<()> {
     if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
+        std::fs::create_dir_all(dir)?;
     }
     let text = serde_json::to_string_pretty(j).map_err(io::Error::other)?;
     dmalab_core::output::write_atomic(path, text.as_bytes())
 }
 
-/// Writes every original value back, newest change first, and reads each
-/// back to confirm. Returns (what was restored, what failed).
-pub fn restore(j: &Journal, regs: &Registers) -> (Vec<String>, Vec<String>) {
-    let mut done = Vec::new();
-    let mut errors = Vec::new();
-    for c in j.config.iter().rev() {
-        let what = format!("{} config byte {:#x}", c.bdf, c.offset);
-        let put = || -> io::Result<u8> {
-            if regs.config.read_u8(&c.bdf, c.offset)? != c.original {
-                regs.config.write_u8(&c.bdf, c.offset, c.original)?;
-            }
-            regs.config.read_u8(&c.bdf, c.offset)
+/// The DDIO view of the ledger file `path` (either format), or None when
+/// it cannot be read or holds no DDIO change.
+pub fn read(root: &HostRoot, path: &Path) -> Option<Journal> {
+    let l = ledger_dir(root).read(path).ok()?;
+    let mut j = Journal {
+        owner_pid: l.owner_pid,
+        owner_start: l.owner_start,
+        ..Journal::default()
+    };
+    for e in l.steps.iter().filter(|e| e.by == BY) {
+        let Step::RestoreBytes {
+            path, offset, old, ..
+        } = &e.step
+        else {
+            continue;
         };
-        match put() {
-            Ok(v) if v == c.original => {
-                done.push(format!("restored {what} = {:#04x} (read back)", c.original))
+        let parent = |p: &Path| {
+            p.parent()
+                .and_then(|d| d.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+        };
+        match (path.file_name().and_then(|n| n.to_str()), old.len()) {
+            (Some("config"), 1) => j.config.push(ConfigByte {
+                bdf: parent(path)?,
+                offset: *offset,
+                original: old[0],
+            }),
+            (Some("msr"), 8) => {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(old);
+                j.msr.push(MsrValue {
+                    cpu: parent(path)?.parse().ok()?,
+                    msr: u32::try_from(*offset).ok()?,
+                    original: u64::from_le_bytes(b),
+                });
             }
-            Ok(v) => errors.push(format!(
-                "{what} reads {v:#04x} after restoring {:#04x}",
-                c.original
-            )),
-            Err(e) => errors.push(format!("cannot restore {what} to {:#04x}: {e}", c.original)),
+            _ => {}
         }
     }
-    for m in j.msr.iter().rev() {
-        let what = format!("MSR {:#x} on CPU {}", m.msr, m.cpu);
-        let put = || -> io::Result<u64> {
-            if regs.msr.read(m.cpu, m.msr)? != m.original {
-                regs.msr.write(m.cpu, m.msr, m.original)?;
-            }
-            regs.msr.read(m.cpu, m.msr)
-        };
-        match put() {
-            Ok(v) if v == m.original => {
-                done.push(format!("restored {what} = {:#x} (read back)", m.original))
-            }
-            Ok(v) => errors.push(format!(
-                "{what} reads {v:#x} after restoring {:#x}",
-                m.original
-            )),
-            Err(e) => errors.push(format!("cannot restore {what} to {:#x}: {e}", m.original)),
-        }
-    }
-    (done, errors)
+    // A journal of the older format is DDIO's even when empty.
+    let legacy = path
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("ddio-"));
+    (legacy || !j.is_empty()).then_some(j)
 }
 
-/// What undoing leftovers found and did.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Leftovers {
-    /// Journals of dead owners that were processed.
-    pub journals: Vec<PathBuf>,
-    /// Each restore step taken.
-    pub done: Vec<String>,
-    /// Each step that failed (the journal is kept).
-    pub errors: Vec<String>,
-    /// Owners still alive (their journals left alone).
-    pub live: Vec<u32>,
-}
-
-/// Journal files under `root`'s state directory, sorted.
+/// Ledger files under `root`'s state directory that hold DDIO changes,
+/// sorted.
 pub fn journal_files(root: &HostRoot) -> Vec<PathBuf> {
-    let dir = state_dir(root);
-    dir_names(&dir)
+    ledger_dir(root)
+        .files()
         .into_iter()
-        .filter(|n| {
-            n.strip_prefix(PREFIX)
-                .and_then(|r| r.strip_suffix(".json"))
-                .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
-        })
-        .map(|n| dir.join(n))
+        .filter(|p| read(root, p).is_some())
         .collect()
 }
 
-/// Restores what every dead owner's journal under `root` recorded, and
-/// removes each journal whose values all read back as the originals.
-pub fn restore_leftovers(root: &HostRoot, regs: &Registers) -> Leftovers {
-    let mut r = Leftovers::default();
-    for f in journal_files(root) {
-        let Some(j) = fs::read_to_string(&f)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Journal>(&t).ok())
-        else {
-            r.errors.push(format!(
-                "{}: unreadable DDIO journal; check the registers it names and remove it by hand",
-                f.display()
-            ));
-            continue;
-        };
-        if j.owner_pid == std::process::id() || j.owner_alive() {
-            r.live.push(j.owner_pid);
-            continue;
-        }
-        if j.config.iter().any(|c| !is_bdf(&c.bdf)) {
-            r.errors.push(format!(
-                "{}: names a malformed PCI address; left alone",
-                f.display()
-            ));
-            continue;
-        }
-        let (done, errors) = restore(&j, regs);
-        r.done.extend(done);
-        if errors.is_empty() {
-            let _ = fs::remove_file(&f);
-        }
-        r.errors.extend(errors);
-        r.journals.push(f);
+/// What undoing leftovers found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Leftovers {
+    /// Each restore step taken.
+    pub done: Vec<String>,
+    /// Each step that failed (its ledger entry is kept), and each ledger
+    /// refused.
+    pub errors: Vec<String>,
+    /// Owners still alive that hold DDIO changes.
+    pub live: Vec<u32>,
+}
+
+/// Undoes what every dead owner recorded under `root`'s ledger directory
+/// (DDIO's steps and any other), and names the live owners of DDIO
+/// changes.
+pub fn restore_leftovers(root: &HostRoot, _regs: &Registers) -> Leftovers {
+    let dir = ledger_dir(root);
+    let r: Cleanup = dir.cleanup_dead();
+    Leftovers {
+        done: r
+            .done
+            .into_iter()
+            .chain(r.left_alone.into_iter().map(|a| format!("left alone: {a}")))
+            .collect(),
+        errors: r.errors,
+        live: journal_files(root)
+            .iter()
+            .filter_map(|p| read(root, p))
+            .filter(|j| {
+                j.owner_pid != std::process::id()
+                    && dmalab_core::ledger::owner_alive(j.owner_pid, j.owner_start)
+            })
+            .map(|j| j.owner_pid)
+            .collect(),
     }
-    r
 }

@@ -41,7 +41,7 @@ pub mod topology;
 
 use crate::HostRoot;
 use dmalab_core::UsageError;
-use journal::{ConfigByte, Journal, Leftovers, MsrValue};
+use journal::Leftovers;
 use regs::Registers;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -508,12 +508,14 @@ pub fn plan(
     Ok(p)
 }
 
-/// A run's DDIO changes: journaled before each write, undone by
+/// A run's DDIO changes: in the ledger before each write, undone by
 /// [`Session::restore`] or on drop.
 pub struct Session {
+    root: HostRoot,
     regs: Registers,
-    path: PathBuf,
-    journal: Journal,
+    changes: dmalab_core::ledger::Changes,
+    /// Registers already recorded (their first original is the one kept).
+    recorded: Vec<(String, u64)>,
     /// What dmalab restored of dead runs when the session began.
     pub leftovers: Leftovers,
 }
@@ -542,23 +544,41 @@ impl Session {
             )));
         }
         Ok(Self {
+            root: root.clone(),
             regs,
-            path: journal::own_path(root),
-            journal: Journal::this_process(),
+            changes: dmalab_core::ledger::Changes::new(journal::ledger_dir(root), journal::BY),
+            recorded: Vec::new(),
             leftovers,
         })
     }
 
-    /// The journal file (written on the first change).
-    pub fn journal_path(&self) -> &std::path::Path {
-        &self.path
+    /// The ledger file (written on the first change).
+    pub fn journal_path(&self) -> PathBuf {
+        journal::state_dir(&self.root).join(format!(
+            "{}{}.json",
+            dmalab_core::ledger::PREFIX,
+            std::process::id()
+        ))
     }
 
-    fn persist(&self) -> Result<(), DdioError> {
-        journal::persist(&self.path, &self.journal).map_err(io_err(format!(
-            "cannot write the DDIO journal {}",
-            self.path.display()
-        )))
+    /// Records the step `make` builds for register `key`, once per session
+    /// (a second setting keeps the first original).
+    fn record(
+        &mut self,
+        key: (String, u64),
+        make: impl FnOnce(&HostRoot) -> io::Result<dmalab_core::ledger::Step>,
+    ) -> Result<(), DdioError> {
+        if self.recorded.contains(&key) {
+            return Ok(());
+        }
+        let what = format!(
+            "cannot write the DDIO changes to the ledger {}",
+            self.journal_path().display()
+        );
+        let step = make(&self.root).map_err(io_err(what.clone()))?;
+        self.changes.record(step).map_err(io_err(what))?;
+        self.recorded.push(key);
+        Ok(())
     }
 
     /// Makes the planned change; returns one line per register written.
@@ -574,19 +594,9 @@ impl Session {
                         .read_u8(b, PERFCTRLSTS_0)
                         .map_err(io_err(format!("read perfctrlsts_0 of {b}")))?;
                     let new = perfctrl_value(old, on);
-                    if !self
-                        .journal
-                        .config
-                        .iter()
-                        .any(|c| c.bdf == *b && c.offset == PERFCTRLSTS_0)
-                    {
-                        self.journal.config.push(ConfigByte {
-                            bdf: b.clone(),
-                            offset: PERFCTRLSTS_0,
-                            original: old,
-                        });
-                        self.persist()?;
-                    }
+                    self.record((b.clone(), PERFCTRLSTS_0), |r| {
+                        journal::config_step(r, b, PERFCTRLSTS_0)
+                    })?;
                     self.regs
                         .config
                         .write_u8(b, PERFCTRLSTS_0, new)
@@ -613,19 +623,9 @@ impl Session {
                         .read(c, MSR_IIO_LLC_WAYS)
                         .map_err(io_err(format!("read MSR {MSR_IIO_LLC_WAYS:#x} on CPU {c}")))?;
                     let new = ways_value(old, n, plan.llc_ways);
-                    if !self
-                        .journal
-                        .msr
-                        .iter()
-                        .any(|m| m.cpu == c && m.msr == MSR_IIO_LLC_WAYS)
-                    {
-                        self.journal.msr.push(MsrValue {
-                            cpu: c,
-                            msr: MSR_IIO_LLC_WAYS,
-                            original: old,
-                        });
-                        self.persist()?;
-                    }
+                    self.record((format!("cpu{c}"), u64::from(MSR_IIO_LLC_WAYS)), |r| {
+                        journal::msr_step(r, c, MSR_IIO_LLC_WAYS)
+                    })?;
                     self.regs
                         .msr
                         .write(c, MSR_IIO_LLC_WAYS, new)
@@ -652,29 +652,21 @@ impl Session {
         Ok(lines)
     }
 
-    /// Writes every original back, reads each back, and removes the journal.
-    /// On failure the journal stays for `dmalab ddio restore`.
+    /// Writes every original back, newest first, reads each back, and takes
+    /// the steps off the ledger. On failure the failed steps stay for
+    /// `dmalab ddio restore`.
     pub fn restore(&mut self) -> Result<Vec<String>, DdioError> {
-        if self.journal.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (done, errors) = journal::restore(&self.journal, &self.regs);
+        let r = self.changes.undo_all();
+        self.recorded.clear();
+        let errors: Vec<String> = r
+            .errors
+            .into_iter()
+            .chain(r.left_alone.into_iter().map(|a| format!("left alone: {a}")))
+            .collect();
         if !errors.is_empty() {
             return Err(DdioError::Restore(errors.join("; ")));
         }
-        self.journal.config.clear();
-        self.journal.msr.clear();
-        match std::fs::remove_file(&self.path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(DdioError::Io {
-                    what: format!("remove the DDIO journal {}", self.path.display()),
-                    cause: e,
-                })
-            }
-        }
-        Ok(done)
+        Ok(r.done)
     }
 }
 

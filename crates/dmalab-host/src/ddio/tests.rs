@@ -100,7 +100,7 @@ fn off_writes_bit_7_clear_and_bit_3_set_and_restore_puts_the_byte_back() {
     let differing: Vec<usize> = (0..4096).filter(|&i| blob[i] != fresh[i]).collect();
     assert_eq!(differing, vec![PERFCTRLSTS_0 as usize]);
     // The journal held the original before the write.
-    let j: Journal = serde_json::from_str(&fs::read_to_string(s.journal_path()).unwrap()).unwrap();
+    let j: Journal = journal::read(&root, &s.journal_path()).unwrap();
     assert_eq!(j.config[0].original, PERFCTRL_START);
     assert_eq!(j.config[0].bdf, NVME_ROOT_PORT);
     let done = s.restore().unwrap();
@@ -274,7 +274,7 @@ fn leftovers_of_a_dead_owner_are_restored_and_live_ones_left() {
     journal::persist(&dir.join("ddio-4294967294.json"), &dead).unwrap();
     let mut live = Journal::this_process();
     live.owner_pid = 1;
-    live.owner_start = dmalab_page::state::start_time(1);
+    live.owner_start = dmalab_core::ledger::process_start_time(1);
     journal::persist(&dir.join("ddio-1.json"), &live).unwrap();
     let st = status(&root, &regs, None).unwrap();
     assert_eq!(st.journals.len(), 2);
@@ -301,7 +301,7 @@ fn a_second_owner_is_refused_while_the_first_is_alive() {
     let (_d, root) = host();
     let mut live = Journal::this_process();
     live.owner_pid = 1;
-    live.owner_start = dmalab_page::state::start_time(1);
+    live.owner_start = dmalab_core::ledger::process_start_time(1);
     journal::persist(&journal::state_dir(&root).join("ddio-1.json"), &live).unwrap();
     let Err(DdioError::Usage(e)) = Session::begin(&root, Registers::files(&root)) else {
         panic!("a second owner was let in");

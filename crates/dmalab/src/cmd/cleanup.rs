@@ -1,62 +1,43 @@
 //! `dmalab cleanup`: undo what killed dmalab runs left behind.
 
-use std::path::PathBuf;
+use dmalab_core::ledger::LedgerDir;
 use std::process::ExitCode;
 
-/// Remove leftovers of killed runs: memory cgroups `dmalab-page-<pid>`,
-/// zram devices and swap areas `page` added, swap files it created and
-/// settings it changed, huge pages `load` and `probe` added to hugetlb
-/// pools, the scratch and temporary output files of killed runs, resctrl
-/// monitoring groups of `--counters`, and DDIO registers changed by
-/// `dmalab ddio` or a `ddio` experiment key (all from the ledgers and
-/// journals in /run/dmalab). Runs that are still alive are left alone.
+/// Undo what killed dmalab runs left behind, from this user's ledgers
+/// (root: /run/dmalab; other users: their own ledger directory): memory
+/// cgroups, zram devices and swap areas `page` added, swap files it
+/// created and settings it changed, huge pages `load` and `probe` added to
+/// hugetlb pools, scratch and temporary output files, resctrl monitoring
+/// groups of `--counters`, `io.max` limits of `throttle`, and DDIO
+/// registers changed by `dmalab ddio` or a `ddio` experiment key. Runs
+/// still alive are left alone, and so is anything no longer what dmalab
+/// made (a file replaced by another or by a symlink).
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Read the ledgers of the host under this directory instead of the
+    /// running system's (its run/dmalab; a fixture host for tests, as
+    /// `dmalab ddio --host-root`).
+    #[arg(long, value_name = "DIR", hide = true)]
+    host_root: Option<std::path::PathBuf>,
+}
 
 /// Runs `dmalab cleanup`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    if !dmalab_core::sys::is_root() {
-        // A user's own killed load/probe/run left files in the user's
-        // ledger; page's changes need root to undo.
-        let Some(dir) = dmalab_core::ledger::ledger_dir() else {
-            anyhow::bail!(
-                "dmalab cleanup removes cgroups and swap areas and restores sysctls: it needs root; run it as root, e.g. with sudo"
-            );
-        };
-        let r = dmalab_core::ledger::cleanup_dead(&dir);
-        let nothing = format!(
-            "nothing to clean up in {} (leftovers of dmalab page need root: run it with sudo)",
-            dir.display()
-        );
-        return Ok(print_outcome(
-            &r.done,
-            &r.live,
-            &r.errors,
-            &nothing,
-            |pid| format!("left alone: run of pid {pid} is still alive"),
-        ));
-    }
-    let mut r =
-        dmalab_page::state::cleanup_leftovers(&PathBuf::from(dmalab_page::state::STATE_DIR));
-    let root = dmalab_host::HostRoot::system();
-    let d = dmalab_host::ddio::restore_leftovers(
-        &root,
-        &dmalab_host::ddio::regs::Registers::files(&root),
-    );
-    r.done.extend(d.done);
-    r.errors.extend(d.errors);
-    r.live.extend(d.live);
-    // resctrl monitoring groups of killed `--counters mbm` runs.
-    let c =
-        dmalab_counters::resctrl::cleanup_leftovers(&PathBuf::from(dmalab_page::state::STATE_DIR));
-    r.done.extend(c.done);
-    r.errors.extend(c.errors);
-    r.live.extend(c.live);
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let dir = match &args.host_root {
+        Some(root) => LedgerDir::at(root.join("run/dmalab")),
+        None => LedgerDir::for_user()?,
+    };
+    let r = dir.cleanup_dead();
+    let lines: Vec<String> = r
+        .done
+        .into_iter()
+        .chain(r.left_alone.iter().map(|a| format!("left alone: {a}")))
+        .collect();
     Ok(print_outcome(
-        &r.done,
+        &lines,
         &r.live,
         &r.errors,
-        "nothing to clean up",
+        &format!("nothing to clean up in {}", dir.path().display()),
         |pid| format!("left alone: run of pid {pid} is still alive"),
     ))
 }

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 
 /// Where ledgers of host changes live (the one `dmalab page` uses).
 pub fn state_dir() -> &'static Path {
-    Path::new(dmalab_page::state::STATE_DIR)
+    Path::new(dmalab_core::ledger::STATE_DIR)
 }
 
 /// Parses `--counters` against this host (exit 2 on a malformed request).
