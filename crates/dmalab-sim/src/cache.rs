@@ -132,7 +132,7 @@ impl Cache {
     /// getting exactly the same share.
     pub fn with_slices(mut self, slices: u32) -> Self {
         let mut k = u64::from(slices.max(1)).min(self.sets);
-        while self.sets % k != 0 {
+        while !self.sets.is_multiple_of(k) {
             k -= 1;
         }
         self.slices = k;
@@ -421,7 +421,7 @@ mod tests {
             assert_eq!(s, c.set_of(line), "fixed");
             per_set[s as usize] += 1;
         }
-        assert!(per_set.iter().any(|&n| n == 0) && per_set.iter().any(|&n| n >= 2));
+        assert!(per_set.contains(&0) && per_set.iter().any(|&n| n >= 2));
         let plain = Cache::new(2 * 64 * 4 * 64, 4, 64, Replacement::Lru);
         assert!((1000..1128u64).all(|l| plain.set_of(l) == l % 128));
         // A slice count that does not divide the sets: the largest that does.

@@ -649,7 +649,8 @@ impl SimConfig {
             return Err(err("dma_cache.ways", "must be 1 to 64"));
         }
         let sets = l.size_bytes / (u64::from(l.ways) * u64::from(l.line_bytes));
-        if l.slices == 0 || u64::from(l.slices) > sets || sets % u64::from(l.slices) != 0 {
+        if l.slices == 0 || u64::from(l.slices) > sets || !sets.is_multiple_of(u64::from(l.slices))
+        {
             return Err(err(
                 "llc.slices",
                 format!("must divide the LLC's {sets} sets (1 for none)"),

@@ -134,7 +134,7 @@ pub fn table(results: &[SchemeResult]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<18} {:>12} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>6} {:>6} {:>6}",
+        "{:<20} {:>12} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>6} {:>6} {:>6}",
         "scheme",
         "total_us",
         "speedup",
@@ -154,7 +154,7 @@ pub fn table(results: &[SchemeResult]) -> String {
         let dirty = r.llc_dirty_evictions + r.dma_cache.map_or(0, |d| d.dirty_evictions);
         let _ = writeln!(
             s,
-            "{:<18} {:>12.1} {:>8} {:>6.1}% {:>6.1}% {:>9} {:>9} {:>9} {:>5.1}% {:>5.1}% {:>5.1}%",
+            "{:<20} {:>12.1} {:>8} {:>6.1}% {:>6.1}% {:>9} {:>9} {:>9} {:>5.1}% {:>5.1}% {:>5.1}%",
             r.scheme,
             r.total_ns / 1000.0,
             r.speedup_vs_snoop
@@ -176,14 +176,14 @@ pub fn table(results: &[SchemeResult]) -> String {
         );
         let _ = writeln!(
             s,
-            "{:<18} {:>10} {:>7} {:>9} {:>9} {:>9} {:>10}",
+            "{:<20} {:>10} {:>7} {:>9} {:>9} {:>9} {:>10}",
             "scheme", "dma_wr", "wr_hit", "leaked", "cpu_hit", "cpu_miss", "dram"
         );
         for r in results {
             let io = &r.io;
             let _ = writeln!(
                 s,
-                "{:<18} {:>10} {:>6.1}% {:>9} {:>9} {:>9} {:>10}",
+                "{:<20} {:>10} {:>6.1}% {:>9} {:>9} {:>9} {:>10}",
                 r.scheme,
                 io.writes,
                 pct(io.write_hits, io.writes),
@@ -197,7 +197,7 @@ pub fn table(results: &[SchemeResult]) -> String {
     let _ = writeln!(s, "\ntime breakdown, % of each scheme's total:");
     let _ = writeln!(
         s,
-        "{:<18} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "{:<20} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
         "scheme", "compute", "hit", "cpu_rd", "cpu_wb", "dma_rd", "dma_wr", "drain"
     );
     for r in results {
@@ -211,7 +211,7 @@ pub fn table(results: &[SchemeResult]) -> String {
         };
         let _ = writeln!(
             s,
-            "{:<18} {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}%",
+            "{:<20} {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}%",
             r.scheme,
             p(b.compute_ns),
             p(b.cache_hit_ns),
@@ -231,7 +231,7 @@ pub fn table(results: &[SchemeResult]) -> String {
         );
         let _ = writeln!(
             s,
-            "{:<18} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            "{:<20} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
             "scheme", "compute", "hit", "cpu_rd", "cpu_wb", "dma_rd", "dma_wr", "drain", "total"
         );
         for r in results {
@@ -239,7 +239,7 @@ pub fn table(results: &[SchemeResult]) -> String {
             let p = |x: f64| 100.0 * x / base;
             let _ = writeln!(
                 s,
-                "{:<18} {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}%",
+                "{:<20} {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}%",
                 r.scheme,
                 p(b.compute_ns),
                 p(b.cache_hit_ns),
