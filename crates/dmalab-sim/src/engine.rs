@@ -196,9 +196,22 @@ enum Cat {
 /// Lines of device data no core has read yet and that are not in the LLC
 /// (written to memory or into the DMA cache, or pushed out of the LLC
 /// unread): a bit per line, 64 lines to a map entry. Only the statistics
-/// read it ([`IoStats`]).
-#[derive(Default)]
-struct DevLines(std::collections::HashMap<u64, u64, BuildMul>);
+/// read it ([`IoStats`]). A table of counters in front of the map (map
+/// entries per hash slot, stuck once they reach 255) answers most lookups
+/// of lines that were never device data without touching the map.
+struct DevLines {
+    map: std::collections::HashMap<u64, u64, BuildMul>,
+    count: Vec<u8>,
+}
+
+impl Default for DevLines {
+    fn default() -> Self {
+        DevLines {
+            map: Default::default(),
+            count: vec![0; 1 << 16],
+        }
+    }
+}
 
 /// A multiplicative hash for line-group keys (the standard SipHash would
 /// cost more than the cache lookup whose statistics it keeps).
@@ -230,24 +243,43 @@ impl std::hash::Hasher for MulHasher {
 }
 
 impl DevLines {
+    /// The counter slot of a line group.
+    #[inline]
+    fn slot(k: u64) -> usize {
+        (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) as usize
+    }
+
     #[inline]
     fn mark(&mut self, line: u64) {
-        *self.0.entry(line >> 6).or_insert(0) |= 1 << (line & 63);
+        let k = line >> 6;
+        let e = self.map.entry(k).or_insert(0);
+        if *e == 0 {
+            let c = &mut self.count[Self::slot(k)];
+            *c = c.saturating_add(1);
+        }
+        *e |= 1 << (line & 63);
     }
 
     /// Clears the line's bit; returns whether it was set.
     #[inline]
     fn take(&mut self, line: u64) -> bool {
-        if self.0.is_empty() {
+        let k = line >> 6;
+        let slot = Self::slot(k);
+        if self.count[slot] == 0 {
             return false;
         }
-        let k = line >> 6;
         let bit = 1u64 << (line & 63);
-        match self.0.get_mut(&k) {
+        match self.map.get_mut(&k) {
             Some(m) if *m & bit != 0 => {
                 *m &= !bit;
                 if *m == 0 {
-                    self.0.remove(&k);
+                    self.map.remove(&k);
+                    let c = &mut self.count[slot];
+                    // A counter that reached 255 may count more entries
+                    // than that: it stays, and its slot is always looked up.
+                    if *c != u8::MAX {
+                        *c -= 1;
+                    }
                 }
                 true
             }
@@ -257,9 +289,12 @@ impl DevLines {
 
     #[inline]
     fn has(&self, line: u64) -> bool {
-        self.0
-            .get(&(line >> 6))
-            .is_some_and(|m| m & (1 << (line & 63)) != 0)
+        let k = line >> 6;
+        self.count[Self::slot(k)] != 0
+            && self
+                .map
+                .get(&k)
+                .is_some_and(|m| m & (1 << (line & 63)) != 0)
     }
 }
 
@@ -1079,6 +1114,33 @@ mod tests {
         // DDIO ways' capacity (85 x 24 lines), at least 10% at all of it.
         assert!(shares[1].1 <= 0.05, "{shares:?}");
         assert!(shares[4].1 >= 0.10, "{shares:?}");
+    }
+
+    /// The counters in front of the map never hide a marked line: groups
+    /// that share a slot, and a slot past 255 entries.
+    #[test]
+    fn device_lines_are_found_until_taken() {
+        let mut d = DevLines::default();
+        // 300 groups in one slot (its counter stops at 255), and others.
+        let mut groups: Vec<u64> = (0..u64::MAX)
+            .filter(|&k| DevLines::slot(k) == 0)
+            .take(300)
+            .collect();
+        groups.extend((1..5000u64).map(|i| i * 7919));
+        groups.sort_unstable();
+        groups.dedup();
+        for &g in &groups {
+            d.mark(g << 6 | 5);
+        }
+        assert_eq!(d.count[0], u8::MAX);
+        for &g in &groups {
+            assert!(d.has(g << 6 | 5) && !d.has(g << 6 | 6), "{g}");
+        }
+        for &g in &groups {
+            assert!(d.take(g << 6 | 5), "{g}");
+            assert!(!d.take(g << 6 | 5), "{g}");
+        }
+        assert!(d.map.is_empty());
     }
 
     /// The write-through DMA cache writes every DMA line to memory and
