@@ -225,6 +225,27 @@ fn bad_input_exits_2_naming_the_option() {
             ],
             "--input",
         ),
+        (
+            [
+                "synth",
+                "rx",
+                "--ring",
+                "8",
+                "--inflight",
+                "8",
+                "--output",
+                "x.trace",
+            ]
+            .map(String::from)
+            .to_vec(),
+            "--inflight",
+        ),
+        (
+            ["params", "--params", "modern", "--set", "llc.slices=3"]
+                .map(String::from)
+                .to_vec(),
+            "--set",
+        ),
     ];
     for (args, needle) in cases {
         common::assert_usage_error_of(
