@@ -10,8 +10,11 @@
 # compare` run, pinned to one CPU) and for all seven together (one run that
 # decodes the trace once and replays it through every scheme), then runs the
 # all-seven case three more times alternating the builds, and prints the
-# ratio. DMALAB_BIN=PATH measures that one build only, without building; run
-# two builds back to back under `flock /work/wt/bench.lock` to compare them.
+# ratio. DMALAB_BIN=PATH measures that one build only, without building.
+# DMALAB_BIN=NEW DMALAB_BASE=OLD measures two builds side by side, without
+# building: each scheme run alternately with OLD and NEW, three times, and
+# the ratio of their refs per CPU second printed (on a busy host the ratio
+# of runs taken moments apart says more than either figure).
 # No peer simulator (Dinero IV, Ramulator 2, DRAMsim3) is packaged for this
 # machine, so no peer ratio is printed; the issue quotes 2.7-3.9 M refs/s for
 # Dinero IV and 0.1-0.2 M requests/s for Ramulator 2 / DRAMsim3 on this kind
@@ -20,7 +23,9 @@ set -euo pipefail
 SIZE=${1:-64M}
 cd "$(dirname "$0")/.."
 BUILDS=()
-if [[ -n ${DMALAB_BIN:-} ]]; then
+if [[ -n ${DMALAB_BIN:-} && -n ${DMALAB_BASE:-} ]]; then
+    BUILDS=("base=$DMALAB_BASE" "new=$DMALAB_BIN")
+elif [[ -n ${DMALAB_BIN:-} ]]; then
     BUILDS=("given=$DMALAB_BIN")
 else
     cargo build --release -q -p dmalab
@@ -65,7 +70,22 @@ print(f"{'all seven, one run':<20} {d['refs_simulated']:>12} {d['wall_ns']/1e9:>
 PY
 done
 
-if (( ${#BUILDS[@]} == 2 )); then
+if [[ -n ${DMALAB_BASE:-} ]]; then
+    echo "== each scheme, base and new alternating, 3 rounds (M refs per CPU second)"
+    printf '%-20s %8s %8s %8s\n' scheme base new new/base
+    cpurate() { # BIN SCHEME -> M refs per CPU second
+        "${PIN[@]}" "$1" sim compare "$TMP/fc.trace" --set dram.preset=ddr4-3200 \
+            --schemes "$2" --output "$TMP/r.json" >/dev/null
+        python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["result"]["refs_per_cpu_sec"]/1e6)' "$TMP/r.json"
+    }
+    for s in snoop shared dma-cache-32K dma-cache-64K dma-cache-128K dma-cache-256K dma-cache-256K-pf; do
+        for i in 1 2 3; do
+            b=$(cpurate "$DMALAB_BASE" "$s")
+            n=$(cpurate "$DMALAB_BIN" "$s")
+            python3 -c 'import sys; s,b,n=sys.argv[1],float(sys.argv[2]),float(sys.argv[3]); print(f"{s:<20} {b:>8.1f} {n:>8.1f} {n/b:>8.3f}")' "$s" "$b" "$n"
+        done
+    done
+elif (( ${#BUILDS[@]} == 2 )); then
     echo "== all seven, builds alternating (wall s)"
     P=${BUILDS[0]#*=}
     G=${BUILDS[1]#*=}

@@ -21,16 +21,21 @@ pub struct Victim {
     pub line: u64,
     /// Modified: must be written back.
     pub dirty: bool,
-    /// True if it was brought in by a prefetch and never used.
+    /// True if it was brought in by a prefetch and never used (DMA
+    /// cache); in the LLC, if it held device data no core had read yet
+    /// ([`UNREAD`]).
     pub unused_prefetch: bool,
+    /// LLC: it held device data no core had overwritten ([`DEVICE`]).
+    pub device: bool,
 }
 
 /// One way of one set: the tag and every piece of metadata the replacement
 /// decision needs in one 16-byte word pair, so a lookup and a victim choice
 /// touch one host cache line for a 4-way set.
 ///
-/// `meta` packs, from the most significant bit: dirty (bit 63), the LRU
-/// stamp (bits 1..63) and "prefetched, not used yet" (bit 0). Stamps are
+/// `meta` packs, from the most significant bit: dirty (bit 63), in the LLC
+/// [`DEVICE`] (bit 62), the LRU stamp (bits 1..62) and bit 0: "prefetched,
+/// not used yet" in the DMA cache, [`UNREAD`] in the LLC. Stamps are
 /// unique within a cache (a counter), so comparing `meta` with the dirty bit
 /// kept orders clean lines before dirty ones and then by age (clean-first),
 /// and with it masked off orders by age alone (LRU).
@@ -42,11 +47,31 @@ struct Slot {
 
 const DIRTY: u64 = 1 << 63;
 const PREFETCHED: u64 = 1;
+/// LLC: the line holds data a device wrote that no core has read yet (bit
+/// 0, the DMA cache's [`PREFETCHED`]).
+pub const UNREAD: u64 = PREFETCHED;
+/// LLC: the line holds data a device wrote that no core has overwritten.
+/// Not part of the replacement order (masked out of the key).
+pub const DEVICE: u64 = 1 << 62;
+
+/// A fixed mixing function (splitmix64's finalizer) standing in for the
+/// undocumented slice hash: lines spread over slices as if at random.
+#[inline]
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
 
 /// One cache's state.
 pub struct Cache {
     ways: usize,
     sets: u64,
+    /// Sets per slice (all of them with one slice).
+    slice_sets: u64,
+    /// Slices (1: plain modulo indexing).
+    slices: u64,
     mask: u64,
     pow2: bool,
     /// `meta` bits that order victims (see [`Slot`]).
@@ -78,11 +103,13 @@ impl Cache {
         Cache {
             ways,
             sets,
+            slice_sets: sets,
+            slices: 1,
             mask: sets.wrapping_sub(1),
             pow2: sets.is_power_of_two(),
             key_mask: match policy {
-                Replacement::CleanFirst => !PREFETCHED,
-                Replacement::Lru => !(PREFETCHED | DIRTY),
+                Replacement::CleanFirst => !(PREFETCHED | DEVICE),
+                Replacement::Lru => !(PREFETCHED | DIRTY | DEVICE),
             },
             slots: vec![
                 Slot {
@@ -96,6 +123,25 @@ impl Cache {
         }
     }
 
+    /// The same cache cut into `slices` slices of equal sets (as many as
+    /// divide the sets evenly, at least 1): a line's slice is a fixed
+    /// pseudo-random function of its address, its set within the slice the
+    /// line number modulo the slice's sets. A contiguous buffer then fills
+    /// the sets of a slice unevenly (binomially), as physical pages
+    /// scattered over a real LLC's hashed slices do, instead of each set
+    /// getting exactly the same share.
+    pub fn with_slices(mut self, slices: u32) -> Self {
+        let mut k = u64::from(slices.max(1)).min(self.sets);
+        while !self.sets.is_multiple_of(k) {
+            k -= 1;
+        }
+        self.slices = k;
+        self.slice_sets = self.sets / k;
+        self.mask = self.slice_sets.wrapping_sub(1);
+        self.pow2 = self.slice_sets.is_power_of_two();
+        self
+    }
+
     /// Number of sets.
     pub fn sets(&self) -> u64 {
         self.sets
@@ -106,14 +152,57 @@ impl Cache {
         self.ways
     }
 
+    /// The set of `line`.
     #[inline]
-    fn base(&self, line: u64) -> usize {
+    pub fn set_of(&self, line: u64) -> u64 {
         let set = if self.pow2 {
             line & self.mask
         } else {
-            line % self.sets
+            line % self.slice_sets
         };
-        set as usize * self.ways
+        if self.slices == 1 {
+            return set;
+        }
+        // Multiply-shift range reduction: no division on the hot path.
+        let slice = ((mix(line) as u128 * self.slices as u128) >> 64) as u64;
+        slice * self.slice_sets + set
+    }
+
+    #[inline]
+    fn base(&self, line: u64) -> usize {
+        self.set_of(line) as usize * self.ways
+    }
+
+    /// The way a slot is in.
+    #[inline]
+    pub fn way_of(&self, slot: usize) -> usize {
+        slot % self.ways
+    }
+
+    /// LLC: the [`DEVICE`] and [`UNREAD`] bits of a slot.
+    #[inline]
+    pub fn io_bits(&self, slot: usize) -> u64 {
+        self.slots[slot].meta & (DEVICE | UNREAD)
+    }
+
+    /// LLC: sets a slot's [`DEVICE`] and [`UNREAD`] bits to `bits`.
+    #[inline]
+    pub fn set_io_bits(&mut self, slot: usize, bits: u64) {
+        let m = &mut self.slots[slot].meta;
+        *m = (*m & !(DEVICE | UNREAD)) | (bits & (DEVICE | UNREAD));
+    }
+
+    /// LLC: a core's access to a slot: most recently used, dirty with
+    /// `write`; the line is no longer [`UNREAD`], and no longer [`DEVICE`]
+    /// data once written. Returns the bits it had.
+    #[inline]
+    pub fn touch_by_core(&mut self, slot: usize, write: bool) -> u64 {
+        let st = self.stamp();
+        let s = &mut self.slots[slot];
+        let old = s.meta;
+        let keep = if write { 0 } else { old & DEVICE };
+        s.meta = (old & DIRTY) | ((write as u64) << 63) | keep | st;
+        old & (DEVICE | UNREAD)
     }
 
     /// The slot holding `line`, if any.
@@ -128,8 +217,9 @@ impl Cache {
 
     #[inline]
     fn stamp(&mut self) -> u64 {
+        // Bits 1..62: 2^61 stamps before one reaches the DEVICE bit.
         self.tick += 1;
-        self.tick << 1
+        (self.tick << 1) & !DEVICE
     }
 
     /// Marks a slot most recently used (and, with `write`, dirty). Returns
@@ -170,6 +260,32 @@ impl Cache {
         prefetched: bool,
         way_limit: usize,
     ) -> Option<Victim> {
+        let (slot, victim) = self.place(line, dirty, prefetched as u64, way_limit);
+        self.set_fill(slot, fill);
+        victim
+    }
+
+    /// LLC: inserts `line` (not present) with its [`DEVICE`] and [`UNREAD`]
+    /// bits `io`, choosing a victim among the first `way_limit` ways.
+    #[inline]
+    pub fn insert_io(
+        &mut self,
+        line: u64,
+        dirty: bool,
+        io: u64,
+        way_limit: usize,
+    ) -> Option<Victim> {
+        self.place(line, dirty, io & (DEVICE | UNREAD), way_limit).1
+    }
+
+    #[inline]
+    fn place(
+        &mut self,
+        line: u64,
+        dirty: bool,
+        flags: u64,
+        way_limit: usize,
+    ) -> (usize, Option<Victim>) {
         let b = self.base(line);
         let lim = way_limit.clamp(1, self.ways);
         let slot = b + self.choose(b, lim);
@@ -178,14 +294,14 @@ impl Cache {
             line: old.tag,
             dirty: old.meta & DIRTY != 0,
             unused_prefetch: old.meta & PREFETCHED != 0,
+            device: old.meta & DEVICE != 0,
         });
         let st = self.stamp();
         self.slots[slot] = Slot {
             tag: line,
-            meta: ((dirty as u64) << 63) | st | prefetched as u64,
+            meta: ((dirty as u64) << 63) | st | flags,
         };
-        self.set_fill(slot, fill);
-        victim
+        (slot, victim)
     }
 
     #[inline]
@@ -214,7 +330,7 @@ impl Cache {
         let s = &mut self.slots[slot];
         s.tag = INVALID;
         let dirty = s.meta & DIRTY != 0;
-        s.meta &= !(DIRTY | PREFETCHED);
+        s.meta &= !(DIRTY | PREFETCHED | DEVICE);
         (dirty, self.fill(slot))
     }
 
@@ -289,6 +405,28 @@ mod tests {
         let s = n.lookup(0).unwrap();
         assert_eq!(n.fill(s), 0);
         assert_eq!(n.remove(s), (true, 0));
+    }
+
+    /// Slices: a line keeps its set within the slice (line modulo the
+    /// slice's sets), its slice is a fixed function of its address, and a
+    /// contiguous range fills the sets unevenly instead of one line each.
+    #[test]
+    fn slices_spread_a_contiguous_range_unevenly() {
+        let c = Cache::new(2 * 64 * 4 * 64, 4, 64, Replacement::Lru).with_slices(2);
+        assert_eq!(c.sets(), 128);
+        let mut per_set = vec![0u32; 128];
+        for line in 1000..1128u64 {
+            let s = c.set_of(line);
+            assert_eq!(s % 64, line % 64);
+            assert_eq!(s, c.set_of(line), "fixed");
+            per_set[s as usize] += 1;
+        }
+        assert!(per_set.contains(&0) && per_set.iter().any(|&n| n >= 2));
+        let plain = Cache::new(2 * 64 * 4 * 64, 4, 64, Replacement::Lru);
+        assert!((1000..1128u64).all(|l| plain.set_of(l) == l % 128));
+        // A slice count that does not divide the sets: the largest that does.
+        let odd = Cache::new(3 * 4 * 64, 4, 64, Replacement::Lru).with_slices(2);
+        assert!((0..30u64).all(|l| odd.set_of(l) < 3));
     }
 
     #[test]

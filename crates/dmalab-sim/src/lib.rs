@@ -13,6 +13,8 @@
 //! - [`select`]: the parameter set, overrides and schemes a run asks for,
 //!   checked as user input; [`report`]: the result documents of
 //!   `dmalab sim compare` and `sweep` and their text.
+//! - [`reqsize`]: the DMA request-size distribution `dmalab sim stat`
+//!   prints.
 //! - [`dramcheck`]: request streams that check [`dram`] against DRAMsim3
 //!   and Ramulator 2.
 
@@ -22,6 +24,7 @@ pub mod dram;
 pub mod dramcheck;
 pub mod engine;
 pub mod report;
+pub mod reqsize;
 pub mod run;
 pub mod scheme;
 pub mod select;

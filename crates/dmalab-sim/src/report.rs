@@ -116,6 +116,9 @@ impl CompareResult {
             p.llc.ways
         );
         text.push_str(&run::table(&self.schemes));
+        if let Some(note) = run::no_cpu_note(&self.schemes) {
+            text.push_str(&note);
+        }
         text.push_str(&format!(
             "\nsimulated {} line references in {:.3} s: {:.1} M refs/s ({:.1} M refs per CPU second)\n",
             self.refs_simulated,
@@ -171,6 +174,13 @@ impl SweepResult {
             cfg.params_name,
             run::sweep_table(cfg.sweep_param.as_deref().unwrap_or_default(), &self.points)
         );
+        if let Some(note) = self
+            .points
+            .first()
+            .and_then(|p| run::no_cpu_note(&p.results))
+        {
+            text.push_str(&note);
+        }
         if interrupted {
             text.push_str(&format!(
                 "\ninterrupted by a signal: {} of {} values run, the last one on part of the trace\n",
@@ -289,6 +299,28 @@ mod tests {
             ),
             "{t}"
         );
+    }
+
+    /// Issue 29: a DMA-only trace printed seven speedups of 1.000 with no
+    /// word why.
+    #[test]
+    fn a_trace_without_cpu_references_says_so() {
+        let cfg = SimRunConfig::new(
+            Path::new("load.trace"),
+            "paper",
+            SimConfig::paper(),
+            &[Scheme::Snoop, Scheme::Shared],
+            None,
+        );
+        let dma_only: Vec<Record> = (0..4u64)
+            .map(|i| Record::dma(10, true, i * 64, 64))
+            .collect();
+        let schemes = [Scheme::Snoop, Scheme::Shared];
+        let r = compare_records(&SimConfig::paper(), &schemes, &dma_only).unwrap();
+        let t = CompareResult::new(r, 1, 1).text(&cfg, false);
+        assert!(t.contains("note: the trace has no CPU references"), "{t}");
+        let t = CompareResult::new(results(), 1, 1).text(&cfg, false);
+        assert!(!t.contains("no CPU references"), "{t}");
     }
 
     #[test]

@@ -134,7 +134,7 @@ pub fn table(results: &[SchemeResult]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<18} {:>12} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>6} {:>6} {:>6}",
+        "{:<20} {:>12} {:>8} {:>7} {:>7} {:>9} {:>9} {:>9} {:>6} {:>6} {:>6}",
         "scheme",
         "total_us",
         "speedup",
@@ -154,7 +154,7 @@ pub fn table(results: &[SchemeResult]) -> String {
         let dirty = r.llc_dirty_evictions + r.dma_cache.map_or(0, |d| d.dirty_evictions);
         let _ = writeln!(
             s,
-            "{:<18} {:>12.1} {:>8} {:>6.1}% {:>6.1}% {:>9} {:>9} {:>9} {:>5.1}% {:>5.1}% {:>5.1}%",
+            "{:<20} {:>12.1} {:>8} {:>6.1}% {:>6.1}% {:>9} {:>9} {:>9} {:>5.1}% {:>5.1}% {:>5.1}%",
             r.scheme,
             r.total_ns / 1000.0,
             r.speedup_vs_snoop
@@ -169,10 +169,35 @@ pub fn table(results: &[SchemeResult]) -> String {
             pct(rows(|x| x.conflicts), acc),
         );
     }
+    if results.iter().any(|r| r.io.writes > 0) {
+        let _ = writeln!(
+            s,
+            "\ndevice-written data (lines): DMA writes, share found in a cache, pushed out unread, a core's first reads served by a cache / by memory, DRAM traffic"
+        );
+        let _ = writeln!(
+            s,
+            "{:<20} {:>10} {:>7} {:>9} {:>9} {:>9} {:>10}",
+            "scheme", "dma_wr", "wr_hit", "leaked", "cpu_hit", "cpu_miss", "dram"
+        );
+        for r in results {
+            let io = &r.io;
+            let _ = writeln!(
+                s,
+                "{:<20} {:>10} {:>6.1}% {:>9} {:>9} {:>9} {:>10}",
+                r.scheme,
+                io.writes,
+                pct(io.write_hits, io.writes),
+                io.leaked,
+                io.cpu_hits,
+                io.cpu_misses,
+                io.dram_lines()
+            );
+        }
+    }
     let _ = writeln!(s, "\ntime breakdown, % of each scheme's total:");
     let _ = writeln!(
         s,
-        "{:<18} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "{:<20} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
         "scheme", "compute", "hit", "cpu_rd", "cpu_wb", "dma_rd", "dma_wr", "drain"
     );
     for r in results {
@@ -186,7 +211,7 @@ pub fn table(results: &[SchemeResult]) -> String {
         };
         let _ = writeln!(
             s,
-            "{:<18} {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}%",
+            "{:<20} {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}%",
             r.scheme,
             p(b.compute_ns),
             p(b.cache_hit_ns),
@@ -197,7 +222,47 @@ pub fn table(results: &[SchemeResult]) -> String {
             p(b.final_drain_ns)
         );
     }
+    if let Some(base) = total(results, "snoop").filter(|&t| t > 0.0) {
+        // The DMA-cache paper's Fig. 6: each scheme's parts against the
+        // same yardstick, so a bar's height is 1 / speedup.
+        let _ = writeln!(
+            s,
+            "\ntime breakdown, % of snoop's total (the DMA-cache paper's Fig. 6):"
+        );
+        let _ = writeln!(
+            s,
+            "{:<20} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            "scheme", "compute", "hit", "cpu_rd", "cpu_wb", "dma_rd", "dma_wr", "drain", "total"
+        );
+        for r in results {
+            let b = &r.breakdown_ns;
+            let p = |x: f64| 100.0 * x / base;
+            let _ = writeln!(
+                s,
+                "{:<20} {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}%",
+                r.scheme,
+                p(b.compute_ns),
+                p(b.cache_hit_ns),
+                p(b.cpu_read_mem_ns),
+                p(b.cpu_writeback_mem_ns),
+                p(b.dma_read_mem_ns),
+                p(b.dma_write_mem_ns),
+                p(b.final_drain_ns),
+                p(r.total_ns)
+            );
+        }
+    }
     s
+}
+
+/// A note for results of a trace with no CPU references (a `dmalab load
+/// --trace` recording holds DMA transfers only): every scheme then takes
+/// nearly the same time, and the speedups say nothing about the schemes.
+pub fn no_cpu_note(results: &[SchemeResult]) -> Option<String> {
+    let refs: u64 = results.iter().map(|r| r.cpu.refs).sum();
+    (!results.is_empty() && refs == 0).then(|| {
+        "\nnote: the trace has no CPU references (DMA only, as `dmalab load --trace` records): nothing reads what the devices wrote or writes what they read, so the schemes differ only in where DMA data sits and the speedups say little; add CPU references (e.g. `dmalab sim synth msr`) to compare the schemes\n".to_string()
+    })
 }
 
 /// One point of a sweep.

@@ -20,11 +20,17 @@ pub enum Scheme {
         size_bytes: u64,
         /// Sequential prefetch for DMA reads.
         prefetch: bool,
+        /// Write-through (the paper's proposed variant): a DMA write goes
+        /// to memory and the DMA cache keeps a clean copy, so evicting it
+        /// writes nothing back.
+        #[serde(default)]
+        write_through: bool,
     },
 }
 
 impl Scheme {
-    /// Parses `snoop`, `shared`, `dma-cache-256K`, `dma-cache-256K-pf`.
+    /// Parses `snoop`, `shared`, `dma-cache-256K`, `dma-cache-256K-pf`,
+    /// `dma-cache-256K-wt`, `dma-cache-256K-pf-wt`.
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
             "snoop" => return Ok(Scheme::Snoop),
@@ -33,10 +39,14 @@ impl Scheme {
         }
         let bad = || {
             format!(
-                "unknown scheme '{s}'; use snoop, shared, dma-cache-SIZE or dma-cache-SIZE-pf (e.g. dma-cache-256K-pf)"
+                "unknown scheme '{s}'; use snoop, shared, dma-cache-SIZE, dma-cache-SIZE-pf, dma-cache-SIZE-wt or dma-cache-SIZE-pf-wt (e.g. dma-cache-256K-pf)"
             )
         };
         let rest = s.strip_prefix("dma-cache-").ok_or_else(bad)?;
+        let (rest, write_through) = match rest.strip_suffix("-wt") {
+            Some(x) => (x, true),
+            None => (rest, false),
+        };
         let (size, prefetch) = match rest.strip_suffix("-pf") {
             Some(x) => (x, true),
             None => (rest, false),
@@ -50,6 +60,7 @@ impl Scheme {
         Ok(Scheme::DmaCache {
             size_bytes,
             prefetch,
+            write_through,
         })
     }
 
@@ -85,11 +96,13 @@ impl Scheme {
             v.push(Scheme::DmaCache {
                 size_bytes: k << 10,
                 prefetch: false,
+                write_through: false,
             });
         }
         v.push(Scheme::DmaCache {
             size_bytes: 256 << 10,
             prefetch: true,
+            write_through: false,
         });
         v
     }
@@ -103,6 +116,7 @@ impl fmt::Display for Scheme {
             Scheme::DmaCache {
                 size_bytes,
                 prefetch,
+                write_through,
             } => {
                 let sz = if size_bytes % (1 << 20) == 0 {
                     format!("{}M", size_bytes >> 20)
@@ -111,7 +125,12 @@ impl fmt::Display for Scheme {
                 } else {
                     format!("{size_bytes}")
                 };
-                write!(f, "dma-cache-{sz}{}", if *prefetch { "-pf" } else { "" })
+                write!(
+                    f,
+                    "dma-cache-{sz}{}{}",
+                    if *prefetch { "-pf" } else { "" },
+                    if *write_through { "-wt" } else { "" }
+                )
             }
         }
     }
@@ -131,6 +150,17 @@ mod tests {
             "dma-cache-1M-pf"
         );
         assert!(Scheme::parse("dma-cache-").is_err());
+        let wt = Scheme::parse("dma-cache-64K-pf-wt").unwrap();
+        assert_eq!(
+            wt,
+            Scheme::DmaCache {
+                size_bytes: 64 << 10,
+                prefetch: true,
+                write_through: true
+            }
+        );
+        assert_eq!(wt.to_string(), "dma-cache-64K-pf-wt");
+        assert!(Scheme::parse("dma-cache-64K-wt-pf").is_err());
         assert!(Scheme::parse("ddio").is_err());
     }
 

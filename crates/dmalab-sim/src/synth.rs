@@ -225,6 +225,11 @@ pub struct WebServer {
     pub cpu_gap_ns: u64,
     /// Seed.
     pub seed: u64,
+    /// Requests received but not yet served: the CPU reads a request's
+    /// packet after the NIC has written this many more (0: at once). Must
+    /// be below `ring_entries`.
+    #[serde(default)]
+    pub inflight: u64,
 }
 
 impl Default for WebServer {
@@ -239,6 +244,7 @@ impl Default for WebServer {
             disk_read_pct: 10,
             cpu_gap_ns: 0,
             seed: 1,
+            inflight: 0,
         }
     }
 }
@@ -255,19 +261,35 @@ impl WebServer {
         let file_pages = (self.file_cache_bytes / PAGE).max(1);
         let g = self.cpu_gap_ns;
         let (mut rx, mut tx) = (0u64, 0u64);
-        let mut rx_packet = |out: Sink<'_>, rng: &mut ChaCha8Rng, len: u64| {
+        // The NIC writes a packet into the next receive buffer.
+        let mut rx_dma = |out: Sink<'_>, len: u64| {
             let b = rx_base + (rx % ring) * buf;
             rx += 1;
             dma_over(out, DmaDir::ToMemory, &[b], len.div_ceil(LINE) * LINE, 0)?;
+            Ok::<u64, TraceError>(b)
+        };
+        // The CPU reads a received packet.
+        let rx_read = |out: Sink<'_>, b: u64, len: u64| {
             for off in (0..len).step_by(LINE as usize) {
                 out(&Record::cpu(g, false, b + off, LINE as u32))?;
             }
-            let _ = rng;
             Ok::<(), TraceError>(())
         };
-        for _ in 0..self.requests {
-            let req_len = rng.gen_range(200..=600);
-            rx_packet(out, &mut rng, req_len)?;
+        // Requests received, not yet served: (buffer, length).
+        let mut backlog = std::collections::VecDeque::new();
+        for i in 0..self.requests + self.inflight {
+            if i < self.requests {
+                let req_len = rng.gen_range(200..=600);
+                let b = rx_dma(out, req_len)?;
+                backlog.push_back((b, req_len));
+            }
+            if backlog.len() as u64 <= self.inflight && i < self.requests {
+                continue;
+            }
+            let Some((b, req_len)) = backlog.pop_front() else {
+                break;
+            };
+            rx_read(out, b, req_len)?;
             for _ in 0..self.app_refs_per_request {
                 let a = HEAP_BASE + rng.gen_range(0..ws_lines) * LINE;
                 let w = rng.gen_range(0..10) < 3;
@@ -307,8 +329,104 @@ impl WebServer {
                 sent += seg;
                 segs += 1;
                 if segs & 1 == 0 {
-                    rx_packet(out, &mut rng, LINE)?;
+                    let b = rx_dma(out, LINE)?;
+                    rx_read(out, b, LINE)?;
                 }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the core reads of a received packet.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum RxRead {
+    /// Every line of the packet (a copy to the application, a checksum).
+    #[default]
+    Whole,
+    /// The first line only (headers: forwarding, a load balancer).
+    Header,
+}
+
+/// A plain receive path: the NIC writes packets into a ring of
+/// `ring_entries` buffers, the core reads each packet `inflight` packets
+/// after it arrived (the descriptors the NIC has filled and the core not yet
+/// served), whole or its header only, and does `app_refs_per_packet`
+/// random references to its own state per packet.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RxRing {
+    /// Packets received.
+    pub packets: u64,
+    /// Receive buffers (descriptors) in the ring.
+    pub ring_entries: u64,
+    /// Bytes per receive buffer.
+    pub buf_bytes: u64,
+    /// Bytes per packet (at most `buf_bytes`).
+    pub packet_bytes: u64,
+    /// Packets the NIC writes ahead of the core (below `ring_entries`).
+    pub inflight: u64,
+    /// What the core reads of each packet.
+    pub read: RxRead,
+    /// Random references to application state per packet (30% writes).
+    pub app_refs_per_packet: u32,
+    /// Application state.
+    pub working_set_bytes: u64,
+    /// CPU time between two references, ns.
+    pub cpu_gap_ns: u64,
+    /// Seed (application references).
+    pub seed: u64,
+}
+
+impl Default for RxRing {
+    fn default() -> Self {
+        RxRing {
+            packets: 100_000,
+            ring_entries: 256,
+            buf_bytes: 2048,
+            packet_bytes: 1500,
+            inflight: 0,
+            read: RxRead::Whole,
+            app_refs_per_packet: 0,
+            working_set_bytes: 1 << 20,
+            cpu_gap_ns: 0,
+            seed: 1,
+        }
+    }
+}
+
+impl RxRing {
+    /// Generates the trace.
+    pub fn generate(&self, out: Sink<'_>) -> Result<(), TraceError> {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        let ring = self.ring_entries.max(1);
+        let buf = self.buf_bytes.max(LINE) / LINE * LINE;
+        let len = self.packet_bytes.clamp(1, buf).div_ceil(LINE) * LINE;
+        let read = match self.read {
+            RxRead::Whole => len,
+            RxRead::Header => LINE,
+        };
+        let ws_lines = (self.working_set_bytes / LINE).max(1);
+        let g = self.cpu_gap_ns;
+        let k = self.inflight;
+        for i in 0..self.packets + k {
+            if i < self.packets {
+                let b = RING_BASE + (i % ring) * buf;
+                dma_over(out, DmaDir::ToMemory, &[b], len, 0)?;
+            }
+            if i < k {
+                continue;
+            }
+            let b = RING_BASE + ((i - k) % ring) * buf;
+            for off in (0..read).step_by(LINE as usize) {
+                out(&Record::cpu(g, false, b + off, LINE as u32))?;
+            }
+            for _ in 0..self.app_refs_per_packet {
+                let a = HEAP_BASE + rng.gen_range(0..ws_lines) * LINE;
+                let w = rng.gen_range(0..10) < 3;
+                out(&Record::cpu(g, w, a, LINE as u32))?;
             }
         }
         Ok(())
@@ -444,6 +562,9 @@ pub enum Workload {
     /// Network packets in 2 KiB ring buffers, app work, responses sent from
     /// the page cache, small disk reads.
     Web,
+    /// A plain receive path: the NIC fills a ring of packet buffers, the
+    /// core reads each packet --inflight packets later (--rx-read).
+    Rx,
     /// An MSR Cambridge CSV block trace (--input) replayed as DMA transfers.
     Msr,
 }
@@ -464,6 +585,19 @@ pub struct SynthSpec {
     pub ring_entries: u64,
     /// CPU time between references, ns (`--cpu-gap-ns`).
     pub cpu_gap_ns: u64,
+    /// Packets (rx; `--packets`).
+    pub packets: u64,
+    /// Packets the NIC is ahead of the core (web, rx; `--inflight`).
+    pub inflight: u64,
+    /// Bytes per received packet (rx; `--packet-bytes`).
+    pub packet_bytes: u64,
+    /// What the core reads of a packet (rx; `--rx-read`).
+    pub rx_read: RxRead,
+    /// Application references per packet (rx; `--app-refs`).
+    pub app_refs: u32,
+    /// Share of responses read from disk first, percent (web;
+    /// `--disk-read-pct`).
+    pub disk_read_pct: u32,
     /// Random seed (`--seed`).
     pub seed: u64,
     /// The MSR replay's settings (msr).
@@ -478,8 +612,29 @@ impl SynthSpec {
         if self.size_bytes == 0 {
             return Err(UsageError::new("--size", "must be above 0"));
         }
-        if self.workload == Workload::Web && self.ring_entries == 0 {
+        let ring_user = matches!(self.workload, Workload::Web | Workload::Rx);
+        if ring_user && self.ring_entries == 0 {
             return Err(UsageError::new("--ring", "must be at least 1"));
+        }
+        if ring_user && self.inflight >= self.ring_entries {
+            return Err(UsageError::new(
+                "--inflight",
+                format!(
+                    "{} packets ahead need more than --ring {} buffers (the NIC would overwrite unread ones); use at most {}",
+                    self.inflight,
+                    self.ring_entries,
+                    self.ring_entries - 1
+                ),
+            ));
+        }
+        if self.disk_read_pct > 100 {
+            return Err(UsageError::new("--disk-read-pct", "must be 0 to 100"));
+        }
+        if self.workload == Workload::Rx && !(1..=2048).contains(&self.packet_bytes) {
+            return Err(UsageError::new(
+                "--packet-bytes",
+                "must be 1 to 2048 (one 2 KiB receive buffer)",
+            ));
         }
         if self.workload == Workload::Msr && !has_input {
             return Err(UsageError::new(
@@ -516,6 +671,20 @@ impl SynthSpec {
             Workload::Web => WebServer {
                 requests: self.requests,
                 ring_entries: self.ring_entries,
+                cpu_gap_ns: self.cpu_gap_ns,
+                seed: self.seed,
+                inflight: self.inflight,
+                disk_read_pct: self.disk_read_pct,
+                ..Default::default()
+            }
+            .generate(out),
+            Workload::Rx => RxRing {
+                packets: self.packets,
+                ring_entries: self.ring_entries,
+                packet_bytes: self.packet_bytes,
+                inflight: self.inflight,
+                read: self.rx_read,
+                app_refs_per_packet: self.app_refs,
                 cpu_gap_ns: self.cpu_gap_ns,
                 seed: self.seed,
                 ..Default::default()
@@ -629,6 +798,12 @@ mod tests {
             ring_entries: 8,
             cpu_gap_ns: 0,
             seed: 1,
+            packets: 50,
+            inflight: 0,
+            packet_bytes: 1500,
+            rx_read: RxRead::Whole,
+            app_refs: 0,
+            disk_read_pct: 10,
             msr: MsrReplay::default(),
         }
     }
@@ -654,6 +829,108 @@ mod tests {
         assert_eq!(opt(&ring_unused, false), Ok(()));
         assert_eq!(opt(&spec(Workload::Msr), false), Err("--input".into()));
         assert_eq!(opt(&spec(Workload::Msr), true), Ok(()));
+    }
+
+    /// `--inflight 0` gives the web trace it gave before the option; with
+    /// k packets in flight the CPU reads each request after k more arrived.
+    #[test]
+    fn web_inflight_delays_the_reads() {
+        let w = WebServer {
+            requests: 30,
+            ring_entries: 16,
+            ..Default::default()
+        };
+        let now = collect(|o| w.generate(o));
+        // The first records: a request's DMA (begin, 8 lines, end), then the
+        // CPU reading it (a 200-600 byte request: 4 to 10 lines).
+        assert_eq!(now[0].kind, Kind::Begin);
+        assert_eq!(
+            now[now.iter().position(|r| r.kind == Kind::End).unwrap() + 1].source,
+            Source::Cpu
+        );
+        let late = collect(|o| {
+            WebServer {
+                inflight: 3,
+                ..w.clone()
+            }
+            .generate(o)
+        });
+        // Four requests arrive before the CPU reads the first.
+        let ends_before_cpu = late
+            .iter()
+            .take_while(|r| r.kind == Kind::Begin || r.kind == Kind::End || r.source == Source::Dma)
+            .filter(|r| r.kind == Kind::End)
+            .count();
+        assert_eq!(ends_before_cpu, 4);
+        let refs = |v: &[Record]| v.iter().filter(|r| r.kind == Kind::Ref).count();
+        assert_eq!(refs(&now) > 0, refs(&late) > 0);
+    }
+
+    #[test]
+    fn rx_ring_reads_k_packets_late_whole_or_header() {
+        let rx = RxRing {
+            packets: 10,
+            ring_entries: 4,
+            inflight: 2,
+            packet_bytes: 200,
+            ..Default::default()
+        };
+        let v = collect(|o| rx.generate(o));
+        let dma: Vec<u64> = v
+            .iter()
+            .filter(|r| r.kind == Kind::Ref && r.source == Source::Dma)
+            .map(|r| r.addr)
+            .collect();
+        let cpu: Vec<u64> = v
+            .iter()
+            .filter(|r| r.kind == Kind::Ref && r.source == Source::Cpu)
+            .map(|r| r.addr)
+            .collect();
+        // 200 bytes: 4 lines a packet, written and read whole.
+        assert_eq!((dma.len(), cpu.len()), (40, 40));
+        // Buffer i % 4; the CPU's first read comes after packet 2 arrived.
+        assert_eq!(dma[4 * 5], RING_BASE + 2048);
+        let first_cpu = v
+            .iter()
+            .position(|r| r.source == Source::Cpu && r.kind == Kind::Ref)
+            .unwrap();
+        let ends = v[..first_cpu]
+            .iter()
+            .filter(|r| r.kind == Kind::End)
+            .count();
+        assert_eq!(ends, 3);
+        assert_eq!(cpu[0], RING_BASE);
+        let hdr = collect(|o| {
+            RxRing {
+                read: RxRead::Header,
+                ..rx.clone()
+            }
+            .generate(o)
+        });
+        let hdr_cpu = hdr
+            .iter()
+            .filter(|r| r.source == Source::Cpu && r.kind == Kind::Ref)
+            .count();
+        assert_eq!(hdr_cpu, 10);
+    }
+
+    #[test]
+    fn inflight_must_leave_the_ring_a_free_buffer() {
+        let s = SynthSpec {
+            inflight: 8,
+            ..spec(Workload::Rx)
+        };
+        assert_eq!(s.validate(false).unwrap_err().option, "--inflight");
+        let ok = SynthSpec {
+            inflight: 7,
+            ..spec(Workload::Web)
+        };
+        assert!(ok.validate(false).is_ok());
+        let big = SynthSpec {
+            packet_bytes: 4096,
+            ..spec(Workload::Rx)
+        };
+        assert_eq!(big.validate(false).unwrap_err().option, "--packet-bytes");
     }
 
     #[test]

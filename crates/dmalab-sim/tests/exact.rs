@@ -169,15 +169,17 @@ fn sequential_prefetch_counts() {
 
 #[test]
 fn row_conflicts_and_exact_time() {
-    // DDR2-800, 2.5 ns clock, CL = tRCD = tRP = 5, tRAS = 18, burst 4.
+    // DDR2-800, 2.5 ns clock, CL = tRCD = tRP = 5, tRAS = 18, burst 4; each
+    // miss first looks up the LLC (10 ns; no on-chip path in the paper
+    // set), so each read reaches the controller 10 ns after the last data.
     let r = run(
         &SimConfig::paper(),
         "snoop",
         "
-0 cpu-r 0x0 64      # bank 0 row 0, closed: ACT 0, CAS 12.5, data 35 ns
-0 cpu-r 0x10000 64  # bank 0 row 1: PRE at tRAS 45, ACT 57.5, CAS 70, data 92.5
-0 cpu-r 0x40 64     # row 0 again: PRE 102.5, ACT 115, CAS 127.5, data 150
-0 cpu-r 0x2000 64   # bank 1, closed: ACT 150, CAS 162.5, data 185
+0 cpu-r 0x0 64      # bank 0 row 0, closed: ACT 10, CAS 22.5, data 45 ns
+0 cpu-r 0x10000 64  # bank 0 row 1, at 55: PRE at tRAS 55, ACT 67.5, CAS 80, data 102.5
+0 cpu-r 0x40 64     # row 0 again, at 112.5: PRE 112.5 (tRAS), ACT 125, CAS 137.5, data 160
+0 cpu-r 0x2000 64   # bank 1, closed, at 170: ACT 170, CAS 182.5, data 205
 ",
     );
     assert_eq!(
@@ -188,9 +190,9 @@ fn row_conflicts_and_exact_time() {
         ),
         (0, 2, 2)
     );
-    assert_eq!(r.total_ns, 185.0);
-    assert_eq!(r.total_cycles, 185);
-    assert_eq!(r.breakdown_ns.cpu_read_mem_ns, 185.0);
+    assert_eq!(r.total_ns, 205.0);
+    assert_eq!(r.total_cycles, 205);
+    assert_eq!(r.breakdown_ns.cpu_read_mem_ns, 205.0);
 }
 
 #[test]

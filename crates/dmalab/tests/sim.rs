@@ -118,7 +118,9 @@ fn text_trace_converts_and_compares_like_binary() {
             .collect::<Vec<_>>()
     };
     assert_eq!(table(&a), table(&b));
-    assert_eq!(table(&a).len(), 4);
+    // Two schemes in four tables: the scheme table, device-written data,
+    // the breakdown of each total and the breakdown against snoop's.
+    assert_eq!(table(&a).len(), 8);
 }
 
 #[test]
@@ -222,6 +224,27 @@ fn bad_input_exits_2_naming_the_option() {
                 "x.trace".into(),
             ],
             "--input",
+        ),
+        (
+            [
+                "synth",
+                "rx",
+                "--ring",
+                "8",
+                "--inflight",
+                "8",
+                "--output",
+                "x.trace",
+            ]
+            .map(String::from)
+            .to_vec(),
+            "--inflight",
+        ),
+        (
+            ["params", "--params", "modern", "--set", "llc.slices=3"]
+                .map(String::from)
+                .to_vec(),
+            "--set",
         ),
     ];
     for (args, needle) in cases {
@@ -386,5 +409,82 @@ fn set_llc_ways_1_then_ddio_ways_1_was_refused() {
             "llc.ddio_ways=2",
         ],
         "llc.ddio_ways",
+    );
+}
+
+/// Issue 29 through the binary: a receive ring within the DDIO ways under
+/// the modern set. Posted device writes and a core's miss at full price:
+/// `shared` reads every received line from the LLC, `snoop` from DRAM,
+/// and `shared` is faster. `sim stat` prints the request sizes.
+#[test]
+fn receive_ring_within_ddio_ways_is_served_from_the_llc() {
+    let dir = tempfile::tempdir().unwrap();
+    let rx = dir.path().join("rx.trace");
+    let json = dir.path().join("rx.json");
+    dmalab()
+        .args(["sim", "synth", "rx", "--packets", "2000", "--ring", "64"])
+        .args(["--inflight", "16", "--output"])
+        .arg(&rx)
+        .assert()
+        .success();
+    let out = dmalab()
+        .args([
+            "sim",
+            "compare",
+            "--params",
+            "modern",
+            "--schemes",
+            "snoop,shared",
+        ])
+        .arg(&rx)
+        .arg("--output")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    assert!(text.contains("% of snoop's total"), "{text}");
+    assert!(!text.contains("no CPU references"), "{text}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let s = doc["result"]["schemes"].as_array().unwrap();
+    let io = |i: usize, k: &str| s[i]["io"][k].as_u64().unwrap();
+    // 2000 packets of 1500 bytes: 24 lines each, written and read.
+    assert_eq!((io(0, "writes"), io(1, "writes")), (48_000, 48_000));
+    assert_eq!(io(0, "cpu_misses"), 48_000);
+    assert_eq!((io(1, "cpu_misses"), io(1, "cpu_hits")), (0, 48_000));
+    assert_eq!(io(1, "dram_writes"), 0);
+    let t = |i: usize| s[i]["total_ns"].as_f64().unwrap();
+    assert!(t(1) < t(0), "shared {} snoop {}", t(1), t(0));
+    let stat = dmalab().args(["sim", "stat"]).arg(&rx).output().unwrap();
+    let st = stdout(&stat);
+    assert!(
+        st.contains("dma requests, device writes memory: 2000 requests, mean 1536 bytes"),
+        "{st}"
+    );
+    assert!(st.contains("1K:0.0% 2K:100.0%"), "{st}");
+    assert!(
+        st.contains("dma requests, device reads memory: none"),
+        "{st}"
+    );
+}
+
+/// Issue 29: `compare` on a DMA-only trace printed seven speedups of 1.000
+/// and no word why.
+#[test]
+fn a_dma_only_trace_gets_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("dma.txt");
+    std::fs::write(&t, "0 xfer-w 0x10000 65536 0\n100 xfer-r 0x20000 65536 0\n").unwrap();
+    let out = dmalab()
+        .args(["sim", "compare", "--schemes", "snoop,shared"])
+        .arg(&t)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout(&out).contains("note: the trace has no CPU references"),
+        "{}",
+        stdout(&out)
     );
 }

@@ -5,8 +5,11 @@ use dmalab_core::output::{Accept, OutputGuard};
 use dmalab_core::units::parse_size;
 use dmalab_core::UsageError;
 use dmalab_sim::engine::SimError;
-use dmalab_sim::synth::{MsrReplay, SynthSpec, Workload};
-use dmalab_trace::{self as trace, Format, TraceError, TraceReader, TraceStats, TraceWriter};
+use dmalab_sim::reqsize::RequestSizes;
+use dmalab_sim::synth::{MsrReplay, RxRead, SynthSpec, Workload};
+use dmalab_trace::{
+    self as trace, Format, Record, RecordSource, TraceError, TraceReader, TraceStats, TraceWriter,
+};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -28,9 +31,30 @@ pub(super) struct SynthArgs {
     /// Requests (web).
     #[arg(long, default_value_t = 20_000)]
     requests: u64,
-    /// Receive and transmit ring entries of 2 KiB (web).
+    /// Receive and transmit ring entries of 2 KiB (web), receive ring
+    /// entries (rx).
     #[arg(long, default_value_t = 256)]
     ring: u64,
+    /// Packets the NIC has written that the core has not read yet: the core
+    /// reads a packet this many packets after it arrived (web, rx; below
+    /// --ring).
+    #[arg(long, default_value_t = 0)]
+    inflight: u64,
+    /// Packets received (rx).
+    #[arg(long, default_value_t = 100_000)]
+    packets: u64,
+    /// Bytes per received packet, 1 to 2048 (rx).
+    #[arg(long, default_value_t = 1500)]
+    packet_bytes: u64,
+    /// What the core reads of each packet (rx).
+    #[arg(long, value_enum, default_value = "whole")]
+    rx_read: RxRead,
+    /// Random references to 1 MiB of application state per packet (rx).
+    #[arg(long, default_value_t = 0)]
+    app_refs: u32,
+    /// Share of responses read from disk first, percent (web).
+    #[arg(long, default_value_t = 10)]
+    disk_read_pct: u32,
     /// Hash-table size (tpch).
     #[arg(long, default_value = "2M")]
     hash_size: String,
@@ -81,6 +105,12 @@ pub(super) fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
         requests: a.requests,
         ring_entries: a.ring,
         cpu_gap_ns: a.cpu_gap_ns,
+        packets: a.packets,
+        inflight: a.inflight,
+        packet_bytes: a.packet_bytes,
+        rx_read: a.rx_read,
+        app_refs: a.app_refs,
+        disk_read_pct: a.disk_read_pct,
         seed: a.seed,
         msr: MsrReplay {
             span_bytes: parse_size("--span", &a.span)?,
@@ -172,8 +202,17 @@ pub(super) fn convert(a: ConvertArgs) -> anyhow::Result<ExitCode> {
 
 pub(super) fn stat(a: StatArgs) -> anyhow::Result<ExitCode> {
     let mut rd = open(&a.trace, "TRACE")?;
-    let stats = TraceStats::count(&mut rd).map_err(|e| trace_err("TRACE", SimError::Trace(e)))?;
+    let (mut stats, mut sizes) = (TraceStats::default(), RequestSizes::default());
+    let mut r = Record::default();
+    while rd
+        .next_record(&mut r)
+        .map_err(|e| trace_err("TRACE", SimError::Trace(e)))?
+    {
+        stats.add(&r);
+        sizes.add(&r);
+    }
     outln!("{stats}");
+    outln!("{sizes}");
     Ok(ExitCode::SUCCESS)
 }
 
