@@ -880,7 +880,7 @@ fn settings(ctx: &Ctx, raw: Option<RawExperiment>, stem: String) -> Result<Setti
 fn aggressors(
     ctx: &Ctx,
     tables: Vec<RawTable>,
-) -> Result<(Vec<Aggressor>, Vec<Option<(String, usize)>>), ExpError> {
+) -> Result<(Vec<Aggressor>, Vec<RawControl>), ExpError> {
     let mut seen = Vec::new();
     let both = tables
         .into_iter()
@@ -897,7 +897,7 @@ fn aggressor(
     i: usize,
     t: RawTable,
     seen: &mut Vec<String>,
-) -> Result<(Aggressor, Option<(String, usize)>), ExpError> {
+) -> Result<(Aggressor, RawControl), ExpError> {
     let start = t.span().start;
     let mut map = t.into_inner();
     let owner_default = format!("aggressor #{}", i + 1);
@@ -944,6 +944,9 @@ fn aggressor(
     ))
 }
 
+/// An aggressor's `control` key as written, with its offset.
+type RawControl = Option<(String, usize)>;
+
 /// Resolves each aggressor's `control` (its own key, else the experiment's
 /// `control = "auto"`): a twin of its own command, another aggressor, or
 /// none. An explicit `"auto"` that cannot be made is an error; the
@@ -951,7 +954,7 @@ fn aggressor(
 fn resolve_controls(
     ctx: &Ctx,
     aggs: &mut [Aggressor],
-    raw: Vec<Option<(String, usize)>>,
+    raw: Vec<RawControl>,
     auto: Option<usize>,
     sweep: bool,
     warnings: &mut Vec<String>,
@@ -1605,5 +1608,108 @@ size = "64M"
     fn sweep_must_name_an_aggressor() {
         let e = p("[[aggressor]]\nname=\"r\"\n[sweep]\naggressor=\"x\"\nflag=\"workers\"\nvalues=[1,2]\n[[victim]]\nname=\"i\"\ncommand=\"idle\"\nduration=\"1s\"\n").unwrap_err();
         assert_eq!(e.line, Some(4), "{e}");
+    }
+
+    const VICTIM: &str = "[[victim]]\nname=\"i\"\ncommand=\"idle\"\nduration=\"1s\"\n";
+
+    #[test]
+    fn controls_resolve_per_aggressor_and_from_the_experiment() {
+        let e = p(&format!(
+            "[experiment]\ncontrol = \"auto\"\n[[aggressor]]\nname=\"r\"\n[[aggressor]]\nname=\"x\"\ncommand=\"exec\"\nrun=[\"true\"]\n[[aggressor]]\nname=\"y\"\ncommand=\"exec\"\nrun=[\"true\"]\ncontrol=\"x\"\n[[aggressor]]\nname=\"n\"\ncontrol=\"none\"\n{VICTIM}"
+        ))
+        .unwrap();
+        let c: Vec<Option<Control>> = e.aggressors.iter().map(|a| a.control.clone()).collect();
+        assert_eq!(
+            c,
+            [Some(Control::Twin), None, Some(Control::Aggressor(1)), None]
+        );
+        // The experiment-wide auto skips the exec aggressor, and says why.
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.contains("aggressor 'x' gets no control cycle")),
+            "{:?}",
+            e.warnings
+        );
+    }
+
+    #[test]
+    fn impossible_controls_are_refused_with_their_line() {
+        for (agg, want) in [
+            (
+                "name=\"r\"\ncommand=\"exec\"\nrun=[\"true\"]\ncontrol=\"auto\"",
+                "exec command has no automatic control",
+            ),
+            ("name=\"r\"\ncontrol=\"r\"", "names the aggressor itself"),
+            (
+                "name=\"r\"\ncontrol=\"nobody\"",
+                "no aggressor has that name",
+            ),
+            (
+                "name=\"r\"\nengine=\"rdma\"\ncontrol=\"auto\"",
+                "no faithful control",
+            ),
+        ] {
+            let e = p(&format!("[[aggressor]]\n{agg}\n{VICTIM}")).unwrap_err();
+            assert!(e.to_string().contains(want), "{e}");
+            assert!(e.line.is_some_and(|l| l >= 2), "{e}");
+        }
+        let e = p(&format!("[experiment]\ncontrol = \"always\"\n{VICTIM}")).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        // No control cycles in sweep mode.
+        let e = p(&format!("[[aggressor]]\nname=\"r\"\ncontrol=\"auto\"\n[sweep]\naggressor=\"r\"\nflag=\"workers\"\nvalues=[1]\n{VICTIM}")).unwrap_err();
+        assert!(e.to_string().contains("sweep mode"), "{e}");
+    }
+
+    fn flag(key: &str, value: &str) -> Flag {
+        Flag {
+            key: key.into(),
+            values: vec![value.into()],
+            switch: false,
+            line: 1,
+        }
+    }
+
+    fn value_of<'a>(flags: &'a [Flag], key: &str) -> Option<&'a str> {
+        flags
+            .iter()
+            .find(|f| f.key == key)
+            .map(|f| f.values[0].as_str())
+    }
+
+    #[test]
+    fn control_flags_per_engine() {
+        // io_uring (the default): the null engine, paced, without the
+        // aggressor's bandwidth limit; everything else kept.
+        let agg = [
+            flag("pattern", "random"),
+            flag("workers", "2"),
+            flag("rate", "100M"),
+        ];
+        let t = control_flags(&agg, Some(15_400)).unwrap();
+        assert_eq!(value_of(&t, "engine"), Some("null"));
+        assert_eq!(value_of(&t, "rate_iops"), Some("15400"));
+        assert_eq!(value_of(&t, "rate"), None);
+        assert_eq!(value_of(&t, "pattern"), Some("random"));
+        assert_eq!(value_of(&t, "workers"), Some("2"));
+        // nvme: the same engine, flush commands.
+        let t = control_flags(
+            &[flag("engine", "nvme"), flag("pattern", "random")],
+            Some(10),
+        )
+        .unwrap();
+        assert_eq!(value_of(&t, "engine"), Some("nvme"));
+        assert_eq!(value_of(&t, "pattern"), Some("flush"));
+        // null: itself, paced.
+        let t = control_flags(&[flag("engine", "null")], Some(5)).unwrap();
+        assert_eq!(
+            (value_of(&t, "engine"), value_of(&t, "rate_iops")),
+            (Some("null"), Some("5"))
+        );
+        // gpu and rdma: refused with the reason.
+        assert!(control_flags(&[flag("engine", "gpu")], None).is_err());
+        assert!(control_flags(&[flag("engine", "rdma")], None)
+            .unwrap_err()
+            .contains("no faithful control"));
     }
 }

@@ -246,8 +246,7 @@ fn evidence_counters_move_when_a_hog_shares_the_victims_cpu() {
     // than one).
     let (_, runs) = run_under(
         dir.path(),
-        &format!(
-            r#"
+        r#"
 [experiment]
 repetitions = 3
 warmup = "100ms"
@@ -271,8 +270,7 @@ run = ["taskset", "-c", "1", "sh", "-c", "while :; do :; done"]
 name = "spin"
 command = "exec"
 run = ["sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"]
-"#
-        ),
+"#,
         &["chrt", "-r", "1"],
     );
     let mean = |load: &str, key: &str| {
