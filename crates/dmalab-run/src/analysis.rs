@@ -602,3 +602,77 @@ pub fn attribution_table(cells: &[Cell]) -> Option<String> {
     }
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guardrails_say_what_n_cannot_support() {
+        assert!(guardrail(2, 10)
+            .unwrap()
+            .contains("too few runs for an interval"));
+        assert!(guardrail(3, 3).unwrap().contains("cannot reach p < 0.05"));
+        assert_eq!(guardrail(4, 4), None, "4 vs 4 can reach p = 0.029");
+        assert_eq!(guardrail(0, 4), None);
+    }
+
+    #[test]
+    fn verdicts_follow_the_interval_against_the_control() {
+        let plain = [100.0, 101.0, 99.0, 100.5, 99.5];
+        let loaded = [150.0, 151.0, 149.0, 150.5, 149.5];
+        // A control like plain: the whole slowdown is DMA.
+        let a = attribute("r/control", &loaded, &plain, &plain, Better::Lower).unwrap();
+        assert!(
+            a.verdict.starts_with("DMA effect: +50.00%"),
+            "{}",
+            a.verdict
+        );
+        assert_eq!(a.dma_share, 1.0);
+        // A control like the load: none of it is.
+        let a = attribute("r/control", &loaded, &loaded, &plain, Better::Lower).unwrap();
+        assert!(
+            a.verdict
+                .starts_with("not distinguishable from the aggressor's CPU cost (control +50.00%)"),
+            "{}",
+            a.verdict
+        );
+        assert!(a.dma_share_ci.0 <= 0.0 && 0.0 <= a.dma_share_ci.1);
+        // n <= 2: no interval, said so.
+        let a = attribute(
+            "r/control",
+            &loaded[..2],
+            &plain[..2],
+            &plain,
+            Better::Lower,
+        )
+        .unwrap();
+        assert!(
+            a.verdict.starts_with("not attributable: n = 2"),
+            "{}",
+            a.verdict
+        );
+    }
+
+    #[test]
+    fn lost_cpu_needs_five_more_points_of_run_queue_wait() {
+        let plain = EvidenceSummary {
+            run_delay_pct: Some(2.0),
+            nonvoluntary_ctxt_switches: Some(3.0),
+            ..Default::default()
+        };
+        let mut loaded = EvidenceSummary {
+            run_delay_pct: Some(6.9),
+            ..plain.clone()
+        };
+        assert_eq!(lost_cpu(&loaded, &plain, 1e9), None);
+        loaded.run_delay_pct = Some(40.0);
+        loaded.nonvoluntary_ctxt_switches = Some(90.0);
+        let m = lost_cpu(&loaded, &plain, 1e9).unwrap();
+        assert!(
+            m.contains("waited for a CPU 40.0% of its run (plain 2.0%)"),
+            "{m}"
+        );
+        assert!(m.contains("preempted 90 times per run (plain 3)"), "{m}");
+    }
+}
