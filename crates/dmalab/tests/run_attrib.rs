@@ -88,9 +88,13 @@ fn cpu_burning_null_load_is_not_attributed_to_dma() {
         return;
     }
     // The null engine moves no data: an aggressor of it only burns CPU, here
-    // on the victim's own CPU. Its automatic control is itself, paced at the
-    // command rate it reached; the victim must slow down under both, and
-    // the verdict must say that no DMA effect is distinguishable.
+    // on the victim's own CPU, at a fixed command rate. Its automatic
+    // control is itself, paced at the command rate it reached; the victim
+    // must slow down under both, and the verdict must say that no DMA
+    // effect is distinguishable. (The aggressor is paced too: an unpaced
+    // one never sleeps, a paced one sleeps between commands and wakes the
+    // scheduler, so the two would differ in how they share the CPU, which
+    // is not what this test is about; see "Control cycles" in docs/run.md.)
     let dir = tempfile::tempdir().unwrap();
     let (stdout, runs) = run(
         dir.path(),
@@ -113,6 +117,7 @@ engine = "null"
 pattern = "random"
 buffer = "1M"
 workers = 1
+rate_iops = 40000
 
 [[victim]]
 name = "spin"
@@ -165,7 +170,7 @@ run = {SPIN_VICTIM}
         "{a}"
     );
     // The control itself slowed the victim (it shares its CPU).
-    assert!(a["control_slowdown"].as_f64().unwrap() > 1.2, "{a}");
+    assert!(a["control_slowdown"].as_f64().unwrap() > 1.0, "{a}");
     assert!(stdout.contains("DMA share"), "{stdout}");
     assert!(stdout.contains("not distinguishable"), "{stdout}");
 }
