@@ -10,7 +10,9 @@ interval of each mean and of the ratio mean(loaded)/mean(plain) (10,000
 resamples; dmalab uses its own seeded generator, so the tests compare
 bootstrap intervals with a tolerance), and the Mann-Whitney U test of
 loaded against plain, two-sided, exact (where there are no ties) and
-asymptotic with continuity and tie correction.
+asymptotic with continuity and tie correction; and, for three samples
+(plain, control, loaded), the DMA-attributable share and the slowdown
+against the control with their bootstrap intervals.
 """
 import json
 import os
@@ -63,10 +65,48 @@ cases = [
     case("larger_asymptotic", np.round(rng.lognormal(0.0, 0.3, 30), 4), np.round(rng.lognormal(0.1, 0.3, 25), 4)),
 ]
 
+
+
+def attribution(name, plain, control, loaded):
+    """A loaded sample against its control and plain: the DMA-attributable
+    share (mean(loaded) - mean(control)) / (mean(loaded) - mean(plain)) and
+    the ratio mean(loaded) / mean(control), each with its 95% percentile
+    bootstrap interval, the samples resampled independently."""
+    plain, control, loaded = ([float(v) for v in s] for s in (plain, control, loaded))
+    p, c, l = np.array(plain), np.array(control), np.array(loaded)
+
+    def share(l, c, p, axis=-1):
+        ml, mc, mp = (np.mean(x, axis=axis) for x in (l, c, p))
+        return (ml - mc) / (ml - mp)
+
+    ci = stats.bootstrap((l, c, p), share, n_resamples=10000, method="percentile", paired=False,
+                         vectorized=True, confidence_level=0.95, random_state=rng).confidence_interval
+    ratio = stats.bootstrap((l, c), lambda a, b, axis=-1: np.mean(a, axis=axis) / np.mean(b, axis=axis),
+                            n_resamples=10000, method="percentile", paired=False, vectorized=True,
+                            confidence_level=0.95, random_state=rng).confidence_interval
+    return {"name": name, "plain": plain, "control": control, "loaded": loaded,
+            "share": float(share(l, c, p)), "share_ci": [float(ci.low), float(ci.high)],
+            "vs_control": float(np.mean(l) / np.mean(c)),
+            "vs_control_ci": [float(ratio.low), float(ratio.high)]}
+
+
+attribution_cases = [
+    # The control costs the victim little: most of the slowdown is DMA.
+    attribution("mostly_dma", np.round(rng.normal(100.0, 2.0, 10), 3),
+                np.round(rng.normal(102.0, 2.0, 10), 3), np.round(rng.normal(130.0, 3.0, 10), 3)),
+    # The control slows the victim as much as the load: no DMA effect.
+    attribution("cpu_cost_only", np.round(rng.normal(100.0, 2.0, 8), 3),
+                np.round(rng.normal(125.0, 3.0, 8), 3), np.round(rng.normal(125.0, 3.0, 8), 3)),
+    # Half and half, unequal sizes.
+    attribution("half", np.round(rng.normal(50.0, 1.0, 6), 3),
+                np.round(rng.normal(60.0, 1.5, 9), 3), np.round(rng.normal(70.0, 1.5, 7), 3)),
+]
+
 path = os.path.join(os.path.dirname(__file__), "..", "crates", "dmalab-run", "tests", "data",
                     "stats-expected.json")
 with open(path, "w") as f:
     json.dump({"generator": "scripts/stats-expected.py", "scipy": scipy.__version__,
-               "numpy": np.__version__, "cases": cases}, f, indent=1)
+               "numpy": np.__version__, "cases": cases,
+               "attribution_cases": attribution_cases}, f, indent=1)
     f.write("\n")
 print("wrote", os.path.normpath(path), "with", len(cases), "cases (scipy", scipy.__version__ + ")")

@@ -48,6 +48,237 @@ pub struct Cell {
     /// Mean aggressor command rate during the victim, per second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aggressor_cmd_per_s: Option<f64>,
+    /// Attribution against the aggressor's control cycle, for a loaded cell
+    /// whose aggressor has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<Attribution>,
+    /// Too few runs for the statistics printed beside them, in words
+    /// (None when n is enough).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guardrail: Option<String>,
+    /// Runs the quiet-host check found busy.
+    #[serde(default)]
+    pub busy_runs: usize,
+    /// Means of the victim-side evidence over completed runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<EvidenceSummary>,
+    /// For a loaded cell whose victim waited for a CPU clearly more than
+    /// without load: that, in words (the slowdown is then at least partly
+    /// lost CPU time, not memory interference).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_cpu: Option<String>,
+}
+
+/// Means over a cell's completed runs of what the victim's process and CPUs
+/// went through (`VictimEvidence`); a field is None when no run has it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceSummary {
+    /// Runs with evidence.
+    pub runs: usize,
+    /// Involuntary context switches (preemptions) per run.
+    pub nonvoluntary_ctxt_switches: Option<f64>,
+    /// Share of its run the victim waited for a CPU, percent.
+    pub run_delay_pct: Option<f64>,
+    /// CPU migrations per run.
+    pub migrations: Option<f64>,
+    /// Interrupts on the victim's CPUs per run.
+    pub interrupts: Option<f64>,
+    /// Softirqs on the victim's CPUs per run, all kinds.
+    pub softirqs: Option<f64>,
+    /// Steal time on the victim's CPUs per run, nanoseconds.
+    pub steal_ns: Option<f64>,
+    /// The aggressor's CPU time as a share of the victim's window, percent
+    /// of one CPU.
+    pub aggressor_cpu_pct: Option<f64>,
+}
+
+/// The mean of the values present (None when none is).
+fn mean_of(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let x: Vec<f64> = v.flatten().filter(|x| x.is_finite()).collect();
+    (!x.is_empty()).then(|| stats::mean(&x))
+}
+
+/// The evidence of completed runs, averaged.
+pub fn evidence_summary(runs: &[&RunRecord]) -> Option<EvidenceSummary> {
+    let ev: Vec<&crate::record::VictimEvidence> = runs
+        .iter()
+        .filter(|r| r.status == RunStatus::Completed)
+        .filter_map(|r| r.victim_evidence.as_ref())
+        .collect();
+    if ev.is_empty() {
+        return None;
+    }
+    let f = |x: Option<u64>| x.map(|v| v as f64);
+    Some(EvidenceSummary {
+        runs: ev.len(),
+        nonvoluntary_ctxt_switches: mean_of(ev.iter().map(|e| f(e.nonvoluntary_ctxt_switches))),
+        run_delay_pct: mean_of(ev.iter().map(|e| e.wait_pct())),
+        migrations: mean_of(ev.iter().map(|e| f(e.migrations))),
+        interrupts: mean_of(ev.iter().map(|e| f(e.interrupts))),
+        softirqs: mean_of(
+            ev.iter()
+                .map(|e| Some(e.softirqs.values().sum::<u64>() as f64)),
+        ),
+        steal_ns: mean_of(ev.iter().map(|e| f(e.steal_ns))),
+        aggressor_cpu_pct: mean_of(ev.iter().map(|e| {
+            let a = e.aggressor_cpu_ns? as f64;
+            (e.window_ns > 0).then(|| 100.0 * a / e.window_ns as f64)
+        })),
+    })
+}
+
+/// Percentage points of its run a loaded victim must wait for a CPU beyond
+/// its plain runs before the report says it lost CPU time.
+pub const LOST_CPU_POINTS: f64 = 5.0;
+
+/// Whether the evidence says a loaded victim lost CPU time against plain,
+/// in words: its run-queue wait grew by [`LOST_CPU_POINTS`] or more, or
+/// steal on its CPUs did by as much of its run.
+pub fn lost_cpu(loaded: &EvidenceSummary, plain: &EvidenceSummary, wall_ns: f64) -> Option<String> {
+    let mut why = Vec::new();
+    if let (Some(l), Some(p)) = (loaded.run_delay_pct, plain.run_delay_pct) {
+        if l - p >= LOST_CPU_POINTS {
+            let pre = match (
+                loaded.nonvoluntary_ctxt_switches,
+                plain.nonvoluntary_ctxt_switches,
+            ) {
+                (Some(a), Some(b)) => format!(", preempted {a:.0} times per run (plain {b:.0})"),
+                _ => String::new(),
+            };
+            why.push(format!(
+                "waited for a CPU {l:.1}% of its run (plain {p:.1}%){pre}"
+            ));
+        }
+    }
+    if let (Some(l), Some(p)) = (loaded.steal_ns, plain.steal_ns) {
+        if wall_ns > 0.0 && 100.0 * (l - p) / wall_ns >= LOST_CPU_POINTS {
+            why.push(format!(
+                "lost {:.1}% of its run to steal (plain {:.1}%)",
+                100.0 * l / wall_ns,
+                100.0 * p / wall_ns
+            ));
+        }
+    }
+    (!why.is_empty()).then(|| format!("the victim lost CPU time: {}", why.join("; ")))
+}
+
+/// How much of a loaded cell's slowdown its DMA caused: the cell against
+/// its aggressor's control cycle (the same CPU-side work, paced at the same
+/// command rate, moving no data into host memory).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Attribution {
+    /// The control cycle's load name (`random/control`).
+    pub control_load: String,
+    /// Completed control runs.
+    pub control_n: usize,
+    /// Mean of the control runs' figures.
+    pub control_mean: f64,
+    /// The control's slowdown against plain (>1 is worse).
+    pub control_slowdown: f64,
+    /// Its 95% bootstrap interval.
+    pub control_slowdown_ci: (f64, f64),
+    /// The load's slowdown against its control (>1: the load hurt more than
+    /// its CPU-side work alone): the DMA's effect.
+    pub slowdown_vs_control: f64,
+    /// Its 95% bootstrap interval.
+    pub slowdown_vs_control_ci: (f64, f64),
+    /// `(loaded - control) / (loaded - plain)` of the means: the part of
+    /// the slowdown against plain that the DMA caused.
+    pub dma_share: f64,
+    /// Its 95% bootstrap interval (the three samples resampled apart).
+    pub dma_share_ci: (f64, f64),
+    /// The verdict in plain words.
+    pub verdict: String,
+}
+
+/// A ratio as a signed percentage: 1.05 -> `+5.00%`.
+fn pct(r: f64) -> String {
+    format!("{:+.2}%", (r - 1.0) * 100.0)
+}
+
+/// A ratio's interval as percentages: `[+1.00, +9.00]`.
+fn pct_ci((lo, hi): (f64, f64)) -> String {
+    format!("[{:+.2}, {:+.2}]", (lo - 1.0) * 100.0, (hi - 1.0) * 100.0)
+}
+
+/// The slowdown of `v` against `base` (>1 is worse) and its interval.
+fn slowdown_of(v: &[f64], base: &[f64], better: Better) -> (f64, (f64, f64)) {
+    let (num, den) = match better {
+        Better::Lower => (v, base),
+        Better::Higher => (base, v),
+    };
+    (
+        stats::mean(num) / stats::mean(den),
+        stats::bootstrap_ratio_ci(num, den, stats::RESAMPLES, stats::SEED),
+    )
+}
+
+/// The attribution of a loaded sample against its control and plain.
+pub fn attribute(
+    control_load: &str,
+    loaded: &[f64],
+    control: &[f64],
+    plain: &[f64],
+    better: Better,
+) -> Option<Attribution> {
+    if loaded.is_empty() || control.is_empty() || plain.is_empty() {
+        return None;
+    }
+    let (cs, cs_ci) = slowdown_of(control, plain, better);
+    let (vs, vs_ci) = slowdown_of(loaded, control, better);
+    let share = stats::dma_share(loaded, control, plain);
+    let share_ci = stats::bootstrap_share_ci(loaded, control, plain, stats::RESAMPLES, stats::SEED);
+    let n = loaded.len().min(control.len());
+    let verdict = if n <= 2 {
+        format!(
+            "not attributable: n = {n} leaves no interval (control {})",
+            pct(cs)
+        )
+    } else if vs_ci.0 > 1.0 {
+        format!("DMA effect: {} {}", pct(vs), pct_ci(vs_ci))
+    } else if vs_ci.1 < 1.0 {
+        format!(
+            "the control slowed the victim more than the load ({} {}): not a faithful control here",
+            pct(vs),
+            pct_ci(vs_ci)
+        )
+    } else {
+        format!(
+            "not distinguishable from the aggressor's CPU cost (control {})",
+            pct(cs)
+        )
+    };
+    Some(Attribution {
+        control_load: control_load.to_string(),
+        control_n: control.len(),
+        control_mean: stats::mean(control),
+        control_slowdown: cs,
+        control_slowdown_ci: cs_ci,
+        slowdown_vs_control: vs,
+        slowdown_vs_control_ci: vs_ci,
+        dma_share: share,
+        dma_share_ci: share_ci,
+        verdict,
+    })
+}
+
+/// What a loaded cell's n cannot support, in words: no interval at n <= 2,
+/// and no significant exact Mann-Whitney p-value against plain when even
+/// fully separated samples of these sizes give p >= 0.05.
+pub fn guardrail(n: usize, plain_n: usize) -> Option<String> {
+    if n == 0 || plain_n == 0 {
+        return None;
+    }
+    if n.min(plain_n) <= 2 {
+        return Some(format!(
+            "n = {}: too few runs for an interval",
+            n.min(plain_n)
+        ));
+    }
+    let min_p = stats::mwu_min_p(n, plain_n);
+    (min_p >= 0.05).then(|| {
+        format!("n = {n} vs {plain_n} cannot reach p < 0.05 (smallest exact p {min_p:.3})")
+    })
 }
 
 /// The aggressor's data bandwidth (bytes/s) and command rate during a
@@ -118,15 +349,41 @@ pub fn cells(res: &Results, noisy_cv_pct: f64) -> Vec<Cell> {
         let summary = (!v.is_empty()).then(|| stats::summarize(&v));
         let loaded = k.2 != PLAIN;
         let (slowdown, slowdown_ci, mwu) = if loaded && !v.is_empty() && !pv.is_empty() {
-            let (num, den) = match first.better {
-                Better::Lower => (&v, &pv),
-                Better::Higher => (&pv, &v),
-            };
-            let s = stats::mean(num) / stats::mean(den);
-            let ci = stats::bootstrap_ratio_ci(num, den, stats::RESAMPLES, stats::SEED);
+            let (s, ci) = slowdown_of(&v, &pv, first.better);
             (Some(s), Some(ci), stats::mann_whitney(&v, &pv, None))
         } else {
             (None, None, None)
+        };
+        let control_load = crate::plan::control_load(&k.2);
+        let attribution = if loaded && k.3.is_none() && crate::plan::controlled(&k.2).is_none() {
+            let control: Vec<&RunRecord> = res
+                .runs
+                .iter()
+                .filter(|r| {
+                    r.configuration == k.0
+                        && r.victim == k.1
+                        && r.load == control_load
+                        && r.sweep_value.is_none()
+                })
+                .collect();
+            attribute(&control_load, &v, &values(&control), &pv, first.better)
+        } else {
+            None
+        };
+        let guard = if loaded {
+            guardrail(v.len(), pv.len())
+        } else {
+            None
+        };
+        let evidence = evidence_summary(&runs);
+        let wall: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.status == RunStatus::Completed)
+            .map(|r| r.victim_wall_ns as f64)
+            .collect();
+        let lost = match (loaded, &evidence, evidence_summary(&plain)) {
+            (true, Some(l), Some(p)) if !wall.is_empty() => lost_cpu(l, &p, stats::mean(&wall)),
+            _ => None,
         };
         let ev: Vec<(f64, Option<f64>)> = runs.iter().filter_map(|r| aggressor_rates(r)).collect();
         let cmds: Vec<f64> = ev.iter().filter_map(|e| e.1).collect();
@@ -150,6 +407,14 @@ pub fn cells(res: &Results, noisy_cv_pct: f64) -> Vec<Cell> {
             mwu,
             aggressor_bw_bytes: bw,
             aggressor_cmd_per_s: cmd,
+            attribution,
+            guardrail: guard,
+            busy_runs: runs
+                .iter()
+                .filter(|r| r.quiet.as_ref().is_some_and(|q| q.busy))
+                .count(),
+            evidence,
+            lost_cpu: lost,
         });
     }
     out
@@ -206,12 +471,9 @@ pub fn text_table(cells: &[Cell]) -> String {
             None => ("-".into(), "-".into(), "-".into(), "-".into()),
         };
         let slow = match (c.slowdown, c.slowdown_ci) {
-            (Some(s), Some((lo, hi))) => format!(
-                "{:+.2}% [{:+.2}, {:+.2}]",
-                (s - 1.0) * 100.0,
-                (lo - 1.0) * 100.0,
-                (hi - 1.0) * 100.0
-            ),
+            // A collapsed interval (n <= 2) is not printed as if it were one.
+            (Some(s), Some(_)) if c.values.len() <= 2 => format!("{} [n too small]", pct(s)),
+            (Some(s), Some(ci)) => format!("{} {}", pct(s), pct_ci(ci)),
             _ => "-".into(),
         };
         let p = c.mwu.map_or("-".into(), |m| format!("{:.3}", m.p));
@@ -221,6 +483,19 @@ pub fn text_table(cells: &[Cell]) -> String {
         }
         if c.failed > 0 {
             flags.push(format!("{} failed", c.failed));
+        }
+        if let Some(g) = &c.guardrail {
+            flags.push(g.clone());
+        }
+        if c.lost_cpu.is_some() {
+            flags.push("victim lost CPU time".into());
+        }
+        if c.busy_runs > 0 {
+            flags.push(format!(
+                "busy host ({} of {} runs)",
+                c.busy_runs,
+                c.values.len() + c.failed
+            ));
         }
         rows.push([
             c.configuration.clone(),
@@ -253,4 +528,151 @@ pub fn text_table(cells: &[Cell]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The attribution table (what `dmalab run` prints after the statistics
+/// when the experiment has control cycles): per loaded cell with a control,
+/// the slowdown against plain, the control's, the load's against its
+/// control, the DMA-attributable share, and the verdict. None without
+/// control cycles.
+pub fn attribution_table(cells: &[Cell]) -> Option<String> {
+    let mut rows = vec![[
+        "configuration".to_string(),
+        "victim".into(),
+        "load".into(),
+        "vs plain [95% CI]".into(),
+        "control vs plain".into(),
+        "vs control [95% CI]".into(),
+        "DMA share [95% CI]".into(),
+        "verdict".into(),
+    ]];
+    for c in cells {
+        let Some(a) = &c.attribution else { continue };
+        let fmt_share = |x: f64| {
+            if x.is_finite() {
+                format!("{:.2}", x)
+            } else {
+                "-".into()
+            }
+        };
+        rows.push([
+            c.configuration.clone(),
+            c.victim.clone(),
+            c.load.clone(),
+            match (c.slowdown, c.slowdown_ci) {
+                (Some(s), Some(ci)) => format!("{} {}", pct(s), pct_ci(ci)),
+                _ => "-".into(),
+            },
+            pct(a.control_slowdown),
+            format!(
+                "{} {}",
+                pct(a.slowdown_vs_control),
+                pct_ci(a.slowdown_vs_control_ci)
+            ),
+            format!(
+                "{} [{}, {}]",
+                fmt_share(a.dma_share),
+                fmt_share(a.dma_share_ci.0),
+                fmt_share(a.dma_share_ci.1)
+            ),
+            match &c.lost_cpu {
+                Some(l) => format!("{}; {l}", a.verdict),
+                None => a.verdict.clone(),
+            },
+        ]);
+    }
+    if rows.len() == 1 {
+        return None;
+    }
+    let mut widths = [0usize; 8];
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in &rows {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guardrails_say_what_n_cannot_support() {
+        assert!(guardrail(2, 10)
+            .unwrap()
+            .contains("too few runs for an interval"));
+        assert!(guardrail(3, 3).unwrap().contains("cannot reach p < 0.05"));
+        assert_eq!(guardrail(4, 4), None, "4 vs 4 can reach p = 0.029");
+        assert_eq!(guardrail(0, 4), None);
+    }
+
+    #[test]
+    fn verdicts_follow_the_interval_against_the_control() {
+        let plain = [100.0, 101.0, 99.0, 100.5, 99.5];
+        let loaded = [150.0, 151.0, 149.0, 150.5, 149.5];
+        // A control like plain: the whole slowdown is DMA.
+        let a = attribute("r/control", &loaded, &plain, &plain, Better::Lower).unwrap();
+        assert!(
+            a.verdict.starts_with("DMA effect: +50.00%"),
+            "{}",
+            a.verdict
+        );
+        assert_eq!(a.dma_share, 1.0);
+        // A control like the load: none of it is.
+        let a = attribute("r/control", &loaded, &loaded, &plain, Better::Lower).unwrap();
+        assert!(
+            a.verdict
+                .starts_with("not distinguishable from the aggressor's CPU cost (control +50.00%)"),
+            "{}",
+            a.verdict
+        );
+        assert!(a.dma_share_ci.0 <= 0.0 && 0.0 <= a.dma_share_ci.1);
+        // n <= 2: no interval, said so.
+        let a = attribute(
+            "r/control",
+            &loaded[..2],
+            &plain[..2],
+            &plain,
+            Better::Lower,
+        )
+        .unwrap();
+        assert!(
+            a.verdict.starts_with("not attributable: n = 2"),
+            "{}",
+            a.verdict
+        );
+    }
+
+    #[test]
+    fn lost_cpu_needs_five_more_points_of_run_queue_wait() {
+        let plain = EvidenceSummary {
+            run_delay_pct: Some(2.0),
+            nonvoluntary_ctxt_switches: Some(3.0),
+            ..Default::default()
+        };
+        let mut loaded = EvidenceSummary {
+            run_delay_pct: Some(6.9),
+            ..plain.clone()
+        };
+        assert_eq!(lost_cpu(&loaded, &plain, 1e9), None);
+        loaded.run_delay_pct = Some(40.0);
+        loaded.nonvoluntary_ctxt_switches = Some(90.0);
+        let m = lost_cpu(&loaded, &plain, 1e9).unwrap();
+        assert!(
+            m.contains("waited for a CPU 40.0% of its run (plain 2.0%)"),
+            "{m}"
+        );
+        assert!(m.contains("preempted 90 times per run (plain 3)"), "{m}");
+    }
 }

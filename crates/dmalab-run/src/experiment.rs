@@ -87,6 +87,24 @@ pub enum AggressorKind {
     },
 }
 
+/// What runs in an aggressor's control cycle: the same CPU-side work
+/// without data moved into host memory, paced at the command rate the
+/// aggressor reached in the same repetition (docs/run.md, "Control
+/// cycles").
+#[derive(Clone, Debug, PartialEq)]
+pub enum Control {
+    /// The aggressor's own command with its engine's control
+    /// ([`control_flags`]).
+    Twin,
+    /// Another aggressor of the file (its index), given `--rate-iops` (or
+    /// `{rate_iops}` in an exec command) when it takes it.
+    Aggressor(usize),
+}
+
+/// The suffix of a control cycle's load name: `random/control`. A `/`
+/// cannot appear in an aggressor's own name, so the two never collide.
+pub const CONTROL_SUFFIX: &str = "/control";
+
 /// One load that runs beside the victims.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Aggressor {
@@ -96,8 +114,69 @@ pub struct Aggressor {
     pub kind: AggressorKind,
     /// Flags for the dmalab command (empty for exec).
     pub flags: Vec<Flag>,
+    /// Its control cycle, when it has one.
+    pub control: Option<Control>,
     /// Line of its `[[aggressor]]` table.
     pub line: usize,
+}
+
+/// The `dmalab load` flags of the twin that controls an aggressor with
+/// `flags`, paced at `rate_iops` commands per second: the same workers,
+/// iodepth, pattern, buffer, caching and CPUs, with what moves data into
+/// host memory replaced per engine (docs/run.md justifies each):
+///
+/// - `io_uring` (the default engine): `--engine null`, whose commands are
+///   io_uring NOPs on a ring driven exactly as the io_uring engine's.
+/// - `nvme`: `--pattern flush`, the same passthrough commands on the same
+///   queues carrying no data (the thesis' command path without transfers).
+/// - `null`: itself (it moves no data already).
+/// - `gpu` and `rdma`: refused with the reason (see docs/run.md).
+///
+/// Any bandwidth limit is dropped and `--rate-iops` set: the twin matches
+/// the aggressor's command rate, not its bytes.
+pub fn control_flags(flags: &[Flag], rate_iops: Option<u64>) -> Result<Vec<Flag>, String> {
+    let norm = |k: &str| k.replace('-', "_");
+    let get = |k: &str| {
+        flags
+            .iter()
+            .find(|f| norm(&f.key) == k)
+            .and_then(|f| f.values.first().cloned())
+    };
+    let engine = get("engine").unwrap_or_else(|| "io_uring".into());
+    let line = flags.first().map_or(0, |f| f.line);
+    let set = |out: &mut Vec<Flag>, key: &str, value: String| {
+        out.retain(|f| norm(&f.key) != key);
+        out.push(Flag {
+            key: key.into(),
+            values: vec![value],
+            switch: false,
+            line,
+        });
+    };
+    let mut out: Vec<Flag> = flags
+        .iter()
+        .filter(|f| !matches!(norm(&f.key).as_str(), "rate" | "rate_iops"))
+        .cloned()
+        .collect();
+    match engine.as_str() {
+        "io_uring" => {
+            // The null engine describes a target but never creates one.
+            out.retain(|f| !matches!(norm(&f.key).as_str(), "format_before" | "keep"));
+            set(&mut out, "engine", "null".into());
+        }
+        "nvme" => {
+            out.retain(|f| !matches!(norm(&f.key).as_str(), "format_before" | "allow_destroy"));
+            set(&mut out, "pattern", "flush".into());
+        }
+        "null" => {}
+        "gpu" => return Err("the gpu engine has no automatic control in this version (device-to-device copies through the same streams are the planned twin); name another aggressor as control = \"NAME\" or set control = \"none\"".into()),
+        "rdma" => return Err("the rdma engine has no faithful control: every RDMA operation, even one of zero bytes, makes the NIC fetch its work request from and write its completion into host memory, and a payload target in NIC memory (device memory) is not portable; name another aggressor as control = \"NAME\" or set control = \"none\"".into()),
+        other => return Err(format!("engine '{other}' has no automatic control; name another aggressor as control = \"NAME\" or set control = \"none\"")),
+    }
+    if let Some(r) = rate_iops {
+        set(&mut out, "rate_iops", r.max(1).to_string());
+    }
+    Ok(out)
 }
 
 impl AggressorKind {
@@ -339,6 +418,7 @@ struct RawExperiment {
     timeout: Option<RawValue>,
     noisy_cv_pct: Option<Spanned<f64>>,
     order: Option<Spanned<String>>,
+    control: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -663,7 +743,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
         .unwrap_or_else(|| "experiment".into());
     let settings = settings(&ctx, raw.experiment, stem)?;
     let placement = placement(&ctx, raw.cpus, &mut warnings)?;
-    let aggressors = aggressors(&ctx, raw.aggressor)?;
+    let (mut aggressors, raw_controls) = aggressors(&ctx, raw.aggressor)?;
     let victims = victims(&ctx, raw.victim, settings.timeout)?;
     let configurations =
         configurations(&ctx, raw.configuration, raw.matrix, !aggressors.is_empty())?;
@@ -671,6 +751,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
         None => None,
         Some(s) => Some(sweep(&ctx, s, &aggressors)?),
     };
+    resolve_controls(
+        &ctx,
+        &mut aggressors,
+        raw_controls,
+        settings.control_auto,
+        sweep.is_some(),
+        &mut warnings,
+    )?;
     Ok(Experiment {
         path: path.to_path_buf(),
         text: text.to_string(),
@@ -699,6 +787,9 @@ struct Settings {
     timeout: Duration,
     noisy_cv_pct: f64,
     order: Order,
+    /// `control = "auto"`: every aggressor that has an automatic control
+    /// gets one (with its offset for messages).
+    control_auto: Option<usize>,
 }
 
 /// Reads `[experiment]`; the name defaults to the file's stem.
@@ -710,7 +801,20 @@ fn settings(ctx: &Ctx, raw: Option<RawExperiment>, stem: String) -> Result<Setti
     let mut timeout = Duration::from_secs(600);
     let mut noisy_cv_pct = 5.0;
     let mut order = Order::Cycle;
+    let mut control_auto = None;
     if let Some(e) = raw {
+        if let Some(c) = &e.control {
+            match c.get_ref().as_str() {
+                "auto" => control_auto = Some(c.span().start),
+                "none" => {}
+                other => {
+                    return Err(ctx.err(
+                        c.span().start,
+                        format!("experiment.control: '{other}' is not a control setting; use \"auto\" (a control cycle for every aggressor that has one) or \"none\""),
+                    ))
+                }
+            }
+        }
         if let Some(n) = e.name {
             name = n.into_inner();
         }
@@ -768,17 +872,22 @@ fn settings(ctx: &Ctx, raw: Option<RawExperiment>, stem: String) -> Result<Setti
         timeout,
         noisy_cv_pct,
         order,
+        control_auto,
     })
 }
 
 /// The `[[aggressor]]` tables, in order, names unique.
-fn aggressors(ctx: &Ctx, tables: Vec<RawTable>) -> Result<Vec<Aggressor>, ExpError> {
+fn aggressors(
+    ctx: &Ctx,
+    tables: Vec<RawTable>,
+) -> Result<(Vec<Aggressor>, Vec<RawControl>), ExpError> {
     let mut seen = Vec::new();
-    tables
+    let both = tables
         .into_iter()
         .enumerate()
         .map(|(i, t)| aggressor(ctx, i, t, &mut seen))
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(both.into_iter().unzip())
 }
 
 /// One `[[aggressor]]` table (the `i`th): its command, and its other keys
@@ -788,7 +897,7 @@ fn aggressor(
     i: usize,
     t: RawTable,
     seen: &mut Vec<String>,
-) -> Result<Aggressor, ExpError> {
+) -> Result<(Aggressor, RawControl), ExpError> {
     let start = t.span().start;
     let mut map = t.into_inner();
     let owner_default = format!("aggressor #{}", i + 1);
@@ -798,6 +907,7 @@ fn aggressor(
     let owner = format!("aggressor '{name}'");
     let (command, cmd_at) =
         take_str(ctx, &owner, &mut map, "command")?.unwrap_or_else(|| ("load".into(), start));
+    let control = take_str(ctx, &owner, &mut map, "control")?;
     let kind = match command.as_str() {
         "load" => AggressorKind::Load,
         "probe bandwidth" => AggressorKind::ProbeBandwidth,
@@ -813,7 +923,7 @@ fn aggressor(
     };
     let mut flags = Vec::new();
     if matches!(kind, AggressorKind::Exec { .. }) {
-        reject_rest(ctx, &owner, &map, "name, command, run")?;
+        reject_rest(ctx, &owner, &map, "name, command, run, control")?;
     } else {
         for (k, v) in &map {
             if let Some(f) = flag_from(ctx, &owner, k, v)? {
@@ -822,12 +932,97 @@ fn aggressor(
         }
         flags.sort_by_key(|f| f.line);
     }
-    Ok(Aggressor {
-        name,
-        kind,
-        flags,
-        line: line_of(ctx.text, start),
-    })
+    Ok((
+        Aggressor {
+            name,
+            kind,
+            flags,
+            control: None,
+            line: line_of(ctx.text, start),
+        },
+        control,
+    ))
+}
+
+/// An aggressor's `control` key as written, with its offset.
+type RawControl = Option<(String, usize)>;
+
+/// Resolves each aggressor's `control` (its own key, else the experiment's
+/// `control = "auto"`): a twin of its own command, another aggressor, or
+/// none. An explicit `"auto"` that cannot be made is an error; the
+/// experiment-wide one skips such aggressors with a warning.
+fn resolve_controls(
+    ctx: &Ctx,
+    aggs: &mut [Aggressor],
+    raw: Vec<RawControl>,
+    auto: Option<usize>,
+    sweep: bool,
+    warnings: &mut Vec<String>,
+) -> Result<(), ExpError> {
+    let names: Vec<String> = aggs.iter().map(|a| a.name.clone()).collect();
+    for (i, r) in raw.into_iter().enumerate() {
+        let owner = format!("aggressor '{}'", names[i]);
+        let (value, at, explicit) = match (r, auto) {
+            (Some((v, at)), _) => (v, at, true),
+            (None, Some(at)) => ("auto".to_string(), at, false),
+            (None, None) => continue,
+        };
+        if sweep && value != "none" {
+            return Err(ctx.err(
+                at,
+                format!(
+                    "{owner}: control cycles are not made in sweep mode; remove control or [sweep]"
+                ),
+            ));
+        }
+        let a = &aggs[i];
+        let control = match value.as_str() {
+            "none" => None,
+            "auto" => match &a.kind {
+                AggressorKind::Load => match control_flags(&a.flags, None) {
+                    Ok(_) => Some(Control::Twin),
+                    Err(why) if explicit => {
+                        return Err(ctx.err(at, format!("{owner}: control = \"auto\": {why}")))
+                    }
+                    Err(why) => {
+                        warnings.push(format!("{owner} gets no control cycle: {why}"));
+                        None
+                    }
+                },
+                k => {
+                    let why = match k {
+                        AggressorKind::ProbeBandwidth => "a CPU bandwidth antagonist moves no device data, so there is nothing to control for",
+                        _ => "an exec command has no automatic control",
+                    };
+                    if explicit {
+                        return Err(ctx.err(
+                            at,
+                            format!("{owner}: control = \"auto\": {why}; name another aggressor as control = \"NAME\""),
+                        ));
+                    }
+                    warnings.push(format!("{owner} gets no control cycle: {why}"));
+                    None
+                }
+            },
+            name => match names.iter().position(|n| n == name) {
+                Some(j) if j != i => Some(Control::Aggressor(j)),
+                Some(_) => {
+                    return Err(ctx.err(
+                        at,
+                        format!("{owner}: control = \"{name}\" names the aggressor itself; name another aggressor (an identical copy is fine), \"auto\" or \"none\""),
+                    ))
+                }
+                None => {
+                    return Err(ctx.err(
+                        at,
+                        format!("{owner}: control = \"{name}\": no aggressor has that name; use \"auto\", \"none\" or one of: {}", names.join(", ")),
+                    ))
+                }
+            },
+        };
+        aggs[i].control = control;
+    }
+    Ok(())
 }
 
 /// The `[[victim]]` tables, in order, names unique; at least one.
@@ -1413,5 +1608,108 @@ size = "64M"
     fn sweep_must_name_an_aggressor() {
         let e = p("[[aggressor]]\nname=\"r\"\n[sweep]\naggressor=\"x\"\nflag=\"workers\"\nvalues=[1,2]\n[[victim]]\nname=\"i\"\ncommand=\"idle\"\nduration=\"1s\"\n").unwrap_err();
         assert_eq!(e.line, Some(4), "{e}");
+    }
+
+    const VICTIM: &str = "[[victim]]\nname=\"i\"\ncommand=\"idle\"\nduration=\"1s\"\n";
+
+    #[test]
+    fn controls_resolve_per_aggressor_and_from_the_experiment() {
+        let e = p(&format!(
+            "[experiment]\ncontrol = \"auto\"\n[[aggressor]]\nname=\"r\"\n[[aggressor]]\nname=\"x\"\ncommand=\"exec\"\nrun=[\"true\"]\n[[aggressor]]\nname=\"y\"\ncommand=\"exec\"\nrun=[\"true\"]\ncontrol=\"x\"\n[[aggressor]]\nname=\"n\"\ncontrol=\"none\"\n{VICTIM}"
+        ))
+        .unwrap();
+        let c: Vec<Option<Control>> = e.aggressors.iter().map(|a| a.control.clone()).collect();
+        assert_eq!(
+            c,
+            [Some(Control::Twin), None, Some(Control::Aggressor(1)), None]
+        );
+        // The experiment-wide auto skips the exec aggressor, and says why.
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.contains("aggressor 'x' gets no control cycle")),
+            "{:?}",
+            e.warnings
+        );
+    }
+
+    #[test]
+    fn impossible_controls_are_refused_with_their_line() {
+        for (agg, want) in [
+            (
+                "name=\"r\"\ncommand=\"exec\"\nrun=[\"true\"]\ncontrol=\"auto\"",
+                "exec command has no automatic control",
+            ),
+            ("name=\"r\"\ncontrol=\"r\"", "names the aggressor itself"),
+            (
+                "name=\"r\"\ncontrol=\"nobody\"",
+                "no aggressor has that name",
+            ),
+            (
+                "name=\"r\"\nengine=\"rdma\"\ncontrol=\"auto\"",
+                "no faithful control",
+            ),
+        ] {
+            let e = p(&format!("[[aggressor]]\n{agg}\n{VICTIM}")).unwrap_err();
+            assert!(e.to_string().contains(want), "{e}");
+            assert!(e.line.is_some_and(|l| l >= 2), "{e}");
+        }
+        let e = p(&format!("[experiment]\ncontrol = \"always\"\n{VICTIM}")).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        // No control cycles in sweep mode.
+        let e = p(&format!("[[aggressor]]\nname=\"r\"\ncontrol=\"auto\"\n[sweep]\naggressor=\"r\"\nflag=\"workers\"\nvalues=[1]\n{VICTIM}")).unwrap_err();
+        assert!(e.to_string().contains("sweep mode"), "{e}");
+    }
+
+    fn flag(key: &str, value: &str) -> Flag {
+        Flag {
+            key: key.into(),
+            values: vec![value.into()],
+            switch: false,
+            line: 1,
+        }
+    }
+
+    fn value_of<'a>(flags: &'a [Flag], key: &str) -> Option<&'a str> {
+        flags
+            .iter()
+            .find(|f| f.key == key)
+            .map(|f| f.values[0].as_str())
+    }
+
+    #[test]
+    fn control_flags_per_engine() {
+        // io_uring (the default): the null engine, paced, without the
+        // aggressor's bandwidth limit; everything else kept.
+        let agg = [
+            flag("pattern", "random"),
+            flag("workers", "2"),
+            flag("rate", "100M"),
+        ];
+        let t = control_flags(&agg, Some(15_400)).unwrap();
+        assert_eq!(value_of(&t, "engine"), Some("null"));
+        assert_eq!(value_of(&t, "rate_iops"), Some("15400"));
+        assert_eq!(value_of(&t, "rate"), None);
+        assert_eq!(value_of(&t, "pattern"), Some("random"));
+        assert_eq!(value_of(&t, "workers"), Some("2"));
+        // nvme: the same engine, flush commands.
+        let t = control_flags(
+            &[flag("engine", "nvme"), flag("pattern", "random")],
+            Some(10),
+        )
+        .unwrap();
+        assert_eq!(value_of(&t, "engine"), Some("nvme"));
+        assert_eq!(value_of(&t, "pattern"), Some("flush"));
+        // null: itself, paced.
+        let t = control_flags(&[flag("engine", "null")], Some(5)).unwrap();
+        assert_eq!(
+            (value_of(&t, "engine"), value_of(&t, "rate_iops")),
+            (Some("null"), Some("5"))
+        );
+        // gpu and rdma: refused with the reason.
+        assert!(control_flags(&[flag("engine", "gpu")], None).is_err());
+        assert!(control_flags(&[flag("engine", "rdma")], None)
+            .unwrap_err()
+            .contains("no faithful control"));
     }
 }

@@ -1,6 +1,6 @@
 //! The list of runs an experiment makes, in the order they are made.
 
-use crate::experiment::{Experiment, Order};
+use crate::experiment::{Experiment, Order, CONTROL_SUFFIX};
 
 /// The load name of a run without an aggressor.
 pub const PLAIN: &str = "plain";
@@ -20,18 +20,45 @@ pub struct PlannedRun {
     pub aggressor: Option<usize>,
     /// Sweep value, in sweep mode.
     pub sweep_value: Option<String>,
+    /// True for the control cycle of `aggressor` (its twin, or the
+    /// aggressor it names as control, paced at its measured rate).
+    pub control: bool,
+}
+
+/// The load name of an aggressor's control cycle: `random/control`.
+pub fn control_load(aggressor: &str) -> String {
+    format!("{aggressor}{CONTROL_SUFFIX}")
+}
+
+/// The aggressor a load name is the control of (`random/control` ->
+/// `random`), or None for plain and the aggressors themselves.
+pub fn controlled(load: &str) -> Option<&str> {
+    load.strip_suffix(CONTROL_SUFFIX)
+}
+
+/// The load name a run is recorded under: `plain`, the aggressor, or its
+/// control.
+pub fn load_name(e: &Experiment, p: &PlannedRun) -> String {
+    match p.aggressor {
+        None => PLAIN.to_string(),
+        Some(a) if p.control => control_load(&e.aggressors[a].name),
+        Some(a) => e.aggressors[a].name.clone(),
+    }
 }
 
 /// Expands an experiment into its runs.
 ///
 /// Cycle order (the default, as the thesis): for each configuration, for
 /// each repetition, for each victim: plain, then every load. Blocked order
-/// makes all repetitions of one load before the next. Sweep mode: for each
+/// makes all repetitions of one load before the next. Control cycles come
+/// after the loads (plain, loads, controls), so slow drift of the machine
+/// hits all three alike, and each control runs after the aggressor whose
+/// measured command rate paces it. Sweep mode: for each
 /// configuration and repetition, each victim runs plain (unless turned
 /// off) and then beside the swept aggressor at each value.
 pub fn expand(e: &Experiment) -> Vec<PlannedRun> {
     let mut runs = Vec::new();
-    let mut push = |c, r, v, a, s: Option<String>| {
+    let mut push = |c, r, v, (a, control): (Option<usize>, bool), s: Option<String>| {
         runs.push(PlannedRun {
             index: 0,
             configuration: c,
@@ -39,20 +66,26 @@ pub fn expand(e: &Experiment) -> Vec<PlannedRun> {
             victim: v,
             aggressor: a,
             sweep_value: s,
+            control,
         })
     };
-    let mut loads: Vec<Option<usize>> = vec![None];
-    loads.extend((0..e.aggressors.len()).map(Some));
+    let mut loads: Vec<(Option<usize>, bool)> = vec![(None, false)];
+    loads.extend((0..e.aggressors.len()).map(|a| (Some(a), false)));
+    loads.extend(
+        (0..e.aggressors.len())
+            .filter(|&a| e.aggressors[a].control.is_some())
+            .map(|a| (Some(a), true)),
+    );
     for c in 0..e.configurations.len() {
         if let Some(s) = &e.sweep {
             let a = e.aggressors.iter().position(|a| a.name == s.aggressor);
             for r in 1..=e.repetitions {
                 for v in 0..e.victims.len() {
                     if s.include_plain {
-                        push(c, r, v, None, None);
+                        push(c, r, v, (None, false), None);
                     }
                     for val in &s.values {
-                        push(c, r, v, a, Some(val.clone()));
+                        push(c, r, v, (a, false), Some(val.clone()));
                     }
                 }
             }
@@ -90,7 +123,15 @@ pub fn load_names(e: &Experiment) -> Vec<String> {
     let mut v = vec![PLAIN.to_string()];
     match &e.sweep {
         Some(s) => v.push(s.aggressor.clone()),
-        None => v.extend(e.aggressors.iter().map(|a| a.name.clone())),
+        None => {
+            v.extend(e.aggressors.iter().map(|a| a.name.clone()));
+            v.extend(
+                e.aggressors
+                    .iter()
+                    .filter(|a| a.control.is_some())
+                    .map(|a| control_load(&a.name)),
+            );
+        }
     }
     v
 }
@@ -122,6 +163,31 @@ mod tests {
             ]
         );
         assert_eq!(runs.last().unwrap().index, 5);
+    }
+
+    #[test]
+    fn controls_run_after_the_loads_in_each_cycle() {
+        let e = crate::experiment::parse(
+            Path::new("t.toml"),
+            "[experiment]\nrepetitions = 2\ncontrol = \"auto\"\n[[aggressor]]\nname=\"random\"\n[[aggressor]]\nname=\"single\"\ncontrol=\"none\"\n[[victim]]\nname=\"v\"\ncommand=\"idle\"\nduration=\"1s\"\n",
+        )
+        .unwrap();
+        let names: Vec<(u32, String)> = expand(&e)
+            .iter()
+            .map(|r| (r.repetition, load_name(&e, r)))
+            .collect();
+        let want = |r: u32| {
+            ["plain", "random", "single", "random/control"]
+                .map(|l| (r, l.to_string()))
+                .to_vec()
+        };
+        assert_eq!(names, [want(1), want(2)].concat());
+        assert_eq!(
+            load_names(&e),
+            ["plain", "random", "single", "random/control"]
+        );
+        assert_eq!(controlled("random/control"), Some("random"));
+        assert_eq!(controlled("random"), None);
     }
 
     #[test]

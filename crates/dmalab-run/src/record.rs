@@ -6,6 +6,7 @@ use crate::experiment::Better;
 use dmalab_core::host::HostInfo;
 use dmalab_core::schema::{RunStatus, ToolInfo};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// What a victim is, as the report needs it.
@@ -170,6 +171,76 @@ pub struct AggressorOutcome {
     pub stderr_tail: String,
 }
 
+/// The quiet-host check made before a run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct QuietCheck {
+    /// The window the last check sampled, nanoseconds.
+    pub window_ns: u64,
+    /// Other runnable tasks on the victim's and the aggressor's CPUs, mean
+    /// of the samples.
+    pub runnable_mean: f64,
+    /// Steal on those CPUs in the window, percent of their time.
+    pub steal_pct: f64,
+    /// The host was busy: the run's figures carry other work's.
+    pub busy: bool,
+    /// Why it was busy, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// How long `--require-quiet` waited for quiet, nanoseconds.
+    #[serde(default)]
+    pub waited_ns: u64,
+}
+
+/// What the victim's process and CPUs went through while it ran, from
+/// what every Linux host has (no PMU): the evidence that a victim lost CPU
+/// time rather than memory bandwidth.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct VictimEvidence {
+    /// The window the system counters cover (the victim's start to the
+    /// return of its wait), nanoseconds.
+    pub window_ns: u64,
+    /// Times the victim was preempted (`wait4` resource usage: all its
+    /// threads and the children it waited for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonvoluntary_ctxt_switches: Option<u64>,
+    /// Times it blocked or yielded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voluntary_ctxt_switches: Option<u64>,
+    /// Its user plus system time, nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_time_ns: Option<u64>,
+    /// Time its main thread was runnable but waited for a CPU
+    /// (`/proc/PID/schedstat`), nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_delay_ns: Option<u64>,
+    /// CPU migrations of its main thread (`/proc/PID/sched`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migrations: Option<u64>,
+    /// Interrupts on the victim's CPUs in the window, all sources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupts: Option<u64>,
+    /// Softirqs on the victim's CPUs in the window, per kind (`TIMER`,
+    /// `BLOCK`, `NET_RX`, ...), kinds that moved only.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub softirqs: BTreeMap<String, u64>,
+    /// Steal time on the victim's CPUs in the window, nanoseconds (one
+    /// clock tick resolution).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_ns: Option<u64>,
+    /// The aggressor's user plus system time in the window (all CPUs),
+    /// nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggressor_cpu_ns: Option<u64>,
+}
+
+impl VictimEvidence {
+    /// The share of the window the victim waited for a CPU, percent.
+    pub fn wait_pct(&self) -> Option<f64> {
+        let d = self.run_delay_ns?;
+        (self.window_ns > 0).then(|| 100.0 * d as f64 / self.window_ns as f64)
+    }
+}
+
 /// One run.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RunRecord {
@@ -225,6 +296,34 @@ pub struct RunRecord {
     /// DDIO as the configuration's `ddio` key asked, and whether it was set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ddio: Option<crate::ddio_axis::DdioRecord>,
+    /// For a control cycle: whose control it is and the rate it was paced
+    /// at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<ControlRecord>,
+    /// What the victim's process and CPUs went through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub victim_evidence: Option<VictimEvidence>,
+    /// The quiet-host check before the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quiet: Option<QuietCheck>,
+}
+
+/// What a control cycle stood in for.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ControlRecord {
+    /// The aggressor it controls.
+    pub of: String,
+    /// `twin` (the aggressor's own command, its engine's control) or
+    /// `aggressor` (another aggressor of the file).
+    pub kind: String,
+    /// The aggressor's command rate in the victim's window of the same
+    /// configuration, repetition and victim, per second (None when it
+    /// keeps no live counters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_cmd_per_s: Option<f64>,
+    /// The `--rate-iops` the control was given (None: unpaced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_iops: Option<u64>,
 }
 
 impl RunRecord {

@@ -110,6 +110,59 @@ pub fn bootstrap_ratio_ci(num: &[f64], den: &[f64], resamples: usize, seed: u64)
     )
 }
 
+/// The share of a slowdown its DMA caused:
+/// `(mean(loaded) - mean(control)) / (mean(loaded) - mean(plain))`. 1 when
+/// the control (the same CPU-side work without data moved into host
+/// memory) left the victim as it was without load, 0 when it slowed the
+/// victim as much as the load did. The same for either direction of a
+/// figure (the signs cancel); NaN when the load changed nothing.
+pub fn dma_share(loaded: &[f64], control: &[f64], plain: &[f64]) -> f64 {
+    let (l, c, p) = (mean(loaded), mean(control), mean(plain));
+    (l - c) / (l - p)
+}
+
+/// 95% percentile-bootstrap interval of [`dma_share`], the three samples
+/// resampled independently (scipy's `bootstrap(..., paired=False)`).
+/// Resamples whose loaded and plain means coincide (an infinite share) are
+/// left out, as `interval` leaves out every non-finite value.
+pub fn bootstrap_share_ci(
+    loaded: &[f64],
+    control: &[f64],
+    plain: &[f64],
+    resamples: usize,
+    seed: u64,
+) -> (f64, f64) {
+    if loaded.is_empty() || control.is_empty() || plain.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    interval(
+        (0..resamples)
+            .map(|_| {
+                let l = resample_mean(loaded, &mut rng);
+                let c = resample_mean(control, &mut rng);
+                let p = resample_mean(plain, &mut rng);
+                (l - c) / (l - p)
+            })
+            .collect(),
+    )
+}
+
+/// The smallest two-sided p-value the exact Mann-Whitney U test can give
+/// for samples of `m` and `n` values: `2 / C(m + n, m)` (all of one sample
+/// above all of the other). When it is 0.05 or more, no outcome of `m`
+/// against `n` runs can be significant at 5%.
+pub fn mwu_min_p(m: usize, n: usize) -> f64 {
+    if m == 0 || n == 0 {
+        return 1.0;
+    }
+    let mut c = 1.0f64;
+    for k in 1..=m.min(n) {
+        c = c * (m + n - m.min(n) + k) as f64 / k as f64;
+    }
+    (2.0 / c).min(1.0)
+}
+
 /// How a Mann-Whitney p-value was computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -305,6 +358,31 @@ mod tests {
         let b = bootstrap_mean_ci(&x, 2000, 7);
         assert_eq!(a, b);
         assert!(a.0 < mean(&x) && mean(&x) < a.1);
+    }
+
+    #[test]
+    fn dma_share_is_one_for_a_control_like_plain_and_zero_for_one_like_the_load() {
+        let plain = [100.0, 101.0, 99.0];
+        let loaded = [150.0, 151.0, 149.0];
+        assert_eq!(dma_share(&loaded, &plain, &plain), 1.0);
+        assert_eq!(dma_share(&loaded, &loaded, &plain), 0.0);
+        // A higher-is-better figure: the signs cancel.
+        assert_eq!(dma_share(&[50.0], &[75.0], &[100.0]), 0.5);
+        let (lo, hi) = bootstrap_share_ci(&loaded, &loaded, &plain, 2000, 3);
+        assert!(lo < 0.0 && hi > 0.0, "{lo} {hi}");
+    }
+
+    #[test]
+    fn smallest_exact_p_needs_four_runs_each() {
+        assert_eq!(mwu_min_p(3, 3), 0.1);
+        assert!((mwu_min_p(4, 4) - 2.0 / 70.0).abs() < 1e-15);
+        assert!((mwu_min_p(2, 10) - 2.0 / 66.0).abs() < 1e-15);
+        assert_eq!(mwu_min_p(1, 1), 1.0);
+        // Against scipy: the exact p of fully separated samples.
+        let x = [1.0, 2.0, 3.0];
+        let y = [4.0, 5.0, 6.0];
+        let m = mann_whitney(&y, &x, Some(MwuMethod::Exact)).unwrap();
+        assert!((m.p - mwu_min_p(3, 3)).abs() < 1e-12);
     }
 
     #[test]

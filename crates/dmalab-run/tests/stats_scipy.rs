@@ -136,3 +136,42 @@ fn mann_whitney_matches_scipy() {
         }
     }
 }
+
+#[test]
+fn attribution_matches_scipy() {
+    for c in fixture()["attribution_cases"].as_array().unwrap() {
+        let name = c["name"].as_str().unwrap();
+        let (plain, control, loaded) = (arr(&c["plain"]), arr(&c["control"]), arr(&c["loaded"]));
+        close(
+            stats::dma_share(&loaded, &control, &plain),
+            c["share"].as_f64().unwrap(),
+            1e-12,
+            &format!("{name} share"),
+        );
+        close(
+            stats::mean(&loaded) / stats::mean(&control),
+            c["vs_control"].as_f64().unwrap(),
+            1e-12,
+            &format!("{name} vs control"),
+        );
+        // Bootstrap ends within Monte Carlo error: 8% of the interval's
+        // width, as for the ratio against plain.
+        for (got, key) in [
+            (
+                stats::bootstrap_share_ci(&loaded, &control, &plain, stats::RESAMPLES, stats::SEED),
+                "share_ci",
+            ),
+            (
+                stats::bootstrap_ratio_ci(&loaded, &control, stats::RESAMPLES, stats::SEED),
+                "vs_control_ci",
+            ),
+        ] {
+            let want = arr(&c[key]);
+            let width = want[1] - want[0];
+            assert!(
+                (got.0 - want[0]).abs() <= 0.08 * width && (got.1 - want[1]).abs() <= 0.08 * width,
+                "{name} {key}: dmalab {got:?} vs scipy {want:?}"
+            );
+        }
+    }
+}

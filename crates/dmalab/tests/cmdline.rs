@@ -13,6 +13,7 @@ mod ddio;
 mod gpu;
 mod info;
 mod run;
+mod run_attrib;
 mod run_ddio;
 mod run_report;
 mod sim;

@@ -1,6 +1,8 @@
 //! Facts of the running system, each read in one place: the monotonic
 //! clock, the time-stamp counter and its calibration, CPU flags, the size of
-//! a block device, the active swap areas, and whether we run as root.
+//! a block device, the active swap areas, what the scheduler and the
+//! interrupt counters say about a task and a set of CPUs, and whether we run
+//! as root.
 //!
 //! Parsers take text (so tests feed them fixtures); the readers next to them
 //! read the live file.
@@ -8,6 +10,7 @@
 pub mod blockdev;
 pub mod clock;
 pub mod cpuinfo;
+pub mod sched;
 pub mod swaps;
 pub mod tsc;
 

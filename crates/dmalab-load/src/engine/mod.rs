@@ -345,7 +345,7 @@ pub fn driver(kind: EngineKind) -> Box<dyn Driver> {
     match kind {
         EngineKind::IoUring => Box::new(uring::UringDriver::default()),
         EngineKind::Nvme => Box::new(nvme::NvmeDriver::default()),
-        EngineKind::Null => Box::new(null::NullDriver),
+        EngineKind::Null => Box::new(null::NullDriver::default()),
         EngineKind::Gpu => Box::new(gpu::GpuDriver::default()),
         EngineKind::Rdma => Box::new(rdma::RdmaDriver::default()),
     }

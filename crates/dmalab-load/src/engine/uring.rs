@@ -26,7 +26,7 @@ use std::time::Duration;
 /// `--iodepth`, and fewer, larger commands than dmalab counts. Batches of
 /// two go in unplugged, each command as its own request (fio's default
 /// `iodepth_batch_submit=1` submits one at a time).
-const MAX_UNPLUGGED: usize = 2;
+pub(super) const MAX_UNPLUGGED: usize = 2;
 
 /// `IORING_ENTER_GETEVENTS`.
 const ENTER_GETEVENTS: u32 = 1;
@@ -34,7 +34,7 @@ const ENTER_GETEVENTS: u32 = 1;
 /// The outcome of an `io_uring_enter`: a timeout (ETIME), a signal (EINTR)
 /// or a full completion queue (EBUSY) only ends this call early, and the
 /// worker loop comes back; anything else is the ring failing.
-fn entered(r: std::io::Result<usize>) -> Result<(), EngineError> {
+pub(super) fn entered(r: std::io::Result<usize>) -> Result<(), EngineError> {
     match r {
         Ok(_) => Ok(()),
         Err(e)
@@ -47,6 +47,77 @@ fn entered(r: std::io::Result<usize>) -> Result<(), EngineError> {
         }
         Err(e) => Err(EngineError::io("io_uring_enter", e)),
     }
+}
+
+/// A ring of `iodepth` entries (rounded up to a power of two), set up as
+/// fio 3.33 sets up its rings: one issuer, completions' task work run when
+/// the worker asks for events (DEFER_TASKRUN, Linux 6.1), never by
+/// interrupting it (COOP_TASKRUN); older kernels get fewer of these hints.
+/// The null engine builds its NOP ring here too, so both take the same
+/// kernel path up to the opcode.
+pub(super) fn build_ring(iodepth: u32) -> Result<IoUring, EngineError> {
+    let entries = iodepth.max(1).next_power_of_two();
+    IoUring::builder()
+        .setup_single_issuer()
+        .setup_coop_taskrun()
+        .setup_defer_taskrun()
+        .build(entries)
+        .or_else(|_| {
+            IoUring::builder()
+                .setup_single_issuer()
+                .setup_coop_taskrun()
+                .build(entries)
+        })
+        .or_else(|_| IoUring::new(entries))
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOSYS) | Some(libc::EPERM) => EngineError::Unsupported {
+                feature: "io_uring".into(),
+                detail: format!(
+                    "io_uring_setup failed ({e}); enable it (sysctl kernel.io_uring_disabled=0) or use a kernel >= 5.11"
+                ),
+            },
+            _ => EngineError::io("io_uring_setup", e),
+        })
+}
+
+/// Submits what the ring holds and reaps its completions, waiting for
+/// `min_complete` of them (up to `timeout` where the kernel takes one),
+/// exactly as the io_uring engine does; the null engine's NOP ring uses
+/// the same call.
+pub(super) fn ring_submit_and_reap(
+    ring: &mut IoUring,
+    ext_arg: bool,
+    min_complete: usize,
+    timeout: Option<Duration>,
+    mut each: impl FnMut(u64, i32),
+) -> Result<(), EngineError> {
+    let ready = ring.completion().len();
+    let want = min_complete.saturating_sub(ready);
+    let r = match timeout {
+        Some(t) if want > 0 && ext_arg => {
+            let ts = types::Timespec::from(t);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            ring.submitter().submit_with_args(want, &args)
+        }
+        _ if want > 0 => ring.submitter().submit_and_wait(want),
+        _ => {
+            // Submit without waiting, but with GETEVENTS: under
+            // DEFER_TASKRUN only that posts the completions that are
+            // done.
+            let to_submit = ring.submission().len() as u32;
+            // SAFETY: no argument pointer (None); the flags ask for
+            // nothing beyond submitting and posting completions.
+            unsafe {
+                ring.submitter()
+                    .enter::<libc::sigset_t>(to_submit, 0, ENTER_GETEVENTS, None)
+            }
+        }
+    };
+    entered(r)?;
+    for cqe in ring.completion() {
+        each(cqe.user_data(), cqe.result());
+    }
+    Ok(())
 }
 
 /// One ring, one registered file, the registered buffer pieces.
@@ -116,32 +187,7 @@ impl UringEngine {
         let file = open_direct(&spec.target, spec.writes).map_err(|e| {
             EngineError::io(format!("open {} with O_DIRECT", spec.target.display()), e)
         })?;
-        let entries = spec.iodepth.max(1).next_power_of_two();
-        // As fio 3.33 sets up its rings: one issuer, completions' task work
-        // run when the worker asks for events (DEFER_TASKRUN, Linux 6.1),
-        // never by interrupting it (COOP_TASKRUN); older kernels get fewer
-        // of these hints.
-        let ring = IoUring::builder()
-            .setup_single_issuer()
-            .setup_coop_taskrun()
-            .setup_defer_taskrun()
-            .build(entries)
-            .or_else(|_| {
-                IoUring::builder()
-                    .setup_single_issuer()
-                    .setup_coop_taskrun()
-                    .build(entries)
-            })
-            .or_else(|_| IoUring::new(entries))
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::ENOSYS) | Some(libc::EPERM) => EngineError::Unsupported {
-                    feature: "io_uring".into(),
-                    detail: format!(
-                        "io_uring_setup failed ({e}); enable it (sysctl kernel.io_uring_disabled=0) or use a kernel >= 5.11"
-                    ),
-                },
-                _ => EngineError::io("io_uring_setup", e),
-            })?;
+        let ring = build_ring(spec.iodepth)?;
         ring.submitter()
             .register_files(&[file.as_raw_fd()])
             .map_err(|e| EngineError::io("register the target file with io_uring", e))?;
@@ -222,39 +268,17 @@ impl Engine for UringEngine {
         timeout: Option<Duration>,
         out: &mut Vec<Completion>,
     ) -> Result<(), EngineError> {
-        let ready = self.ring.completion().len();
-        let want = min_complete.saturating_sub(ready);
-        let r = match timeout {
-            Some(t) if want > 0 && self.ext_arg => {
-                let ts = types::Timespec::from(t);
-                let args = types::SubmitArgs::new().timespec(&ts);
-                self.ring.submitter().submit_with_args(want, &args)
-            }
-            _ if want > 0 => self.ring.submitter().submit_and_wait(want),
-            _ => {
-                // Submit without waiting, but with GETEVENTS: under
-                // DEFER_TASKRUN only that posts the completions that are
-                // done.
-                let to_submit = self.ring.submission().len() as u32;
-                // SAFETY: no argument pointer (None); the flags ask for
-                // nothing beyond submitting and posting completions.
-                unsafe {
-                    self.ring.submitter().enter::<libc::sigset_t>(
-                        to_submit,
-                        0,
-                        ENTER_GETEVENTS,
-                        None,
-                    )
-                }
-            }
-        };
-        entered(r)?;
-        for cqe in self.ring.completion() {
-            out.push(Completion {
-                slot: cqe.user_data() as u32,
-                result: cqe.result(),
-            });
-        }
-        Ok(())
+        ring_submit_and_reap(
+            &mut self.ring,
+            self.ext_arg,
+            min_complete,
+            timeout,
+            |user_data, result| {
+                out.push(Completion {
+                    slot: user_data as u32,
+                    result,
+                })
+            },
+        )
     }
 }

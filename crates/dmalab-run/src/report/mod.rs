@@ -1,6 +1,7 @@
 //! `dmalab report`: one self-contained HTML file (inline SVG, no scripts,
 //! nothing fetched) and CSV, rendered from a results file.
 
+pub mod attribution;
 pub mod counters;
 pub mod csv;
 pub mod svg;
@@ -594,6 +595,9 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
     let mut body = meta(res);
     body.push_str(&ddio_table(res));
     body.push_str(&victim_bars(res, &cells, &mut figs));
+    let (attrib, attrib_plots) = attribution::section(&cells);
+    body.push_str(&attrib);
+    figs.plots += attrib_plots;
     body.push_str(&latency_histograms(res, &mut figs));
     body.push_str(&sweep_plots(res, &mut figs));
     body.push_str(&figure_against_bandwidth(res, &mut figs));

@@ -22,12 +22,31 @@ pub(super) struct RunningAggressor {
     pub(super) stats: Option<Arc<LiveStats>>,
 }
 
+impl RunningAggressor {
+    /// Its process id (its process group's too).
+    pub(super) fn pid(&self) -> i32 {
+        self.sp.pid
+    }
+}
+
 /// A duration as a `--runtime` value: whole seconds, at least one.
 fn secs_arg(d: Duration) -> String {
     format!("{}s", d.as_secs().max(1))
 }
 
-/// Starts an aggressor and waits until it runs plus the warm-up.
+/// How a control cycle's aggressor differs from a plain start.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ControlArgs {
+    /// The aggressor's own command turned into its engine's control
+    /// (`control_flags`); false: the aggressor as written (another
+    /// aggressor named as control).
+    pub(super) twin: bool,
+    /// The command rate to pace it at (None: unpaced).
+    pub(super) rate_iops: Option<u64>,
+}
+
+/// Starts an aggressor (or a control cycle's, with `ctl`) and waits until
+/// it runs plus the warm-up.
 pub(super) fn start_aggressor(
     exp: &Experiment,
     opts: &RunOptions,
@@ -35,10 +54,22 @@ pub(super) fn start_aggressor(
     a: &Aggressor,
     p: &PlannedRun,
     dir: &Path,
+    ctl: Option<ControlArgs>,
 ) -> Result<RunningAggressor, Box<(Failure, AggressorOutcome)>> {
     let live = dir.join("live-stats");
     let output = dir.join("aggressor.json");
-    let (argv, live_stats, out) = aggressor_argv(exp, opts, val, a, p, &live, &output);
+    let (argv, live_stats, out) = match aggressor_argv(exp, opts, val, a, p, &live, &output, ctl) {
+        Ok(x) => x,
+        Err(why) => {
+            return Err(Box::new((
+                Failure {
+                    reason: format!("aggressor '{}': {why}", a.name),
+                    ..Default::default()
+                },
+                AggressorOutcome::default(),
+            )))
+        }
+    };
     let mut outcome = AggressorOutcome {
         argv: argv.clone(),
         ..Default::default()
@@ -136,7 +167,10 @@ pub(super) fn stop_aggressor(mut ra: RunningAggressor) -> (AggressorOutcome, boo
 /// `live`; where its result document goes (dmalab commands with
 /// `--output`). dmalab commands get `--cpus-allowed` (the aggressor CPUs),
 /// `--runtime` (longer than any victim) and `--live-stats` where they take
-/// them and the experiment does not set them.
+/// them and the experiment does not set them. A control cycle (`ctl`) gets
+/// its engine's control flags (a twin) and `--rate-iops` (or `{rate_iops}`
+/// replaced in an exec command); what cannot be made is the error.
+#[allow(clippy::too_many_arguments)]
 fn aggressor_argv(
     exp: &Experiment,
     opts: &RunOptions,
@@ -145,21 +179,51 @@ fn aggressor_argv(
     p: &PlannedRun,
     live: &Path,
     output: &Path,
-) -> (Vec<String>, bool, Option<PathBuf>) {
+    ctl: Option<ControlArgs>,
+) -> Result<(Vec<String>, bool, Option<PathBuf>), String> {
+    let rate = ctl.and_then(|c| c.rate_iops);
     match &a.kind {
         AggressorKind::Exec { argv } => {
             let uses = argv.iter().any(|x| x.contains("{live_stats}"));
+            if argv.iter().any(|x| x.contains("{rate_iops}")) && rate.is_none() {
+                return Err("its command takes {rate_iops}, but there is no measured command rate to pace it at".into());
+            }
             let argv = argv
                 .iter()
-                .map(|x| x.replace("{live_stats}", &live.display().to_string()))
+                .map(|x| {
+                    let x = x.replace("{live_stats}", &live.display().to_string());
+                    match rate {
+                        Some(r) => x.replace("{rate_iops}", &r.to_string()),
+                        None => x,
+                    }
+                })
                 .collect();
-            (argv, uses, None)
+            Ok((argv, uses, None))
         }
         k => {
             let w = k.subcommand().unwrap_or_default();
             let c = &exp.configurations[p.configuration];
-            let flags =
+            let mut flags =
                 exp.aggressor_flags(a, c, p.sweep_value.as_deref(), &|f| val.accepts(&w, &f.key));
+            match ctl {
+                Some(ControlArgs { twin: true, .. }) => {
+                    flags = crate::experiment::control_flags(&flags, rate)?;
+                }
+                Some(ControlArgs {
+                    twin: false,
+                    rate_iops: Some(r),
+                }) if val.accepts(&w, "rate-iops") => {
+                    let norm = |k: &str| k.replace('-', "_");
+                    flags.retain(|f| !matches!(norm(&f.key).as_str(), "rate" | "rate_iops"));
+                    flags.push(crate::experiment::Flag {
+                        key: "rate_iops".into(),
+                        values: vec![r.max(1).to_string()],
+                        switch: false,
+                        line: a.line,
+                    });
+                }
+                _ => {}
+            }
             let mut argv = vec![opts.exe.display().to_string()];
             argv.extend(w.iter().map(|s| s.to_string()));
             argv.extend(flags.iter().flat_map(|f| f.args()));
@@ -192,7 +256,7 @@ fn aggressor_argv(
                 ]);
                 output.to_path_buf()
             });
-            (argv, live_stats, out)
+            Ok((argv, live_stats, out))
         }
     }
 }

@@ -1,14 +1,57 @@
 //! Evidence of the load: the aggressor's live-stats counters read when the
-//! victim starts and ends, and once per second between.
+//! victim starts and ends, and once per second between; and the victim's
+//! side (interrupts, softirqs and steal on its CPUs, the aggressor's CPU
+//! time, and what the kernel says about the victim's process).
 
+use super::spawn::ChildUsage;
 use crate::livestats::{LiveStats, Snapshot, State};
-use crate::record::{Evidence, Sample};
+use crate::record::{Evidence, Sample, VictimEvidence};
+use dmalab_core::sys::sched;
+use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The system counters at one end of the window.
+#[derive(Clone, Debug, Default)]
+struct SysSnap {
+    interrupts: Option<BTreeMap<String, u64>>,
+    softirqs: Option<BTreeMap<String, u64>>,
+    steal_ns: Option<u64>,
+    aggressor_cpu_ns: Option<u64>,
+}
+
+impl SysSnap {
+    fn take(cpus: &[usize], aggressor: Option<i32>) -> Self {
+        Self {
+            interrupts: sched::interrupts_on(cpus),
+            softirqs: sched::softirqs_on(cpus),
+            steal_ns: sched::steal_ns_on(cpus),
+            aggressor_cpu_ns: aggressor.and_then(sched::cpu_time_ns),
+        }
+    }
+}
+
+/// What moved between two readings of per-source counters.
+fn moved(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    b.iter()
+        .filter_map(|(k, v)| {
+            let d = v.saturating_sub(*a.get(k).unwrap_or(&0));
+            (d > 0).then(|| (k.clone(), d))
+        })
+        .collect()
+}
+
 /// Samples the aggressor's counters once per second while the victim runs.
 pub(super) struct Window {
+    /// The victim's CPUs (interrupts, softirqs and steal are counted there).
+    cpus: Vec<usize>,
+    /// The aggressor's pid, for its CPU time.
+    aggressor_pid: Option<i32>,
+    sys0: Option<SysSnap>,
+    sys1: Option<SysSnap>,
+    /// What the kernel said about the victim's process when it exited.
+    pub(super) usage: Option<ChildUsage>,
     pub(super) stats: Option<Arc<LiveStats>>,
     start: Option<Snapshot>,
     pub(super) end: Option<Snapshot>,
@@ -18,8 +61,17 @@ pub(super) struct Window {
 }
 
 impl Window {
-    pub(super) fn new(stats: Option<Arc<LiveStats>>) -> Self {
+    pub(super) fn new(
+        stats: Option<Arc<LiveStats>>,
+        cpus: Vec<usize>,
+        aggressor_pid: Option<i32>,
+    ) -> Self {
         Self {
+            cpus,
+            aggressor_pid,
+            sys0: None,
+            sys1: None,
+            usage: None,
             stats,
             start: None,
             end: None,
@@ -31,6 +83,7 @@ impl Window {
 
     /// The victim starts now.
     pub(super) fn start(&mut self) {
+        self.sys0 = Some(SysSnap::take(&self.cpus, self.aggressor_pid));
         if let Some(ls) = &self.stats {
             let s0 = ls.snapshot();
             self.start = Some(s0);
@@ -55,10 +108,41 @@ impl Window {
 
     /// The victim ended now.
     pub(super) fn end(&mut self) {
-        self.t1 = Some(Instant::now());
+        self.end_at(Instant::now());
+    }
+
+    /// The victim ended at `t` (its wait returned then).
+    pub(super) fn end_at(&mut self, t: Instant) {
+        self.t1 = Some(t);
         if let Some(ls) = &self.stats {
             self.end = Some(ls.snapshot());
         }
+        self.sys1 = Some(SysSnap::take(&self.cpus, self.aggressor_pid));
+    }
+
+    /// The victim's side of the window (None before it started).
+    pub(super) fn victim_evidence(&self) -> Option<VictimEvidence> {
+        let (a, b) = (self.sys0.as_ref()?, self.sys1.as_ref()?);
+        let delta = |x: Option<u64>, y: Option<u64>| Some(y?.saturating_sub(x?));
+        let u = self.usage;
+        Some(VictimEvidence {
+            window_ns: self.wall_ns(),
+            nonvoluntary_ctxt_switches: u.map(|u| u.nonvoluntary_ctxt_switches),
+            voluntary_ctxt_switches: u.map(|u| u.voluntary_ctxt_switches),
+            cpu_time_ns: u.map(|u| u.cpu_time_ns),
+            run_delay_ns: u.and_then(|u| u.sched).map(|s| s.wait_ns),
+            migrations: u.and_then(|u| u.migrations),
+            interrupts: match (&a.interrupts, &b.interrupts) {
+                (Some(x), Some(y)) => Some(moved(x, y).values().sum()),
+                _ => None,
+            },
+            softirqs: match (&a.softirqs, &b.softirqs) {
+                (Some(x), Some(y)) => moved(x, y),
+                _ => BTreeMap::new(),
+            },
+            steal_ns: delta(a.steal_ns, b.steal_ns),
+            aggressor_cpu_ns: delta(a.aggressor_cpu_ns, b.aggressor_cpu_ns),
+        })
     }
 
     /// The victim's wall time, nanoseconds.

@@ -13,6 +13,7 @@
 
 mod aggressor;
 mod evidence;
+mod quiet;
 mod redis;
 mod results;
 mod spawn;
@@ -20,14 +21,16 @@ mod validate;
 mod victim;
 
 use crate::error::RunError;
+use crate::experiment::Control;
 use crate::experiment::Experiment;
-use crate::plan::{self, PlannedRun, PLAIN};
+use crate::plan::{self, PlannedRun};
 use crate::progress::Progress;
-use crate::record::{Failure, RunRecord};
-use aggressor::{start_aggressor, stop_aggressor};
+use crate::record::{ControlRecord, Failure, RunRecord};
+use aggressor::{start_aggressor, stop_aggressor, ControlArgs};
 use dmalab_core::schema::{rfc3339, RunStatus};
 use dmalab_core::UsageError;
 use evidence::Window;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 use validate::Validated;
@@ -48,6 +51,9 @@ pub struct RunOptions {
     /// Run only this configuration's part of the plan (one task of a
     /// `dmalab fleet` array split by configuration); None runs all of it.
     pub configuration: Option<String>,
+    /// Wait (up to a minute) for a quiet host before each run, and fail the
+    /// run with the reason when it stays busy; false: check, flag, go on.
+    pub require_quiet: bool,
 }
 
 /// What a session did.
@@ -109,12 +115,90 @@ impl Drop for RunDir {
     }
 }
 
+/// A loaded run as its control cycle needs it: (configuration,
+/// repetition, victim, aggressor) -> whether it completed and the command
+/// rate the aggressor reached in the victim's window.
+type Rates = HashMap<(usize, u32, usize, usize), (bool, Option<f64>)>;
+
+/// Notes a loaded run's outcome in `rates` (records of other runs are
+/// ignored).
+fn note_rate(exp: &Experiment, rates: &mut Rates, rec: &RunRecord) {
+    if rec.sweep_value.is_some() || rec.control.is_some() {
+        return;
+    }
+    let (Some(c), Some(v), Some(a)) = (
+        exp.configurations
+            .iter()
+            .position(|c| c.name == rec.configuration),
+        exp.victims.iter().position(|v| v.name == rec.victim),
+        exp.aggressors.iter().position(|a| a.name == rec.load),
+    ) else {
+        return;
+    };
+    let rate = crate::analysis::aggressor_rates(rec).and_then(|r| r.1);
+    rates.insert(
+        (c, rec.repetition, v, a),
+        (rec.status == RunStatus::Completed, rate),
+    );
+}
+
+/// What a control cycle starts (the aggressor and how it differs from a
+/// plain start) and its record, or why it cannot run.
+fn control_plan<'e>(
+    exp: &'e Experiment,
+    p: &PlannedRun,
+    rates: &Rates,
+) -> Result<(&'e crate::experiment::Aggressor, ControlArgs, ControlRecord), String> {
+    let i = p.aggressor.unwrap_or(0);
+    let a = &exp.aggressors[i];
+    let (run, twin) = match &a.control {
+        Some(Control::Twin) => (a, true),
+        Some(Control::Aggressor(j)) => (&exp.aggressors[*j], false),
+        None => return Err(format!("aggressor '{}' has no control", a.name)),
+    };
+    let target = match rates.get(&(p.configuration, p.repetition, p.victim, i)) {
+        Some((true, r)) => *r,
+        Some((false, _)) => {
+            return Err(format!(
+                "aggressor '{}''s run in repetition {} failed, so there is no command rate to pace its control at",
+                a.name, p.repetition
+            ))
+        }
+        None => {
+            return Err(format!(
+                "aggressor '{}' has no recorded run in repetition {}, so there is no command rate to pace its control at",
+                a.name, p.repetition
+            ))
+        }
+    };
+    let rate_iops = target
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .map(|r| r.round().max(1.0) as u64);
+    if twin && rate_iops.is_none() {
+        return Err(format!(
+            "aggressor '{}' kept no live counters in repetition {}, so its twin cannot be paced at its command rate",
+            a.name, p.repetition
+        ));
+    }
+    Ok((
+        run,
+        ControlArgs { twin, rate_iops },
+        ControlRecord {
+            of: a.name.clone(),
+            kind: if twin { "twin" } else { "aggressor" }.into(),
+            target_cmd_per_s: target,
+            rate_iops,
+        },
+    ))
+}
+
 /// One run, start to record.
 fn one_run(
     exp: &Experiment,
     opts: &RunOptions,
     val: &Validated,
     p: &PlannedRun,
+    rates: &Rates,
 ) -> Result<RunRecord, RunError> {
     let dir = RunDir::new()?;
     let v = &exp.victims[p.victim];
@@ -126,9 +210,7 @@ fn one_run(
         configuration: exp.configurations[p.configuration].name.clone(),
         repetition: p.repetition,
         victim: v.name.clone(),
-        load: p
-            .aggressor
-            .map_or(PLAIN.to_string(), |a| exp.aggressors[a].name.clone()),
+        load: plan::load_name(exp, p),
         sweep_value: p.sweep_value.clone(),
         started_at: rfc3339(started),
         status: RunStatus::Completed,
@@ -146,10 +228,78 @@ fn one_run(
         aggressor: None,
         host: None,
         ddio: None,
+        control: None,
+        victim_evidence: None,
+        quiet: None,
     };
-    let agg = match p.aggressor {
+    let mut cpus = v
+        .cpus
+        .clone()
+        .unwrap_or_else(|| exp.placement.victims.clone());
+    if p.aggressor.is_some() {
+        cpus.extend(exp.placement.aggressor.iter().copied());
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    let limit = if opts.require_quiet {
+        quiet::WAIT_LIMIT
+    } else {
+        Duration::ZERO
+    };
+    let q = quiet::check_until_quiet(&cpus, limit);
+    if opts.require_quiet && q.busy {
+        rec.status = RunStatus::Failed;
+        rec.failure = Some(Failure {
+            reason: format!(
+                "--require-quiet: the host stayed busy for {} s: {}",
+                quiet::WAIT_LIMIT.as_secs(),
+                q.reason.clone().unwrap_or_default()
+            ),
+            ..Default::default()
+        });
+        rec.quiet = Some(q);
+        return Ok(rec);
+    }
+    rec.quiet = Some(q);
+    let started_agg = match p.aggressor {
         None => None,
-        Some(i) => match start_aggressor(exp, opts, val, &exp.aggressors[i], p, dir.path()) {
+        Some(i) if p.control => match control_plan(exp, p, rates) {
+            Ok((a, ctl, cr)) => {
+                rec.control = Some(cr);
+                Some(start_aggressor(exp, opts, val, a, p, dir.path(), Some(ctl)))
+            }
+            Err(why) => {
+                rec.control = Some(ControlRecord {
+                    of: exp.aggressors[i].name.clone(),
+                    kind: match exp.aggressors[i].control {
+                        Some(Control::Aggressor(_)) => "aggressor",
+                        _ => "twin",
+                    }
+                    .into(),
+                    target_cmd_per_s: None,
+                    rate_iops: None,
+                });
+                rec.status = RunStatus::Failed;
+                rec.failure = Some(Failure {
+                    reason: format!("control '{}': {why}", rec.load),
+                    ..Default::default()
+                });
+                return Ok(rec);
+            }
+        },
+        Some(i) => Some(start_aggressor(
+            exp,
+            opts,
+            val,
+            &exp.aggressors[i],
+            p,
+            dir.path(),
+            None,
+        )),
+    };
+    let agg = match started_agg {
+        None => None,
+        Some(started) => match started {
             Ok(a) => Some(a),
             Err(b) => {
                 let (f, o) = *b;
@@ -160,9 +310,18 @@ fn one_run(
             }
         },
     };
-    let mut w = Window::new(agg.as_ref().and_then(|a| a.stats.clone()));
+    let vcpus = v
+        .cpus
+        .clone()
+        .unwrap_or_else(|| exp.placement.victims.clone());
+    let mut w = Window::new(
+        agg.as_ref().and_then(|a| a.stats.clone()),
+        vcpus,
+        agg.as_ref().map(|a| a.pid()),
+    );
     let vo = run_victim(exp, opts, val, v, dir.path(), &mut w);
     rec.victim_wall_ns = w.wall_ns();
+    rec.victim_evidence = w.victim_evidence();
     let evidence = w.evidence();
     rec.value = vo.value;
     rec.victim_result = vo.result;
@@ -172,7 +331,7 @@ fn one_run(
         rec.failure = Some(f);
     }
     if let Some(a) = agg {
-        let name = exp.aggressors[p.aggressor.unwrap_or(0)].name.clone();
+        let name = rec.load.clone();
         let (mut o, ended_early) = stop_aggressor(a);
         o.evidence = evidence;
         if ended_early && rec.status == RunStatus::Completed {
@@ -258,6 +417,16 @@ pub fn run(
         .iter()
         .filter(|p| in_selection(p) && !done[p.index])
         .collect();
+    // The loaded runs already recorded pace the control cycles of a
+    // resumed file.
+    let mut rates = Rates::new();
+    if out.resumed > 0 {
+        if let Ok(res) = crate::record::read(&opts.results) {
+            for r in &res.runs {
+                note_rate(exp, &mut rates, r);
+            }
+        }
+    }
     // Restores on drop too: an error below, a panic.
     let mut ddio = crate::ddio_axis::DdioAxis::default();
     for (k, p) in todo.iter().enumerate() {
@@ -269,8 +438,9 @@ pub fn run(
         progress.begin(p.index, &label);
         let t0 = Instant::now();
         let ddio_rec = ddio.ensure(exp.configurations[p.configuration].ddio);
-        let mut rec = one_run(exp, opts, &val, p)?;
+        let mut rec = one_run(exp, opts, &val, p, &rates)?;
         rec.ddio = ddio_rec;
+        note_rate(exp, &mut rates, &rec);
         dmalab_core::output::append_json_line(&opts.results, &rec)
             .map_err(|e| RunError::io(&opts.results, e))?;
         out.recorded += 1;
@@ -299,9 +469,7 @@ pub fn run(
 
 /// A run of the plan as `--dry-run` prints it.
 fn plan_line(exp: &Experiment, p: &PlannedRun) -> String {
-    let a = p
-        .aggressor
-        .map_or(PLAIN, |a| exp.aggressors[a].name.as_str());
+    let a = plan::load_name(exp, p);
     format!(
         "{:>4}  {}  rep {}  {}  {}{}",
         p.index,
@@ -323,8 +491,7 @@ fn progress_label(exp: &Experiment, p: &PlannedRun) -> String {
         exp.configurations[p.configuration].name,
         p.repetition,
         exp.victims[p.victim].name,
-        p.aggressor
-            .map_or(PLAIN, |a| exp.aggressors[a].name.as_str()),
+        plan::load_name(exp, p),
         p.sweep_value
             .as_ref()
             .map(|s| format!("@{s}"))

@@ -5,7 +5,7 @@
 use super::{usage, RunOptions};
 use crate::error::RunError;
 use crate::experiment::Experiment;
-use crate::plan::{self, PlannedRun, PLAIN};
+use crate::plan::{self, PlannedRun};
 use crate::record::{self, Header, Results, SweepMeta, VictimMeta};
 use dmalab_core::schema::{rfc3339, ToolInfo, SCHEMA_VERSION};
 use std::path::{Path, PathBuf};
@@ -127,16 +127,14 @@ fn resume(
         };
         let c = &exp.configurations[p.configuration].name;
         let v = &exp.victims[p.victim].name;
-        let l = p
-            .aggressor
-            .map_or(PLAIN, |a| exp.aggressors[a].name.as_str());
+        let l = plan::load_name(exp, p);
         if (
             &r.configuration,
             &r.victim,
             r.load.as_str(),
             &r.repetition,
             &r.sweep_value,
-        ) != (c, v, l, &p.repetition, &p.sweep_value)
+        ) != (c, v, l.as_str(), &p.repetition, &p.sweep_value)
         {
             return Err(RunError::Other(format!(
                 "{}: run {} does not match the plan; the results file was edited",

@@ -5,7 +5,7 @@
 
 use super::{at, usage};
 use crate::error::RunError;
-use crate::experiment::{AggressorKind, Experiment, Flag, VictimKind};
+use crate::experiment::{control_flags, AggressorKind, Control, Experiment, Flag, VictimKind};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -281,20 +281,39 @@ fn dry_run_aggressors(exp: &Experiment, exe: &Path, val: &Validated) -> Result<(
         for c in &exp.configurations {
             for sv in &values {
                 let flags = exp.aggressor_flags(a, c, *sv, &|f| val.accepts(&w, &f.key));
-                let out = Command::new(exe)
-                    .args(&w)
-                    .args(flags.iter().flat_map(|f| f.args()))
-                    .arg("--dry-run")
-                    .stdin(Stdio::null())
-                    .output()
-                    .map_err(|e| RunError::Other(format!("cannot run {}: {e}", exe.display())))?;
-                if !out.status.success() {
-                    let err = String::from_utf8_lossy(&out.stderr);
-                    let last = refusal(&err);
-                    return Err(usage(
-                        at(exp, a.line),
-                        format!("aggressor '{}' in configuration '{}': `dmalab {} --dry-run` refused it: {last}", a.name, c.name, w.join(" ")),
-                    ));
+                let mut tries = vec![(String::new(), flags.clone())];
+                if a.control == Some(Control::Twin) {
+                    // The twin as a repetition would start it, at a rate
+                    // standing in for the measured one.
+                    let twin = control_flags(&flags, Some(1000)).map_err(|why| {
+                        usage(
+                            at(exp, a.line),
+                            format!(
+                                "aggressor '{}' in configuration '{}': control = \"auto\": {why}",
+                                a.name, c.name
+                            ),
+                        )
+                    })?;
+                    tries.push((" (its control twin)".to_string(), twin));
+                }
+                for (what, flags) in tries {
+                    let out = Command::new(exe)
+                        .args(&w)
+                        .args(flags.iter().flat_map(|f| f.args()))
+                        .arg("--dry-run")
+                        .stdin(Stdio::null())
+                        .output()
+                        .map_err(|e| {
+                            RunError::Other(format!("cannot run {}: {e}", exe.display()))
+                        })?;
+                    if !out.status.success() {
+                        let err = String::from_utf8_lossy(&out.stderr);
+                        let last = refusal(&err);
+                        return Err(usage(
+                            at(exp, a.line),
+                            format!("aggressor '{}'{what} in configuration '{}': `dmalab {} --dry-run` refused it: {last}", a.name, c.name, w.join(" ")),
+                        ));
+                    }
                 }
             }
         }

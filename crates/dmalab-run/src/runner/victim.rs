@@ -3,7 +3,7 @@
 //! time.
 
 use super::evidence::Window;
-use super::spawn::{failure_from, spawn, tail, wait_timeout};
+use super::spawn::{failure_from, spawn, tail, wait_timeout_usage};
 use super::validate::Validated;
 use super::RunOptions;
 use crate::experiment::{Experiment, Victim, VictimKind};
@@ -98,11 +98,9 @@ impl Timed<'_> {
             }
         };
         let (stdout, stderr) = (sp.stdout.clone(), sp.stderr.clone());
-        let (st, end, timed_out) = wait_timeout(sp, v.timeout);
-        w.t1 = Some(end);
-        if let Some(ls) = &w.stats {
-            w.end = Some(ls.snapshot());
-        }
+        let (st, end, timed_out, usage) = wait_timeout_usage(sp, v.timeout);
+        w.end_at(end);
+        w.usage = usage;
         if timed_out {
             return Err(Box::new(fail(
                 format!(
@@ -421,6 +419,7 @@ mod tests {
     #[test]
     fn counters_put_the_victim_under_dmalab_stat() {
         let opts = RunOptions {
+            require_quiet: false,
             exe: PathBuf::from("/bin/dmalab"),
             results: PathBuf::from("r.jsonl"),
             restart: false,

@@ -36,6 +36,12 @@ pub struct Args {
     /// usual.
     #[arg(long, value_name = "NAME")]
     pub configuration: Option<String>,
+    /// Before each run, wait (up to a minute) until no other task is
+    /// runnable on the run's CPUs and steal there is low; a run whose host
+    /// stays busy is recorded as failed with the reason. Without it the
+    /// check is made and a busy run only flagged.
+    #[arg(long)]
+    pub require_quiet: bool,
 }
 
 /// Runs `dmalab run`.
@@ -60,6 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         restart: args.restart,
         dry_run: args.dry_run,
         configuration: args.configuration.clone(),
+        require_quiet: args.require_quiet,
     };
     let mut progress = Progress::auto(args.quiet);
     let out = runner::run(&exp, &opts, &mut progress)?;
@@ -70,6 +77,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let res = dmalab_run::record::read(&results)?;
     let cells = dmalab_run::analysis::cells(&res, res.header.noisy_cv_pct);
     out!("{}", dmalab_run::analysis::text_table(&cells));
+    if let Some(t) = dmalab_run::analysis::attribution_table(&cells) {
+        out!("\n{t}");
+    }
     let total = res.runs.len();
     outln!(
         "{} of {} runs recorded in {} ({} this session, {} failed); `dmalab report {}` makes the HTML report",
