@@ -15,4 +15,5 @@ mod info;
 mod run;
 mod run_ddio;
 mod run_report;
+mod safe_files;
 mod sim;
