@@ -103,3 +103,126 @@ fn planted_symlinks_in_a_shared_directory_are_never_written_through() {
         serde_json::from_str(&std::fs::read_to_string(&out2).unwrap()).unwrap();
     assert_eq!(doc["status"], "completed");
 }
+
+/// A paced null load steering by the rate-control page `ctl`, with `extra`
+/// arguments.
+fn paced_load(ctl: &Path, extra: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(common::dmalab_bin());
+    c.args(["load", "--engine", "null", "--buffer", "1M", "-q"])
+        .args(["--rate-iops", "2000"])
+        .arg("--rate-control")
+        .arg(ctl)
+        .args(extra);
+    c
+}
+
+/// Runs `cmd`, killing it after 60 s (a hang detector, not a timing
+/// assertion); returns its output, or panics naming `what` if it hung.
+fn output_within(mut cmd: std::process::Command, what: &str) -> std::process::Output {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: dmalab still running after 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Issue 27 items 5 and 8: `--rate-control` took a page another user owns
+/// and can write (mode 0666), followed a symlink another user planted
+/// (creating the page at its target), blocked for ever in `open` on a FIFO
+/// (deaf to SIGINT) and read `/dev/zero` until memory ran out. Each is now
+/// refused before the load starts, exit 2 naming --rate-control.
+#[test]
+fn rate_control_pages_others_could_steer_or_that_are_no_files_are_refused() {
+    if !common::need_root() {
+        return;
+    }
+    let shared = sticky_dir();
+    // Another user's page, writable by anyone.
+    let theirs = shared.path().join("theirs");
+    let mut page = vec![0u8; 4096];
+    page[..8].copy_from_slice(b"DMALRATE");
+    page[8] = 1;
+    std::fs::write(&theirs, &page).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).unwrap();
+    std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o666)).unwrap();
+    // A symlink they planted where root's page will be made.
+    let safe = tempfile::tempdir().unwrap();
+    let target = safe.path().join("made-by-root");
+    let planted = shared.path().join("rate");
+    plant(&planted, &target);
+    // A FIFO nobody writes.
+    let fifo = shared.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for (p, word) in [
+        (theirs.as_path(), "belongs to uid 65534"),
+        (planted.as_path(), "a symlink"),
+        (fifo.as_path(), "a FIFO"),
+        (Path::new("/dev/zero"), "a character device"),
+    ] {
+        let what = p.display().to_string();
+        let o = output_within(paced_load(p, &["--runtime", "1s"]), &what);
+        let err = common::assert_usage_output(&o, "--rate-control");
+        assert!(err.contains(word), "{what}: expected '{word}': {err}");
+    }
+    assert!(
+        std::fs::symlink_metadata(&target).is_err(),
+        "a page was created at the planted symlink's target"
+    );
+    assert_eq!(std::fs::read(&theirs).unwrap(), page, "their page changed");
+}
+
+/// Issue 27 item 8: the load mapped its page, so truncating the file while
+/// the load ran killed it with SIGBUS (exit 135, no output). It now reads
+/// the page with pread: it says the page is gone, keeps its last limits and
+/// finishes with its result.
+#[test]
+fn truncating_the_rate_control_page_does_not_kill_the_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ctl, live, out) = (
+        dir.path().join("rate"),
+        dir.path().join("live"),
+        dir.path().join("r.json"),
+    );
+    let mut cmd = paced_load(&ctl, &["--runtime", "3s"]);
+    cmd.arg("--live-stats")
+        .arg(&live)
+        .arg("--output")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    assert!(common::wait_until_load_runs(&live), "the load never ran");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&ctl)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{:?}: {err}", o.status);
+    assert!(
+        err.contains("--rate-control") && err.contains("truncated"),
+        "{err}"
+    );
+    assert!(err.contains("keeps its current limits"), "{err}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(doc["status"], "completed");
+}
