@@ -70,11 +70,7 @@ pub fn umask() -> u32 {
         .unwrap_or(0o022)
 }
 
-/// The effective user id.
-pub fn euid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
-}
+pub use crate::sys::euid;
 
 /// Whether the symlink at `link` (already known to be one, `meta` its
 /// `lstat`) may be followed on behalf of this process: the kernel's
