@@ -226,3 +226,61 @@ fn truncating_the_rate_control_page_does_not_kill_the_load() {
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(doc["status"], "completed");
 }
+
+/// Issue 27 item 13: the README's first command (`dmalab load`, a 64 MiB
+/// buffer) failed without root on a stock system, whose `ulimit -l` is
+/// 8 MiB: the buffer could not be locked. It now runs with the buffer
+/// unlocked (and not registered with io_uring), says so in one line, and
+/// the result records that no byte of it was locked.
+#[test]
+fn without_root_under_an_8_mib_lock_limit_the_load_runs_unlocked_and_says_so() {
+    if !common::need_root()
+        || !common::need(
+            "setpriv and prlimit",
+            common::have_program("setpriv") && common::have_program("prlimit"),
+        )
+    {
+        return;
+    }
+    let dir = sticky_dir();
+    let out = dir.path().join("r.json");
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups"])
+        .args(["prlimit", "--memlock=8388608"])
+        .arg(common::dmalab_bin())
+        .args(["load", "--runtime", "1s", "-q", "--output"])
+        .arg(&out)
+        .env("TMPDIR", dir.path())
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{:?}: {err}", o.status);
+    let said: Vec<&str> = err.lines().filter(|l| l.contains("unlocked")).collect();
+    assert_eq!(said.len(), 1, "{err}");
+    assert!(said[0].contains("ulimit -l 8192 KiB"), "{err}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(doc["result"]["buffer_locked_bytes"], 0, "{doc}");
+    let r = &doc["result"];
+    assert!(r["totals"]["commands"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(r["totals"]["errors"], 0, "{r}");
+    // As root the same run locks the whole buffer.
+    let out = dir.path().join("root.json");
+    common::dmalab()
+        .args([
+            "load",
+            "--runtime",
+            "200ms",
+            "-q",
+            "--buffer",
+            "1M",
+            "--output",
+        ])
+        .arg(&out)
+        .assert()
+        .success();
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(doc["result"]["buffer_locked_bytes"], 1 << 20);
+}
