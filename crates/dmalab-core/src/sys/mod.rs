@@ -35,7 +35,7 @@ pub fn free_bytes(path: &std::path::Path) -> std::io::Result<u64> {
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize)))
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 #[cfg(test)]
