@@ -251,8 +251,9 @@ pub fn inspect_file_or_block(
 /// other writers on that disk without room meanwhile).
 fn check_room(dir: &Path, size: u64) -> Result<(), UsageError> {
     use dmalab_core::units::fmt_bytes;
-    let Ok(free) = dmalab_core::sys::free_bytes(dir) else {
-        // Unknown (a filesystem without statvfs): the fill reports ENOSPC.
+    let Ok(Some(free)) = dmalab_core::sys::free_bytes(dir) else {
+        // Unknown (no statvfs, or a filesystem of no stated size such as
+        // ramfs): the fill reports ENOSPC if it comes to that.
         return Ok(());
     };
     if size > free {

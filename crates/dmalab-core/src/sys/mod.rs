@@ -24,8 +24,10 @@ pub fn is_root() -> bool {
 
 /// Bytes an unprivileged writer may still use on the filesystem holding
 /// `path` (statvfs: `f_bavail * f_frsize`; root may find a little more,
-/// the reserved blocks, but a preflight must not count on it).
-pub fn free_bytes(path: &std::path::Path) -> std::io::Result<u64> {
+/// the reserved blocks, but a preflight must not count on it). None when
+/// the filesystem states no size (`f_blocks` 0: ramfs, which grows until
+/// memory runs out).
+pub fn free_bytes(path: &std::path::Path) -> std::io::Result<Option<u64>> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in a path"))?;
@@ -35,7 +37,10 @@ pub fn free_bytes(path: &std::path::Path) -> std::io::Result<u64> {
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(st.f_bavail.saturating_mul(st.f_frsize))
+    if st.f_blocks == 0 {
+        return Ok(None);
+    }
+    Ok(Some(st.f_bavail.saturating_mul(st.f_frsize)))
 }
 
 #[cfg(test)]
@@ -59,7 +64,7 @@ mod tests {
     fn free_bytes_of_a_missing_path_is_an_error() {
         assert!(free_bytes(std::path::Path::new("/nonexistent/dir")).is_err());
         let dir = std::env::temp_dir();
-        let free = free_bytes(&dir).unwrap();
+        let free = free_bytes(&dir).unwrap().unwrap();
         // df reports the same filesystem in 1 KiB blocks (available column).
         let out = std::process::Command::new("df")
             .args(["-k", "--output=avail"])
