@@ -17,6 +17,7 @@ pub mod livestats;
 pub mod lock;
 pub mod output;
 pub mod ratecontrol;
+pub mod safefile;
 pub mod safety;
 pub mod schema;
 pub mod signal;

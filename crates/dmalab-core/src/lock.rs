@@ -149,10 +149,9 @@ pub fn host_lock(dir: &Path, command: &str) -> Result<Option<FileLock>, UsageErr
 /// creating it empty when new. A second writer is refused with a
 /// [`UsageError`] naming `option` and the pid of the run that holds it.
 pub fn lock_results(path: &Path, option: &str) -> Result<FileLock, UsageError> {
-    let file = fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
+    // Not through a symlink another user planted, nor a FIFO that would
+    // block: crate::safefile.
+    let file = crate::safefile::open_append(path, 0o666)
         .map_err(|e| UsageError::new(option, format!("cannot open {}: {e}", path.display())))?;
     match try_lock(file) {
         Ok(l) => Ok(l),

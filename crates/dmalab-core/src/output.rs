@@ -46,9 +46,16 @@ pub enum OutputTarget {
 /// Decides how `path` is written; a block device, a directory or anything
 /// else that is not a file, a character device or a FIFO is refused with
 /// `InvalidInput`, so no result lands on a disk the user did not name as a
-/// target.
+/// target. A symlink at `path` is followed only where
+/// [`crate::safefile::symlink_trusted`] allows it; one another user planted
+/// in a directory anyone can write is replaced by the new file instead.
 pub fn output_target(path: &Path) -> std::io::Result<OutputTarget> {
     use std::os::unix::fs::FileTypeExt;
+    if let Ok(m) = fs::symlink_metadata(path) {
+        if m.file_type().is_symlink() && !crate::safefile::symlink_trusted(path, &m) {
+            return Ok(OutputTarget::Atomic(path.to_path_buf()));
+        }
+    }
     match fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // A dangling symlink is replaced, as before; a plain path is new.
@@ -76,21 +83,6 @@ pub fn output_target(path: &Path) -> std::io::Result<OutputTarget> {
             }
         }
     }
-}
-
-/// The temporary file an atomic write of `path` goes through before it is
-/// renamed over `path`: hidden, beside it (so the rename stays on one file
-/// system), named after this process.
-pub fn tmp_beside(path: &Path) -> std::path::PathBuf {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "output".into());
-    dir.join(format!(".{name}.tmp-{}", std::process::id()))
 }
 
 /// Opens an existing character device or FIFO for writing in place.
@@ -149,38 +141,14 @@ fn open_in_place_until(path: &Path, stop: &dyn Fn() -> bool) -> std::io::Result<
     }
 }
 
-/// Writes `contents` to `path` atomically (temp file, fsync, rename); an
-/// existing character device or FIFO is written in place instead
-/// ([`output_target`], [`open_in_place`]).
+/// Writes `contents` to `path` atomically (a new file beside it, fsynced,
+/// renamed over it: [`crate::safefile`]); an existing character device or
+/// FIFO is written in place instead ([`output_target`], [`open_in_place`]).
 pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let path = match output_target(path)? {
-        OutputTarget::Direct => return open_in_place(path)?.write_all(contents),
-        OutputTarget::Atomic(p) => p,
-    };
-    let path = path.as_path();
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let tmp = tmp_beside(path);
-    // In the ledger while it exists: `dmalab cleanup` removes it after a kill.
-    crate::ledger::add_file(&tmp);
-    let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        crate::ledger::file_created(&tmp);
-        f.write_all(contents)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        if let Ok(d) = fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    match output_target(path)? {
+        OutputTarget::Direct => open_in_place(path)?.write_all(contents),
+        OutputTarget::Atomic(p) => crate::safefile::replace(&p, contents, 0o666),
     }
-    crate::ledger::forget_file(&tmp);
-    result
 }
 
 /// What an output may be.
@@ -346,10 +314,7 @@ pub fn write_result<T: Serialize>(
 pub fn append_json_line<T: Serialize>(path: &Path, record: &T) -> std::io::Result<()> {
     let mut line = serde_json::to_string(record).map_err(std::io::Error::other)?;
     line.push('\n');
-    let mut f = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)?;
+    let mut f = crate::safefile::open_append(path, 0o666)?;
     f.write_all(line.as_bytes())?;
     f.sync_data()
 }

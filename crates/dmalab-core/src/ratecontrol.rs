@@ -3,11 +3,24 @@
 //! writes new rate limits into it while the load runs. One definition for
 //! both sides, beside the live-stats page (which flows the other way).
 //!
-//! A separate mmapped file rather than a FIFO or socket: the load's workers
-//! look at it on every command they take from the limiter, and a mapped
-//! generation counter costs one relaxed load there, with no syscall, no
-//! reader thread and no framing; a writer that dies leaves the last limits in
-//! force instead of a broken pipe.
+//! A separate file rather than a FIFO or socket: a writer that dies leaves
+//! the last limits in force instead of a broken pipe, and anything that can
+//! map or write a file can steer a load.
+//!
+//! dmalab itself reads and writes the page with `pread`/`pwrite`, never
+//! through a mapping: a mapped page that someone truncates kills the
+//! process that touches it with SIGBUS, and no handler can make that safe.
+//! A short read is an error ([`RateControlError::Truncated`]) the load
+//! survives, keeping its last limits. The load polls the page at most once
+//! a millisecond (`dmalab_load::limiter`), so the system calls cost nothing
+//! next to the commands they pace.
+//!
+//! The page steers how hard a load (perhaps root's) hits a device, so one
+//! is used only when it is a regular file (never a FIFO, device, directory
+//! or symlink, opened with `O_NOFOLLOW|O_NONBLOCK` so none of them can block
+//! or redirect the open) of the expected size, owned by the caller or root
+//! and writable by nobody else ([`check_page`]). The load creates its page
+//! with [`crate::safefile`], so it appears at its path complete.
 //!
 //! Little-endian u64 fields (the magic is 8 bytes) in a 4096-byte file:
 //!
@@ -22,15 +35,13 @@
 //! | 48     | generation the load last applied                           |
 //!
 //! A writer makes the generation odd, stores the limits, then makes it even
-//! again (a sequence lock); the load reads the generation, the limits, and
-//! the generation again, and applies the limits only when both readings are
-//! the same even number.
+//! again (a sequence lock); the load reads the header twice and applies the
+//! limits only when both readings agree and the generation is even.
 
-use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::io::AsRawFd;
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 
 /// Size of the file (one page).
 pub const LEN: usize = 4096;
@@ -55,6 +66,8 @@ pub mod off {
     pub const RATE_IOPS: usize = 40;
     /// u64 generation the load last applied.
     pub const APPLIED: usize = 48;
+    /// End of the fields.
+    pub const END: usize = 56;
 }
 
 /// Rate limits as the page holds them (None: no limit of that kind).
@@ -66,96 +79,134 @@ pub struct Limits {
     pub rate_iops: Option<u64>,
 }
 
-/// A mapped rate-control page (either side).
+/// An open rate-control page (either side).
 #[derive(Debug)]
 pub struct RateControl {
-    base: *mut u8,
+    file: File,
+    path: PathBuf,
 }
 
-// SAFETY: the page is only accessed through atomics; the mapping lives until
-// drop.
-unsafe impl Send for RateControl {}
-// SAFETY: as above.
-unsafe impl Sync for RateControl {}
-
-/// Errors opening a rate-control page.
+/// Errors opening or using a rate-control page.
 #[derive(Debug, thiserror::Error)]
 pub enum RateControlError {
-    /// The file could not be created, opened or mapped.
+    /// The file could not be created, opened, read or written.
     #[error("{path}: {cause}")]
     Io {
         /// The file.
         path: String,
         /// What failed (printed in the message, so not a `source()`).
-        cause: std::io::Error,
+        cause: io::Error,
     },
     /// The file is not a rate-control page of this version.
     #[error("{0} is not a dmalab rate-control file (magic DMALRATE, version {VERSION}); pass the file `dmalab load --rate-control` created")]
     NotAPage(String),
+    /// The file is not one dmalab may take limits from ([`check_page`]).
+    #[error("{0}")]
+    Refused(String),
+    /// The page became shorter than its fields while in use.
+    #[error("{path} was truncated to {len} bytes while in use (a rate-control page is {LEN})")]
+    Truncated {
+        /// The file.
+        path: String,
+        /// Its length now.
+        len: u64,
+    },
 }
 
-fn map(path: &Path, create: bool) -> Result<*mut u8, RateControlError> {
-    let io = |cause| RateControlError::Io {
-        path: path.display().to_string(),
-        cause,
-    };
-    let f = if create {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o644)
-            .open(path)
-            .map_err(io)?
-    } else {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(io)?
-    };
-    if create {
-        f.set_len(LEN as u64).map_err(io)?;
-    } else if f.metadata().map_err(io)?.len() < LEN as u64 {
-        return Err(RateControlError::NotAPage(path.display().to_string()));
+/// Why the file behind `meta` (an `lstat` or `fstat`) may not be used as
+/// a rate-control page, if it may not: it must be a regular file (not a
+/// symlink, FIFO, device or directory), owned by the caller or root, not
+/// writable by group or others (anyone who can write it steers the load),
+/// and `LEN` bytes long, or empty when `empty_ok`.
+pub fn check_page(path: &Path, meta: &Metadata, empty_ok: bool) -> Result<(), String> {
+    let shown = path.display();
+    let t = meta.file_type();
+    if !t.is_file() {
+        let what = if t.is_symlink() {
+            "a symlink (which could point anywhere; name the file itself)"
+        } else if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_char_device() {
+            "a character device"
+        } else if t.is_block_device() {
+            "a block device"
+        } else if t.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file"
+        };
+        return Err(format!(
+            "{shown} is {what}; a rate-control page is a regular file: name a new path and dmalab load creates it"
+        ));
     }
-    // SAFETY: a fresh shared mapping of LEN bytes of a file at least that
-    // long; checked for MAP_FAILED. The mapping outlives the fd.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            LEN,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        return Err(io(std::io::Error::last_os_error()));
+    let me = crate::safefile::euid();
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(format!(
+            "{shown} belongs to uid {}, not to you (uid {me}) or root: another user could change the limits through it; remove it or name a new path",
+            meta.uid()
+        ));
     }
-    Ok(base.cast())
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "{shown} is writable by other users (mode {:o}): they could change the limits through it; chmod go-w it or name a new path",
+            meta.mode() & 0o7777
+        ));
+    }
+    if meta.len() != LEN as u64 && !(empty_ok && meta.len() == 0) {
+        return Err(format!(
+            "{shown} is {} bytes, not a rate-control page ({LEN} bytes); remove it or name a new path",
+            meta.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Opens `path` without following a symlink at it and without blocking
+/// (a FIFO), for reading and maybe writing.
+fn open_nofollow(path: &Path, write: bool) -> io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
 }
 
 /// Checks that `path` may be created as a rate-control page: its directory
-/// exists, and it is absent, empty or already a rate-control page (so a
-/// mistyped path never replaces someone's data). The error says why.
+/// exists, and it is absent, or an empty file or a rate-control page that
+/// passes [`check_page`] (so a mistyped path never replaces someone's data,
+/// and nothing is read from a FIFO or device). The error says why.
 pub fn check_replaceable(path: &Path) -> Result<(), String> {
-    if path
-        .parent()
-        .is_some_and(|p| !p.as_os_str().is_empty() && !p.is_dir())
-    {
+    if !crate::safefile::dir_of(path).is_dir() {
         return Err(format!(
             "the directory of {} does not exist",
             path.display()
         ));
     }
-    match std::fs::read(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
-        Ok(b) if b.is_empty() || b.starts_with(MAGIC) => Ok(()),
-        Ok(_) => Err(format!(
+    let meta = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot use {}: {e}", path.display())),
+        Ok(m) => m,
+    };
+    check_page(path, &meta, true)?;
+    let f =
+        open_nofollow(path, false).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let now = f
+        .metadata()
+        .map_err(|e| format!("cannot use {}: {e}", path.display()))?;
+    if (now.dev(), now.ino()) != (meta.dev(), meta.ino()) {
+        return Err(format!(
+            "{} changed while it was checked; try again",
+            path.display()
+        ));
+    }
+    check_page(path, &now, true)?;
+    if now.len() == 0 {
+        return Ok(());
+    }
+    let mut magic = [0u8; 8];
+    match f.read_exact_at(&mut magic, 0) {
+        Ok(()) if &magic == MAGIC => Ok(()),
+        _ => Err(format!(
             "{} exists and is not a rate-control file; remove it or name a new file",
             path.display()
         )),
@@ -166,106 +217,155 @@ fn opt(v: u64) -> Option<u64> {
     (v > 0).then_some(v)
 }
 
+fn u64_at(b: &[u8], offset: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[offset..offset + 8]);
+    u64::from_le_bytes(w)
+}
+
 impl RateControl {
-    /// The load's side: creates `path` (replacing it), holding `initial`.
-    pub fn create(path: &Path, initial: Limits) -> Result<Self, RateControlError> {
-        let s = Self {
-            base: map(path, true)?,
-        };
-        s.field(off::VERSION).store(VERSION, Ordering::Relaxed);
-        s.field(off::PID)
-            .store(u64::from(std::process::id()), Ordering::Relaxed);
-        s.field(off::RATE_BYTES_PER_S)
-            .store(initial.rate_bytes_per_s.unwrap_or(0), Ordering::Relaxed);
-        s.field(off::RATE_IOPS)
-            .store(initial.rate_iops.unwrap_or(0), Ordering::Relaxed);
-        s.field(off::GENERATION).store(0, Ordering::Relaxed);
-        s.field(off::APPLIED).store(0, Ordering::Relaxed);
-        // The magic last, so a writer that sees it sees a valid page.
-        s.field(off::MAGIC)
-            .store(u64::from_le_bytes(*MAGIC), Ordering::Release);
-        Ok(s)
+    fn io(&self, cause: io::Error) -> RateControlError {
+        RateControlError::Io {
+            path: self.path.display().to_string(),
+            cause,
+        }
     }
 
-    /// The controller's side: maps an existing page. Ok(None) while the
-    /// load has not written the magic yet.
-    pub fn open(path: &Path) -> Result<Option<Self>, RateControlError> {
-        let s = Self {
-            base: map(path, false)?,
+    /// The load's side: creates `path` (replacing it: a new file, mode
+    /// 0644 less the umask, put there complete by [`crate::safefile`]),
+    /// holding `initial`.
+    pub fn create(path: &Path, initial: Limits) -> Result<Self, RateControlError> {
+        let io = |cause| RateControlError::Io {
+            path: path.display().to_string(),
+            cause,
         };
-        if s.field(off::MAGIC).load(Ordering::Acquire) != u64::from_le_bytes(*MAGIC) {
+        let (file, mut staged) = crate::safefile::create_beside(path).map_err(io)?;
+        let mut page = vec![0u8; LEN];
+        let mut put =
+            |offset: usize, v: u64| page[offset..offset + 8].copy_from_slice(&v.to_le_bytes());
+        put(off::MAGIC, u64::from_le_bytes(*MAGIC));
+        put(off::VERSION, VERSION);
+        put(off::PID, u64::from(std::process::id()));
+        put(off::RATE_BYTES_PER_S, initial.rate_bytes_per_s.unwrap_or(0));
+        put(off::RATE_IOPS, initial.rate_iops.unwrap_or(0));
+        file.write_all_at(&page, 0).map_err(io)?;
+        staged.commit(&file, 0o644).map_err(io)?;
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The controller's side: opens an existing page ([`check_page`]
+    /// decides whether it may be used). Ok(None) while the load has not
+    /// written the magic yet.
+    pub fn open(path: &Path) -> Result<Option<Self>, RateControlError> {
+        let file = open_nofollow(path, true).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                RateControlError::Refused(format!(
+                    "{} is a symlink (which could point anywhere); name the file itself",
+                    path.display()
+                ))
+            } else {
+                RateControlError::Io {
+                    path: path.display().to_string(),
+                    cause: e,
+                }
+            }
+        })?;
+        let s = Self {
+            file,
+            path: path.to_path_buf(),
+        };
+        let meta = s.file.metadata().map_err(|e| s.io(e))?;
+        if meta.file_type().is_file() && meta.len() < LEN as u64 {
+            return Err(RateControlError::NotAPage(path.display().to_string()));
+        }
+        check_page(path, &meta, false).map_err(RateControlError::Refused)?;
+        let h = s.header()?;
+        if &h[off::MAGIC..off::MAGIC + 8] != MAGIC {
             return Ok(None);
         }
-        if s.field(off::VERSION).load(Ordering::Relaxed) != VERSION {
+        if u64_at(&h, off::VERSION) != VERSION {
             return Err(RateControlError::NotAPage(path.display().to_string()));
         }
         Ok(Some(s))
     }
 
-    fn field(&self, offset: usize) -> &AtomicU64 {
-        debug_assert!(offset & 7 == 0 && offset + 8 <= LEN);
-        // SAFETY: offset is 8-aligned inside the page-aligned LEN-byte
-        // mapping, which lives as long as &self; all access is atomic.
-        unsafe { &*(self.base.add(offset) as *const AtomicU64) }
+    /// The page's fields, read with one `pread` (a short read: truncated).
+    fn header(&self) -> Result<[u8; off::END], RateControlError> {
+        let mut h = [0u8; off::END];
+        match self.file.read_exact_at(&mut h, 0) {
+            Ok(()) => Ok(h),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                Err(RateControlError::Truncated {
+                    path: self.path.display().to_string(),
+                    len: self.file.metadata().map_or(0, |m| m.len()),
+                })
+            }
+            Err(e) => Err(self.io(e)),
+        }
     }
 
-    /// The current generation (cheap: one relaxed load).
-    pub fn generation(&self) -> u64 {
-        self.field(off::GENERATION).load(Ordering::Acquire)
+    fn put(&self, offset: usize, v: u64) -> Result<(), RateControlError> {
+        self.file
+            .write_all_at(&v.to_le_bytes(), offset as u64)
+            .map_err(|e| self.io(e))
+    }
+
+    /// The current generation.
+    pub fn generation(&self) -> Result<u64, RateControlError> {
+        Ok(u64_at(&self.header()?, off::GENERATION))
     }
 
     /// A consistent reading: (generation, limits), or None while a writer
     /// is in the middle of an update.
-    pub fn read(&self) -> Option<(u64, Limits)> {
-        let g0 = self.generation();
-        if g0 & 1 == 1 {
-            return None;
+    pub fn read(&self) -> Result<Option<(u64, Limits)>, RateControlError> {
+        let a = self.header()?;
+        let b = self.header()?;
+        let g = u64_at(&a, off::GENERATION);
+        let fields = off::GENERATION..off::APPLIED;
+        if g & 1 == 1 || a[fields.clone()] != b[fields] {
+            return Ok(None);
         }
-        let b = self.field(off::RATE_BYTES_PER_S).load(Ordering::Acquire);
-        let c = self.field(off::RATE_IOPS).load(Ordering::Acquire);
-        (self.generation() == g0).then_some((
-            g0,
+        Ok(Some((
+            g,
             Limits {
-                rate_bytes_per_s: opt(b),
-                rate_iops: opt(c),
+                rate_bytes_per_s: opt(u64_at(&a, off::RATE_BYTES_PER_S)),
+                rate_iops: opt(u64_at(&a, off::RATE_IOPS)),
             },
-        ))
+        )))
     }
 
     /// Writes new limits (one writer at a time).
-    pub fn set(&self, limits: Limits) {
-        let g = self.field(off::GENERATION);
-        let start = g.load(Ordering::Relaxed) | 1;
-        g.store(start, Ordering::Release);
-        self.field(off::RATE_BYTES_PER_S)
-            .store(limits.rate_bytes_per_s.unwrap_or(0), Ordering::Release);
-        self.field(off::RATE_IOPS)
-            .store(limits.rate_iops.unwrap_or(0), Ordering::Release);
-        g.store(start + 1, Ordering::Release);
+    pub fn set(&self, limits: Limits) -> Result<(), RateControlError> {
+        let start = u64_at(&self.header()?, off::GENERATION) | 1;
+        self.put(off::GENERATION, start)?;
+        self.put(off::RATE_BYTES_PER_S, limits.rate_bytes_per_s.unwrap_or(0))?;
+        self.put(off::RATE_IOPS, limits.rate_iops.unwrap_or(0))?;
+        self.put(off::GENERATION, start + 1)
     }
 
     /// The load records the generation it applied.
-    pub fn mark_applied(&self, generation: u64) {
-        self.field(off::APPLIED)
-            .store(generation, Ordering::Release);
+    pub fn mark_applied(&self, generation: u64) -> Result<(), RateControlError> {
+        self.put(off::APPLIED, generation)
     }
 
     /// The generation the load last applied.
-    pub fn applied(&self) -> u64 {
-        self.field(off::APPLIED).load(Ordering::Acquire)
+    pub fn applied(&self) -> Result<u64, RateControlError> {
+        Ok(u64_at(&self.header()?, off::APPLIED))
     }
-}
 
-impl Drop for RateControl {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping, unmapped once.
-        unsafe { libc::munmap(self.base.cast(), LEN) };
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn an_io_error_prints_its_cause_once() {
@@ -290,27 +390,22 @@ mod tests {
         )
         .unwrap();
         let ctl = RateControl::open(&p).unwrap().unwrap();
-        assert_eq!(load.read().unwrap().0, 0);
+        assert_eq!(load.read().unwrap().unwrap().0, 0);
         ctl.set(Limits {
             rate_bytes_per_s: Some(1 << 20),
             rate_iops: Some(500),
-        });
-        let (g, l) = load.read().unwrap();
+        })
+        .unwrap();
+        let (g, l) = load.read().unwrap().unwrap();
         assert_eq!(g, 2);
         assert_eq!(l.rate_bytes_per_s, Some(1 << 20));
         assert_eq!(l.rate_iops, Some(500));
-        load.mark_applied(g);
-        assert_eq!(ctl.applied(), 2);
+        load.mark_applied(g).unwrap();
+        assert_eq!(ctl.applied().unwrap(), 2);
         let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(bytes.len(), LEN);
         assert_eq!(&bytes[0..8], MAGIC);
-        assert_eq!(
-            u64::from_le_bytes(
-                bytes[off::RATE_IOPS..off::RATE_IOPS + 8]
-                    .try_into()
-                    .unwrap()
-            ),
-            500
-        );
+        assert_eq!(u64_at(&bytes, off::RATE_IOPS), 500);
     }
 
     #[test]
@@ -318,6 +413,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("other");
         std::fs::write(&p, b"hello").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(matches!(
             RateControl::open(&p),
             Err(RateControlError::NotAPage(_))
@@ -325,7 +421,62 @@ mod tests {
         assert!(check_replaceable(&p).is_err());
         std::fs::write(&p, vec![0u8; LEN]).unwrap();
         assert!(RateControl::open(&p).unwrap().is_none());
+        // LEN bytes without the magic are someone's data.
+        assert!(check_replaceable(&p).is_err());
+        std::fs::write(&p, b"").unwrap();
+        assert!(check_replaceable(&p).is_ok());
         assert!(check_replaceable(&dir.path().join("new")).is_ok());
         assert!(check_replaceable(&dir.path().join("no/such")).is_err());
+    }
+
+    #[test]
+    fn a_page_others_can_write_or_that_is_no_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("rate");
+        drop(RateControl::create(&p, Limits::default()).unwrap());
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = check_replaceable(&p).unwrap_err();
+        assert!(e.contains("writable by other users"), "{e}");
+        assert!(matches!(
+            RateControl::open(&p),
+            Err(RateControlError::Refused(_))
+        ));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        assert!(check_replaceable(&link).unwrap_err().contains("a symlink"));
+        assert!(matches!(
+            RateControl::open(&link),
+            Err(RateControlError::Refused(_))
+        ));
+        for dev in ["/dev/zero", "/dev/null"] {
+            let e = check_replaceable(Path::new(dev)).unwrap_err();
+            assert!(e.contains("a character device"), "{e}");
+            assert!(RateControl::open(Path::new(dev)).is_err());
+        }
+        assert!(check_replaceable(dir.path())
+            .unwrap_err()
+            .contains("a directory"));
+    }
+
+    #[test]
+    fn a_truncated_page_is_an_error_not_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("rate");
+        let load = RateControl::create(&p, Limits::default()).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        assert!(matches!(
+            load.read(),
+            Err(RateControlError::Truncated { len: 0, .. })
+        ));
+        assert!(matches!(
+            load.generation(),
+            Err(RateControlError::Truncated { .. })
+        ));
     }
 }

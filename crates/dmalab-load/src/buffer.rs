@@ -123,6 +123,9 @@ pub struct DmaBuffer {
     _reservation: Option<HugeTlbReservation>,
     /// Huge pages reserved for this run (0 with none).
     pub reserved_huge_pages: u64,
+    /// Bytes of the buffer locked in memory: all of it, or 0 when the
+    /// locked-memory limit was too low (see [`DmaBuffer::new`]).
+    pub locked_bytes: u64,
 }
 
 // SAFETY: the mapping is owned by this value and freed only on drop; it is
@@ -133,7 +136,11 @@ unsafe impl Sync for DmaBuffer {}
 
 impl DmaBuffer {
     /// Maps `len` bytes (a multiple of `bs`), locks and fills them.
-    /// `piece_bytes` is the registration piece size.
+    /// `piece_bytes` is the registration piece size. When the locked-memory
+    /// limit (`ulimit -l`, 8 MiB on many systems) is below the buffer and
+    /// cannot be raised (not root), the buffer stays unlocked instead of
+    /// failing: one line on stderr says so, and
+    /// [`locked_bytes`](Self::locked_bytes) is 0 (the result records it).
     pub fn new(
         len: u64,
         piece_bytes: u64,
@@ -211,7 +218,7 @@ impl DmaBuffer {
         } else {
             map
         };
-        let buf = DmaBuffer {
+        let mut buf = DmaBuffer {
             map,
             map_len: map_len as usize,
             ptr,
@@ -219,13 +226,16 @@ impl DmaBuffer {
             piece_bytes,
             _reservation: reservation,
             reserved_huge_pages: reserved,
+            locked_bytes: 0,
         };
-        buf.lock()?;
+        buf.locked_bytes = buf.lock()?;
         buf.fill(fill);
         Ok(buf)
     }
 
-    fn lock(&self) -> Result<(), BufferError> {
+    /// Locks the buffer; returns the bytes locked (all, or 0 when the
+    /// limit is below the buffer: [`DmaBuffer::new`]).
+    fn lock(&self) -> Result<u64, BufferError> {
         // SAFETY: the range is inside our mapping.
         let mut r = unsafe { libc::mlock(self.ptr.cast(), self.len) };
         let mut err = std::io::Error::last_os_error();
@@ -242,14 +252,28 @@ impl DmaBuffer {
                 err = std::io::Error::last_os_error();
             }
         }
-        if r != 0 {
-            return Err(BufferError::Lock {
-                bytes: self.len as u64,
-                advice: lock_advice(self.len as u64, memlock_limit()),
-                cause: err,
-            });
+        if r == 0 {
+            return Ok(self.len as u64);
         }
-        Ok(())
+        let limit = memlock_limit();
+        if let Some(l) = limit.filter(|&l| l < self.len as u64) {
+            // The README's first command runs without root: an unlocked
+            // buffer still takes DMA (the kernel pins each command's pages
+            // while it is in flight); what is lost is that the pages stay
+            // put between commands. Said once, recorded in the result.
+            let (kib, need_kib) = (self.len as u64 / 1024, need_kib(self.len as u64));
+            eprintln!(
+                "dmalab: warning: the {kib} KiB buffer is above the locked-memory limit (ulimit -l {} KiB): it runs unlocked and not registered with io_uring (its pages may move between commands); to lock it, raise ulimit -l to {need_kib}, use --buffer {}K or less, or run as root",
+                l / 1024,
+                max_buffer_kib(l)
+            );
+            return Ok(0);
+        }
+        Err(BufferError::Lock {
+            bytes: self.len as u64,
+            advice: lock_advice(self.len as u64, limit),
+            cause: err,
+        })
     }
 
     fn fill(&self, fill: Fill) {
@@ -334,21 +358,31 @@ fn memlock_limit() -> Option<u64> {
     Some(lim.rlim_cur)
 }
 
+/// The locked memory, KiB, a `bytes`-byte buffer needs: the io_uring rings
+/// take a little of their own, so 1 MiB of headroom (a 8000K buffer
+/// registers under an 8 MiB limit, 8M does not).
+fn need_kib(bytes: u64) -> u64 {
+    bytes.div_ceil(1024) + 1024
+}
+
+/// The largest `--buffer`, KiB, that locks and registers under `limit` bytes.
+fn max_buffer_kib(limit: u64) -> u64 {
+    (limit / 1024).saturating_sub(1024).max(4) / 4 * 4
+}
+
 /// What to do when a `bytes`-byte buffer cannot be locked under `limit`.
 ///
-/// The buffer is not silently left unlocked or shrunk: its size is the
-/// experiment's variable (does it fit the LLC?), and io_uring pins and
-/// charges registered buffers against the same limit anyway, as fio's
-/// fixedbufs do; so the message says exactly what to raise.
+/// The buffer is never shrunk: its size is the experiment's variable (does
+/// it fit the LLC?). Under a limit it cannot raise, it runs unlocked and
+/// unregistered (io_uring pins and charges registered buffers against the
+/// same limit, as fio's fixedbufs do), saying so with this advice.
 fn lock_advice(bytes: u64, limit: Option<u64>) -> String {
-    // The io_uring rings take a little locked memory of their own: 1 MiB of
-    // headroom (a 8000K buffer registers under an 8 MiB limit, 8M does not).
-    let need_kib = bytes.div_ceil(1024) + 1024;
+    let need_kib = need_kib(bytes);
     match limit {
         Some(l) => format!(
             "the locked-memory limit (ulimit -l) is {} KiB and the buffer needs about {need_kib} KiB: raise it (ulimit -l {need_kib}, or memlock in /etc/security/limits.conf), use a --buffer of at most {}K, or run as root",
             l / 1024,
-            (l / 1024).saturating_sub(1024).max(4) / 4 * 4
+            max_buffer_kib(l)
         ),
         None => "raise the locked-memory limit (ulimit -l) or run as root".into(),
     }

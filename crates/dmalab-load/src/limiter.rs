@@ -159,6 +159,8 @@ pub struct Limiter {
     last_bytes: u64,
     control: Option<Arc<RateControl>>,
     generation: u64,
+    // The control page is read at most once per POLL_NS.
+    next_poll_ns: u64,
     changes: Vec<RateChange>,
     // Poisson state.
     rng: ChaCha8Rng,
@@ -182,6 +184,7 @@ impl Limiter {
             last_bytes: 0,
             control: None,
             generation: 0,
+            next_poll_ns: 0,
             changes: Vec::new(),
             gaps: Vec::new(),
             next_gap: 0,
@@ -198,8 +201,9 @@ impl Limiter {
     /// the kinds of limit the spec has are taken from the page; a zero for
     /// one of them is ignored.
     pub fn with_control(mut self, control: Arc<RateControl>) -> Self {
-        self.generation = control.generation() & !1;
-        control.mark_applied(self.generation);
+        // Just created by this load; a failure here shows at the first poll.
+        self.generation = control.generation().unwrap_or(0) & !1;
+        let _ = control.mark_applied(self.generation);
         self.control = Some(control);
         self
     }
@@ -210,16 +214,47 @@ impl Limiter {
     }
 
     /// Applies a new generation of the control page, if there is one;
-    /// `now_ns` is the caller's clock (ns since the start).
+    /// `now_ns` is the caller's clock (ns since the start). The page is
+    /// read (`pread`, not a mapping: see `dmalab_core::ratecontrol`) at
+    /// most once per millisecond. A page that can no longer be read (it
+    /// was truncated or removed from under the load) is said once on
+    /// stderr and let go of: the load keeps the limits it has.
     pub fn poll_control(&mut self, now_ns: u64) {
+        const POLL_NS: u64 = 1_000_000;
         let Some(ctl) = &self.control else { return };
-        if ctl.generation() == self.generation {
+        if now_ns < self.next_poll_ns {
             return;
         }
-        let Some((g, l)) = ctl.read() else { return };
+        self.next_poll_ns = now_ns.saturating_add(POLL_NS);
+        let read = match ctl.read() {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!(
+                    "dmalab: warning: --rate-control: {e}; the load keeps its current limits ({}) and no longer follows the file",
+                    self.describe_limits()
+                );
+                self.control = None;
+                return;
+            }
+        };
+        let Some((g, l)) = read else { return };
+        if g == self.generation {
+            return;
+        }
         self.generation = g;
-        ctl.mark_applied(g);
+        let _ = ctl.mark_applied(g);
         self.apply(l, now_ns);
+    }
+
+    fn describe_limits(&self) -> String {
+        let mut v = Vec::new();
+        if let Some(b) = self.spec.rate_bytes_per_s {
+            v.push(format!("{b} bytes/s"));
+        }
+        if let Some(c) = self.spec.rate_iops {
+            v.push(format!("{c} commands/s"));
+        }
+        v.join(", ")
     }
 
     fn apply(&mut self, l: Limits, now_ns: u64) {
@@ -438,10 +473,14 @@ mod tests {
             if k == 10 {
                 // The writer halves the rate (and tries to add a byte
                 // limit the load was not started with: ignored).
-                RateControl::open(&p).unwrap().unwrap().set(Limits {
-                    rate_bytes_per_s: Some(1),
-                    rate_iops: Some(500),
-                });
+                RateControl::open(&p)
+                    .unwrap()
+                    .unwrap()
+                    .set(Limits {
+                        rate_bytes_per_s: Some(1),
+                        rate_iops: Some(500),
+                    })
+                    .unwrap();
             }
             l.poll_control(clock.now_ns());
             let due = l.due_ns(4096);
@@ -461,7 +500,7 @@ mod tests {
                 rate_iops: Some(500)
             }]
         );
-        assert_eq!(ctl.applied(), 2);
+        assert_eq!(ctl.applied().unwrap(), 2);
         assert_eq!(l.spec().rate_bytes_per_s, None);
     }
 

@@ -7,8 +7,6 @@
 //! Without `--live-stats` the same page is anonymous memory: the per-second
 //! reporter reads the totals from it either way.
 
-use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,20 +31,16 @@ unsafe impl Send for LiveStats {}
 unsafe impl Sync for LiveStats {}
 
 impl LiveStats {
-    /// Creates `path` (replacing it), sizes it to 4096 bytes and maps it
+    /// Creates `path` (replacing it: a new file put there once it holds a
+    /// valid page, never written through a symlink someone planted:
+    /// [`dmalab_core::safefile`]), sizes it to 4096 bytes and maps it
     /// shared; or, with no path, maps an anonymous page.
     pub fn create(path: Option<&Path>) -> std::io::Result<Self> {
-        let (fd, flags, _file) = match path {
+        let (fd, flags, file) = match path {
             Some(p) => {
-                let f = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(0o644)
-                    .open(p)?;
+                let (f, staged) = dmalab_core::safefile::create_beside(p)?;
                 f.set_len(LIVE_BYTES as u64)?;
-                (f.as_raw_fd(), libc::MAP_SHARED, Some(f))
+                (f.as_raw_fd(), libc::MAP_SHARED, Some((f, staged)))
             }
             None => (-1, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, None),
         };
@@ -77,6 +71,10 @@ impl LiveStats {
         // The magic last, so a reader that sees it sees a valid page.
         s.field(off::MAGIC)
             .store(u64::from_le_bytes(*MAGIC), Ordering::Release);
+        // Only now at its path, so a reader never finds a page without it.
+        if let Some((f, mut staged)) = file {
+            staged.commit(&f, 0o644)?;
+        }
         Ok(s)
     }
 

@@ -230,6 +230,11 @@ pub struct LoadResult {
     pub first_error: Option<String>,
     /// Huge pages dmalab reserved for the buffer (given back afterwards).
     pub reserved_huge_pages: u64,
+    /// Bytes of the buffer locked in memory: its whole length, or 0 when
+    /// the locked-memory limit (`ulimit -l`) was below it and could not be
+    /// raised (then the buffer was not registered with io_uring either).
+    #[serde(default)]
+    pub buffer_locked_bytes: u64,
     /// Under a rate limit: how late each command was submitted after its
     /// due time, nanoseconds (large values mean the host could not keep the
     /// pace: CPU contention or hypervisor steal, not the device).

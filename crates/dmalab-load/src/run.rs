@@ -170,6 +170,7 @@ pub fn run_observed(
             writes: plan.writes_storage(),
             worker: i,
             cpus: cpus.clone(),
+            buffer_locked: buffer.locked_bytes == buffer.len(),
         };
         let driver = driver.clone();
         let (opened, go, setup_error, start_cell, shared, stop, abort, live, buffer) = (
@@ -412,6 +413,7 @@ pub fn run_observed(
         rate_changes,
         first_error,
         reserved_huge_pages: buffer.reserved_huge_pages,
+        buffer_locked_bytes: buffer.locked_bytes,
         trace: trace_summary,
         pacing_lateness_ns: record.then(|| late_hist.summary()),
         buffer_sha256: plan.buffer_checksum.then(|| buffer_sha256(&buffer)),

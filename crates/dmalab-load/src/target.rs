@@ -177,11 +177,15 @@ pub fn inspect_file_or_block(
         }
     };
     let Some(path) = &req.target else {
+        let size = create_size()?;
+        if creates {
+            check_room(&std::env::temp_dir(), size)?;
+        }
         return Ok(TargetInfo {
             path: None,
             exists: false,
             kind: if creates { "file" } else { "none" }.into(),
-            size_bytes: create_size()?,
+            size_bytes: size,
             logical_block_size: logical_block_size(&std::env::temp_dir()),
             creates,
         });
@@ -197,11 +201,15 @@ pub fn inspect_file_or_block(
                 ),
             ));
         }
+        let size = create_size()?;
+        if creates {
+            check_room(&parent, size)?;
+        }
         return Ok(TargetInfo {
             path: Some(path.clone()),
             exists: false,
             kind: "file".into(),
-            size_bytes: create_size()?,
+            size_bytes: size,
             logical_block_size: logical_block_size(&parent),
             creates,
         });
@@ -236,6 +244,31 @@ pub fn inspect_file_or_block(
     };
     check_size_of_existing(req, &info)?;
     Ok(info)
+}
+
+/// A file of `size` bytes that dmalab creates in `dir` must fit in what the
+/// filesystem has free, checked before anything is written: filling the
+/// disk for minutes and then failing with ENOSPC helps nobody (and leaves
+/// other writers on that disk without room meanwhile).
+fn check_room(dir: &Path, size: u64) -> Result<(), UsageError> {
+    use dmalab_core::units::fmt_bytes;
+    let Ok(Some(free)) = dmalab_core::sys::free_bytes(dir) else {
+        // Unknown (no statvfs, or a filesystem of no stated size such as
+        // ramfs): the fill reports ENOSPC if it comes to that.
+        return Ok(());
+    };
+    if size > free {
+        return Err(UsageError::new(
+            "--size",
+            format!(
+                "{size} bytes ({}) do not fit in {}, which has {free} bytes ({}) free; choose a smaller --size or a --target on a filesystem with room",
+                fmt_bytes(size as f64),
+                dir.display(),
+                fmt_bytes(free as f64)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// `--size` only sizes a file dmalab creates: naming another size for an

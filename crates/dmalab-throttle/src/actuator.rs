@@ -32,6 +32,9 @@ pub enum ActuatorError {
         /// What failed.
         cause: std::io::Error,
     },
+    /// The load's rate-control page could not be written.
+    #[error("{0}")]
+    RateControl(#[from] dmalab_core::ratecontrol::RateControlError),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ActuatorError + '_ {
@@ -71,11 +74,12 @@ impl LoadActuator {
 
 impl Actuator for LoadActuator {
     fn set(&mut self, rate: f64) -> Result<(), ActuatorError> {
-        self.ctl.set(Limits {
-            rate_bytes_per_s: Some(rate.round().max(1.0) as u64),
-            rate_iops: None,
-        });
-        Ok(())
+        self.ctl
+            .set(Limits {
+                rate_bytes_per_s: Some(rate.round().max(1.0) as u64),
+                rate_iops: None,
+            })
+            .map_err(ActuatorError::from)
     }
 
     fn delivered(&mut self) -> Option<f64> {

@@ -7,6 +7,8 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use dmalab_core::safefile::StagedFile;
+
 /// What [`TraceWriter::finish`] wrote.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TraceSummary {
@@ -53,43 +55,34 @@ struct Inner {
 pub struct TraceWriter {
     inner: Mutex<Inner>,
     path: PathBuf,
+    /// The path named in messages about writes (the temporary file's
+    /// while it has a name).
     tmp: PathBuf,
-    /// Written in place (a character device or FIFO): no rename, nothing to remove.
-    direct: bool,
-    done: bool,
+    /// The new file, put at `path` by [`TraceWriter::finish`] (and removed
+    /// when dropped unfinished); None when written in place (a character
+    /// device or FIFO): no rename, nothing to remove.
+    staged: Option<dmalab_core::safefile::StagedFile>,
 }
 
-/// Where a trace for `path` is written first, and whether it is then
-/// renamed to `path` (the resolved file) or was written in place (an
-/// existing character device or FIFO such as `/dev/null`, which a rename
-/// would replace: [`dmalab_core::output::output_target`]).
-fn staging(path: &Path) -> Result<(PathBuf, PathBuf, bool), TraceError> {
-    use dmalab_core::output::{output_target, tmp_beside, OutputTarget};
+/// Opens where a trace for `path` is written: an existing character device
+/// or FIFO such as `/dev/null` in place (a rename would replace it; a FIFO
+/// nobody reads does not block for ever:
+/// [`dmalab_core::output::open_in_place`]), else a new file beside the
+/// resolved path, renamed over it at the end ([`dmalab_core::safefile`]).
+fn staging(path: &Path) -> Result<(File, PathBuf, Option<StagedFile>), TraceError> {
+    use dmalab_core::output::{output_target, OutputTarget};
     match output_target(path).map_err(|e| TraceError::io(path, e))? {
-        OutputTarget::Direct => Ok((path.to_path_buf(), path.to_path_buf(), true)),
+        OutputTarget::Direct => {
+            let f =
+                dmalab_core::output::open_in_place(path).map_err(|e| TraceError::io(path, e))?;
+            Ok((f, path.to_path_buf(), None))
+        }
         OutputTarget::Atomic(p) => {
-            let tmp = tmp_beside(&p);
-            Ok((p, tmp, false))
+            let (f, staged) =
+                dmalab_core::safefile::create_beside(&p).map_err(|e| TraceError::io(&p, e))?;
+            Ok((f, p, Some(staged)))
         }
     }
-}
-
-/// Opens the file [`staging`] chose: a FIFO or device in place (without
-/// blocking for ever on a FIFO nobody reads:
-/// [`dmalab_core::output::open_in_place`]), else the new temporary file.
-fn create_staged(tmp: &Path, direct: bool) -> Result<File, TraceError> {
-    if direct {
-        return dmalab_core::output::open_in_place(tmp).map_err(|e| TraceError::io(tmp, e));
-    }
-    // In the ledger while it exists: `dmalab cleanup` removes it after a
-    // kill (forgotten by the caller once renamed or removed).
-    dmalab_core::ledger::add_file(tmp);
-    let f = File::create(tmp).map_err(|e| {
-        dmalab_core::ledger::forget_file(tmp);
-        TraceError::io(tmp, e)
-    })?;
-    dmalab_core::ledger::file_created(tmp);
-    Ok(f)
 }
 
 /// Largest transfer one record holds; longer ones are split.
@@ -104,8 +97,11 @@ impl TraceWriter {
 
     /// Creates a trace in the `form` given, as [`create`](Self::create) does.
     pub fn create_as(path: &Path, form: Format) -> Result<Self, TraceError> {
-        let (path, tmp, direct) = staging(path)?;
-        let f = create_staged(&tmp, direct)?;
+        let (f, path, staged) = staging(path)?;
+        let tmp = staged
+            .as_ref()
+            .map_or(path.as_path(), |s| s.shown())
+            .to_path_buf();
         let out = BufWriter::with_capacity(1 << 20, f);
         let enc = match form {
             Format::Binary => {
@@ -122,8 +118,7 @@ impl TraceWriter {
             }),
             path,
             tmp,
-            direct,
-            done: false,
+            staged,
         })
     }
 
@@ -206,24 +201,12 @@ impl TraceWriter {
         let summary = inner.summary;
         let w = inner.enc.get_mut();
         w.flush().map_err(|e| TraceError::io(&self.tmp, e))?;
-        if !self.direct {
-            w.get_ref()
-                .sync_all()
-                .map_err(|e| TraceError::io(&self.tmp, e))?;
-            std::fs::rename(&self.tmp, &self.path).map_err(|e| TraceError::io(&self.path, e))?;
-            dmalab_core::ledger::forget_file(&self.tmp);
+        if let Some(staged) = &mut self.staged {
+            staged
+                .commit(w.get_ref(), 0o666)
+                .map_err(|e| TraceError::io(&self.path, e))?;
         }
-        self.done = true;
         Ok(summary)
-    }
-}
-
-impl Drop for TraceWriter {
-    fn drop(&mut self) {
-        if !self.done && !self.direct {
-            let _ = std::fs::remove_file(&self.tmp);
-            dmalab_core::ledger::forget_file(&self.tmp);
-        }
     }
 }
 

@@ -112,7 +112,12 @@ fn main() -> ExitCode {
     match result {
         Ok(code) if code == ExitCode::SUCCESS && !internal => interrupted_exit().unwrap_or(code),
         Ok(code) => code,
-        Err(e) => report_error(&e),
+        // Stopped by a signal while it waited or wrote (a FIFO nobody
+        // reads): the error says what it was doing, the code says why.
+        Err(e) => {
+            let code = report_error(&e);
+            interrupted_exit().unwrap_or(code)
+        }
     }
 }
 

@@ -16,4 +16,5 @@ mod run;
 mod run_attrib;
 mod run_ddio;
 mod run_report;
+mod safe_files;
 mod sim;

@@ -14,10 +14,36 @@ pub mod sched;
 pub mod swaps;
 pub mod tsc;
 
+/// The effective user id.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// True when the effective user is root (uid 0).
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    euid() == 0
+}
+
+/// Bytes an unprivileged writer may still use on the filesystem holding
+/// `path` (statvfs: `f_bavail * f_frsize`; root may find a little more,
+/// the reserved blocks, but a preflight must not count on it). None when
+/// the filesystem states no size (`f_blocks` 0: ramfs, which grows until
+/// memory runs out).
+pub fn free_bytes(path: &std::path::Path) -> std::io::Result<Option<u64>> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in a path"))?;
+    // SAFETY: statvfs is plain data; zeroed is a valid value to fill.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statvfs we own.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if st.f_blocks == 0 {
+        return Ok(None);
+    }
+    Ok(Some(st.f_bavail.saturating_mul(st.f_frsize)))
 }
 
 #[cfg(test)]
@@ -35,5 +61,27 @@ mod tests {
             .and_then(|v| v.parse().ok())
             .unwrap();
         assert_eq!(is_root(), euid == 0);
+    }
+
+    #[test]
+    fn free_bytes_of_a_missing_path_is_an_error() {
+        assert!(free_bytes(std::path::Path::new("/nonexistent/dir")).is_err());
+        let dir = std::env::temp_dir();
+        let free = free_bytes(&dir).unwrap().unwrap();
+        // df reports the same filesystem in 1 KiB blocks (available column).
+        let out = std::process::Command::new("df")
+            .args(["-k", "--output=avail"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let kib: u64 = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .nth(1)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Other processes write meanwhile: within 64 MiB.
+        assert!(free.abs_diff(kib * 1024) < 64 << 20, "{free} vs {kib} KiB");
     }
 }

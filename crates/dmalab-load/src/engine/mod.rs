@@ -181,6 +181,10 @@ pub struct EngineSpec {
     pub worker: usize,
     /// CPUs the worker thread is pinned to (empty: not pinned).
     pub cpus: Vec<usize>,
+    /// The buffer is locked in memory. When it is not (the locked-memory
+    /// limit was too low), an engine must not pin it either: registering
+    /// it would be charged against the same limit.
+    pub buffer_locked: bool,
 }
 
 impl EngineSpec {

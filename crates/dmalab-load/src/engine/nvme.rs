@@ -295,9 +295,13 @@ impl NvmeEngine {
         let mut queue = NvmeQueue::open(&spec.target, spec.writes, spec.iodepth.max(1), choice)
             .map_err(nvme_err)?;
         let iov = spec.iovecs();
+        // An unlocked buffer (ulimit -l below it) is not registered either:
+        // registration is charged against the same limit; plain addresses.
         // SAFETY: the pieces belong to the run's DMA buffer, which outlives
         // every engine (the engine contract in engine/mod.rs).
-        let fixed = !iov.is_empty() && unsafe { queue.register_buffers(&iov) }.map_err(nvme_err)?;
+        let fixed = spec.buffer_locked
+            && !iov.is_empty()
+            && unsafe { queue.register_buffers(&iov) }.map_err(nvme_err)?;
         if let (Some(why), PathChoice::Auto) = (queue.fallback_reason(), choice) {
             static SAID: std::sync::Once = std::sync::Once::new();
             SAID.call_once(|| {

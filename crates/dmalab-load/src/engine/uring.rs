@@ -127,6 +127,10 @@ pub struct UringEngine {
     _file: File,
     pieces: Vec<super::BufferPiece>,
     ext_arg: bool,
+    /// The pieces are registered (READ_FIXED/WRITE_FIXED); false when the
+    /// buffer is not locked ([`super::EngineSpec::buffer_locked`]): plain
+    /// READ/WRITE, the kernel pinning each command's pages in flight.
+    fixed: bool,
 }
 
 /// Opens `path` with O_DIRECT for reading, or reading and writing.
@@ -191,23 +195,27 @@ impl UringEngine {
         ring.submitter()
             .register_files(&[file.as_raw_fd()])
             .map_err(|e| EngineError::io("register the target file with io_uring", e))?;
-        let iovecs = spec.iovecs();
-        // SAFETY: the pieces describe the run's DmaBuffer, which stays mapped
-        // until every worker (and so this ring) has been dropped.
-        unsafe { ring.submitter().register_buffers(&iovecs) }.map_err(|e| {
-            let hint = if e.raw_os_error() == Some(libc::ENOMEM) {
-                " (locked-memory limit: raise ulimit -l or run as root)"
-            } else {
-                ""
-            };
-            EngineError::io(format!("register the DMA buffer with io_uring{hint}"), e)
-        })?;
+        let fixed = spec.buffer_locked;
+        if fixed {
+            let iovecs = spec.iovecs();
+            // SAFETY: the pieces describe the run's DmaBuffer, which stays
+            // mapped until every worker (and so this ring) has been dropped.
+            unsafe { ring.submitter().register_buffers(&iovecs) }.map_err(|e| {
+                let hint = if e.raw_os_error() == Some(libc::ENOMEM) {
+                    " (locked-memory limit: raise ulimit -l or run as root)"
+                } else {
+                    ""
+                };
+                EngineError::io(format!("register the DMA buffer with io_uring{hint}"), e)
+            })?;
+        }
         let ext_arg = ring.params().is_feature_ext_arg();
         Ok(Self {
             ring,
             _file: file,
             pieces: spec.pieces.clone(),
             ext_arg,
+            fixed,
         })
     }
 }
@@ -232,7 +240,17 @@ impl Engine for UringEngine {
                 // SAFETY: within + len stays inside the piece (the pattern
                 // stream guarantees no command crosses a piece).
                 let addr = unsafe { piece.addr.add(within) };
-                if cmd.op == Op::Read {
+                if !self.fixed {
+                    if cmd.op == Op::Read {
+                        opcode::Read::new(fd, addr, cmd.len)
+                            .offset(cmd.dev_offset)
+                            .build()
+                    } else {
+                        opcode::Write::new(fd, addr, cmd.len)
+                            .offset(cmd.dev_offset)
+                            .build()
+                    }
+                } else if cmd.op == Op::Read {
                     opcode::ReadFixed::new(fd, addr, cmd.len, cmd.piece)
                         .offset(cmd.dev_offset)
                         .build()
