@@ -20,6 +20,26 @@ use dmalab_core::UsageError;
 /// needs some time of its own.
 pub const MAX_ROUNDS: usize = 10_000;
 
+/// The most pages per chain group (`--group-pages`): 2^24, 64 GiB of 4 KiB
+/// pages, more than any buffer the probe maps; the lines per group
+/// (pages x lines per page) then fit a `usize` for any page size.
+pub const MAX_GROUP_PAGES: usize = 1 << 24;
+
+/// `--group-pages` checked against [`MAX_GROUP_PAGES`]. A value past it
+/// overflowed the lines-per-group product in a probe thread, whose panic
+/// left the main thread waiting on the start barrier forever.
+fn group_pages(n: usize) -> Result<usize, UsageError> {
+    if n > MAX_GROUP_PAGES {
+        return Err(UsageError::new(
+            "--group-pages",
+            format!(
+                "{n} is out of range; use 0 (one group over the whole buffer) to {MAX_GROUP_PAGES}"
+            ),
+        ));
+    }
+    Ok(n)
+}
+
 /// The shortest `--interval`, ns.
 const MIN_INTERVAL_NS: u64 = 10_000_000;
 
@@ -252,7 +272,7 @@ impl LatencyOptions {
         Ok(LatencyPlan {
             size_bytes,
             pages: self.place.pages,
-            group_pages: self.group_pages,
+            group_pages: group_pages(self.group_pages)?,
             pattern,
             write_pct: self.write_pct,
             cpus,
@@ -318,7 +338,7 @@ impl LoadedOptions {
             size_bytes,
             bw_size_bytes,
             pages: p.pages,
-            group_pages: self.group_pages,
+            group_pages: group_pages(self.group_pages)?,
             traffic: self.traffic,
             latency_cpu: cpus[0],
             load_cpus: cpus[1..].to_vec(),
@@ -627,6 +647,18 @@ mod tests {
             ..latency()
         };
         assert_eq!(option_of(r.validate()), "--stride");
+        for group_pages in [MAX_GROUP_PAGES + 1, usize::MAX] {
+            let r = LatencyOptions {
+                group_pages,
+                ..latency()
+            };
+            assert_eq!(option_of(r.validate()), "--group-pages");
+        }
+        let r = LatencyOptions {
+            group_pages: 0,
+            ..latency()
+        };
+        assert_eq!(r.validate().unwrap().group_pages, 0);
     }
 
     #[test]
