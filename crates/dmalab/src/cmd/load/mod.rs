@@ -15,24 +15,34 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+/// What `load` has checked before it changes anything.
+struct Checked {
+    /// The engine's driver, its target inspected.
+    driver: Box<dyn Driver>,
+    /// What the inspection found.
+    target: dmalab_load::engine::TargetInfo,
+    /// The plan, its rules checked.
+    plan: dmalab_load::plan::Plan,
+    /// The counters asked for.
+    counters: Option<dmalab_counters::session::Request>,
+}
+
 /// What `load` checks before it changes anything: the target inspected,
 /// the plan's rules, the counters asked for, the engine's preflight. It
 /// creates nothing (see [`Driver`]).
-fn checked(
-    a: &flags::LoadArgs,
-) -> anyhow::Result<(
-    Box<dyn Driver>,
-    dmalab_load::engine::TargetInfo,
-    dmalab_load::plan::Plan,
-    Option<dmalab_counters::session::Request>,
-)> {
+fn checked(a: &flags::LoadArgs) -> anyhow::Result<Checked> {
     let mut driver = engine::driver(a.engine);
     let target = driver.inspect(&a.target_request()?)?;
     let plan = a.plan(&target)?;
     plan.validate()?;
     let counters = super::counters::request("--counters", a.counters.as_deref())?;
     driver.preflight(&plan)?;
-    Ok((driver, target, plan, counters))
+    Ok(Checked {
+        driver,
+        target,
+        plan,
+        counters,
+    })
 }
 
 /// Checks the flags of a `dmalab load` that another command will start as
@@ -70,7 +80,12 @@ pub fn check_flags(option: &str, argv: &[String]) -> anyhow::Result<()> {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let a = *args.inner;
     let started = SystemTime::now();
-    let (mut driver, target, mut plan, counters) = checked(&a)?;
+    let Checked {
+        mut driver,
+        target,
+        mut plan,
+        counters,
+    } = checked(&a)?;
     // Every output before anything runs: none may be the target (or its
     // loop backing file), and --live-stats is a regular file or new.
     let mut guard = OutputGuard::new();
