@@ -40,7 +40,9 @@ pub struct ScriptSpec<'a> {
 /// A word quoted for the shell (single quotes unless it is plainly safe):
 /// the one quoting of every value the script embeds, in commands and in
 /// `#SBATCH` lines alike (sbatch reads a directive's words with the same
-/// single quotes and backslash escapes). A line break inside the quotes is
+/// single quotes and `\'` escapes, so nothing in them runs; one difference:
+/// sbatch also takes a backslash inside quotes as an escape, where the
+/// shell keeps it). A line break inside the quotes is
 /// still a line break to a comment, so values that reach a comment or a
 /// directive are refused with one first ([`crate::plan::one_line`]) and
 /// comments show control characters escaped ([`comment`]).
