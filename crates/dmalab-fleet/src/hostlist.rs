@@ -1,6 +1,14 @@
 //! Slurm host lists: `node[01-04,07],gpu1` expanded into node names, in
 //! the order written (duplicates kept: the caller decides about them).
 
+/// The most nodes a host list may name (bracket groups multiply, so the
+/// bound is checked as names are made, before they are all in memory).
+pub const MAX_NODES: usize = 100_000;
+
+fn too_many(list: &str) -> String {
+    format!("'{list}' names more than {MAX_NODES} nodes")
+}
+
 /// Expands a host list. The error says what is wrong with it.
 pub fn expand(list: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
@@ -12,6 +20,9 @@ pub fn expand(list: &str) -> Result<Vec<String>, String> {
             ));
         }
         out.extend(expand_one(item)?);
+        if out.len() > MAX_NODES {
+            return Err(too_many(list));
+        }
     }
     if out.is_empty() {
         return Err("the list is empty".into());
@@ -59,6 +70,9 @@ fn expand_one(item: &str) -> Result<Vec<String>, String> {
     let rest = expand_one_tail(&item[close + 1..])?;
     let mut out = Vec::new();
     for n in ranges(item, &item[open + 1..close])? {
+        if out.len().saturating_add(rest.len()) > MAX_NODES {
+            return Err(too_many(item));
+        }
         for r in &rest {
             let name = format!("{prefix}{n}{r}");
             check_name(&name)?;
@@ -128,6 +142,15 @@ fn check_name(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::expand;
+
+    #[test]
+    fn bracket_groups_that_multiply_past_the_bound_are_refused() {
+        let e = expand("n[0-99999][0-99999]").unwrap_err();
+        assert!(e.contains("more than 100000 nodes"), "{e}");
+        let e = expand("a[0-60000],b[0-60000]").unwrap_err();
+        assert!(e.contains("more than 100000 nodes"), "{e}");
+        assert_eq!(expand("n[0-1][0-1]").unwrap(), ["n00", "n01", "n10", "n11"]);
+    }
 
     #[test]
     fn ranges_keep_their_width_and_order() {

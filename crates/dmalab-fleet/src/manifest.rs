@@ -71,18 +71,25 @@ impl Manifest {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(FleetError::io(&p, e)),
         };
+        // A damaged or foreign manifest is bad input (exit 2), not a fault.
         let m: Manifest = serde_json::from_str(&text).map_err(|e| {
-            FleetError::Other(format!(
-                "{}: not a dmalab fleet manifest ({e}); was it edited?",
-                p.display()
-            ))
+            FleetError::usage(
+                "RESULTS",
+                format!(
+                    "{}: not a dmalab fleet manifest ({e}); was it edited?",
+                    p.display()
+                ),
+            )
         })?;
         if m.manifest_version != MANIFEST_VERSION {
-            return Err(FleetError::Other(format!(
-                "{}: manifest version {} (this dmalab reads {MANIFEST_VERSION})",
-                p.display(),
-                m.manifest_version
-            )));
+            return Err(FleetError::usage(
+                "RESULTS",
+                format!(
+                    "{}: manifest version {} (this dmalab reads {MANIFEST_VERSION})",
+                    p.display(),
+                    m.manifest_version
+                ),
+            ));
         }
         Ok(Some(m))
     }

@@ -10,6 +10,7 @@ use crate::error::FleetError;
 use crate::manifest::Manifest;
 use crate::plan::Unit;
 use crate::status::{file_state, FileState};
+use dmalab_core::schema::SCHEMA_VERSION;
 use dmalab_run::record::{self, MergedHost, Results, RunRecord};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,9 @@ pub struct Merged {
     pub planned: usize,
     /// Units of the manifest with runs missing.
     pub missing: Vec<Missing>,
+    /// Run records dropped because their file already held that run (a
+    /// file concatenated onto a copy of itself).
+    pub duplicates: usize,
 }
 
 fn refuse(msg: String) -> FleetError {
@@ -59,9 +63,13 @@ pub fn merge(dir: &Path, output: Option<&Path>) -> Result<Merged, FleetError> {
         )));
     }
     let manifest = Manifest::read(dir)?;
+    let default_output = output.is_none();
     let output = output.map_or_else(|| dir.join(MERGED), Path::to_path_buf);
-    let out_name = output.file_name().map(|n| n.to_owned());
-    let same_dir = output
+    let out_name = output
+        .file_name()
+        .and_then(|n| n.to_str())
+        .map(str::to_string);
+    let out_in_dir = output
         .parent()
         .map(|p| {
             if p.as_os_str().is_empty() {
@@ -72,6 +80,30 @@ pub fn merge(dir: &Path, output: Option<&Path>) -> Result<Merged, FleetError> {
         })
         .and_then(|p| p.canonicalize().ok())
         == dir.canonicalize().ok();
+    // The file the output names now, links followed: writing it must not
+    // replace one of the inputs, whatever name reaches it.
+    let out_id = std::fs::metadata(&output).ok().map(|m| file_id(&m));
+    let unit_files: Vec<String> = manifest
+        .as_ref()
+        .map(|m| m.units.iter().map(Unit::results_file).collect())
+        .unwrap_or_default();
+    // A new file there would be read as a node's results by the next merge
+    // (an existing one is checked against the inputs as they are read).
+    if !default_output && out_in_dir && out_id.is_none() {
+        if let Some(n) = out_name.as_deref().filter(|n| n.ends_with(".jsonl")) {
+            if n != MERGED || unit_files.iter().any(|f| f == n) {
+                return Err(FleetError::usage(
+                    "-o",
+                    format!(
+                        "{} lies in {} and is named like a node's results file (*.jsonl), which merge reads: write the merge outside the results directory or as {}",
+                        output.display(),
+                        dir.display(),
+                        dir.join(MERGED).display()
+                    ),
+                ));
+            }
+        }
+    }
 
     // Files: the manifest's units first, in order, then any other .jsonl.
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -80,7 +112,6 @@ pub fn merge(dir: &Path, output: Option<&Path>) -> Result<Merged, FleetError> {
         .filter(|e| e.path().is_file())
         .filter_map(|e| e.file_name().to_str().map(str::to_string))
         .filter(|n| n.ends_with(".jsonl"))
-        .filter(|n| !(same_dir && out_name.as_deref() == Some(std::ffi::OsStr::new(n))))
         .collect();
     names.sort();
     let units: Vec<Unit> = manifest
@@ -105,13 +136,43 @@ pub fn merge(dir: &Path, output: Option<&Path>) -> Result<Merged, FleetError> {
     let mut hosts = Vec::new();
     let mut runs: Vec<RunRecord> = Vec::new();
     let mut seen: BTreeMap<(String, usize), String> = BTreeMap::new();
+    let mut duplicates = 0usize;
     for (file, host) in &order {
         let path = dir.join(file);
-        let res = record::read(&path)?;
+        let mut res = record::read(&path).map_err(|e| match e {
+            // A file that is not results is bad input, like any other.
+            dmalab_run::RunError::Other(m) => refuse(m),
+            e => e.into(),
+        })?;
         if !res.header.hosts.is_empty() {
             // An earlier merge's output: not a node's results.
             continue;
         }
+        let is_output =
+            out_id.is_some() && std::fs::metadata(&path).ok().map(|m| file_id(&m)) == out_id;
+        if is_output {
+            let option = if default_output { "RESULTS" } else { "-o" };
+            return Err(FleetError::usage(
+                option,
+                format!(
+                    "{} is {file}, one of the results files merged: writing the merge there would destroy that node's results; {}",
+                    output.display(),
+                    if default_output {
+                        "give -o FILE outside the results directory"
+                    } else {
+                        "write the merge outside the results directory"
+                    }
+                ),
+            ));
+        }
+        if res.header.schema_version != SCHEMA_VERSION {
+            return Err(refuse(format!(
+                "{file} has results schema version {} (this dmalab reads version {SCHEMA_VERSION}); merge it with the dmalab that wrote it, or move it out of {}",
+                res.header.schema_version,
+                dir.display()
+            )));
+        }
+        duplicates += res.drop_duplicate_runs();
         let hash = expected
             .get_or_insert_with(|| res.header.experiment_hash.clone())
             .clone();
@@ -204,9 +265,15 @@ pub fn merge(dir: &Path, output: Option<&Path>) -> Result<Merged, FleetError> {
             }
         }
     }
+    // Counts from files a user may have edited: summed without overflow.
     let planned = match &manifest {
-        Some(m) => m.units.iter().map(|u| u.planned_runs).sum(),
-        None => hosts.iter().map(|h| h.planned_runs).sum(),
+        Some(m) => m
+            .units
+            .iter()
+            .fold(0usize, |a, u| a.saturating_add(u.planned_runs)),
+        None => hosts
+            .iter()
+            .fold(0usize, |a, h| a.saturating_add(h.planned_runs)),
     };
     let mut header = first.header.clone();
     header.planned_runs = planned;
@@ -228,5 +295,12 @@ pub fn merge(dir: &Path, output: Option<&Path>) -> Result<Merged, FleetError> {
         runs: runs.len(),
         planned,
         missing,
+        duplicates,
     })
+}
+
+/// A file's identity: its device and inode.
+fn file_id(m: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
 }

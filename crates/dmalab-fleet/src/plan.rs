@@ -65,13 +65,40 @@ pub struct SubmitRequest {
     pub dry_run: bool,
 }
 
+/// Refuses a value with a control character (a line break, a carriage
+/// return, a NUL): the batch script carries values in `#` comments and
+/// `#SBATCH` lines, where a line break ends the line and the rest would
+/// run as a command on every node.
+pub fn one_line(option: &str, value: &str) -> Result<(), FleetError> {
+    if value.chars().any(char::is_control) {
+        return Err(FleetError::usage(
+            option,
+            format!(
+                "'{}' holds a control character (a line break?); the batch script cannot carry it: give it on one line",
+                dmalab_core::text::shown(value)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The most tasks per node (`--per-node`).
+pub const MAX_PER_NODE: u32 = 1000;
+
+/// The most array tasks one submission makes (nodes x tasks per node x
+/// configurations); Slurm's own `MaxArraySize` is usually far lower.
+pub const MAX_TASKS: usize = 100_000;
+
 impl SubmitRequest {
     /// Checks what can be checked without Slurm or the file system.
     pub fn validate(&self) -> Result<(), FleetError> {
-        if self.per_node == 0 {
+        if self.per_node == 0 || self.per_node > MAX_PER_NODE {
             return Err(FleetError::usage(
                 "--per-node",
-                "0 tasks per node runs nothing; give 1 or more",
+                format!(
+                    "{} tasks per node is out of range; give 1 to {MAX_PER_NODE}",
+                    self.per_node
+                ),
             ));
         }
         if self.max_running == Some(0) {
@@ -80,6 +107,14 @@ impl SubmitRequest {
                 "0 tasks at once runs nothing; give 1 or more (the array's %K)",
             ));
         }
+        if let NodeSource::List(l) = &self.nodes {
+            one_line("--nodes", l)?;
+        }
+        if let Some(p) = &self.partition {
+            one_line("--partition", p)?;
+        }
+        one_line("--results", &self.results.display().to_string())?;
+        one_line("--dmalab", &self.dmalab.display().to_string())?;
         if self.nodes == NodeSource::Partition && self.partition.is_none() {
             return Err(FleetError::usage(
                 "--nodes",
@@ -87,7 +122,7 @@ impl SubmitRequest {
             ));
         }
         for a in &self.sbatch_args {
-            if !a.starts_with('-') || a.contains(['\n', '\r']) {
+            if !a.starts_with('-') || a.contains(char::is_control) {
                 return Err(FleetError::usage(
                     "--sbatch-arg",
                     format!(
@@ -186,6 +221,25 @@ pub fn units(
                 format!("node '{n}' is named twice; each node gets one task (use --per-node N for N tasks per node)"),
             ));
         }
+    }
+    // Counted before the units are made: each is a file, an array task
+    // and a line of the script.
+    let per_node_units = match split {
+        Split::Nodes => 1,
+        Split::Configurations => exp.configurations.len(),
+    };
+    let total = nodes
+        .len()
+        .saturating_mul(per_node as usize)
+        .saturating_mul(per_node_units);
+    if total > MAX_TASKS {
+        return Err(FleetError::usage(
+            "--per-node",
+            format!(
+                "{} node(s) x {per_node} task(s) per node x {per_node_units} unit(s) per task make {total} array tasks; at most {MAX_TASKS} (name fewer nodes or give a smaller --per-node)",
+                nodes.len()
+            ),
+        ));
     }
     let mut out = Vec::new();
     let mut keys = std::collections::BTreeSet::new();

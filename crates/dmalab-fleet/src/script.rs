@@ -37,7 +37,15 @@ pub struct ScriptSpec<'a> {
     pub tasks: &'a [&'a Unit],
 }
 
-/// A word quoted for the shell (single quotes unless it is plainly safe).
+/// A word quoted for the shell (single quotes unless it is plainly safe):
+/// the one quoting of every value the script embeds, in commands and in
+/// `#SBATCH` lines alike (sbatch reads a directive's words with the same
+/// single quotes and `\'` escapes, so nothing in them runs; one difference:
+/// sbatch also takes a backslash inside quotes as an escape, where the
+/// shell keeps it). A line break inside the quotes is
+/// still a line break to a comment, so values that reach a comment or a
+/// directive are refused with one first ([`crate::plan::one_line`]) and
+/// comments show control characters escaped ([`comment`]).
 pub fn sh_quote(s: &str) -> String {
     if !s.is_empty()
         && s.bytes()
@@ -46,6 +54,12 @@ pub fn sh_quote(s: &str) -> String {
         return s.to_string();
     }
     format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Text for a `#` comment line: control characters (a line break would
+/// end the comment and start a command) shown escaped.
+pub fn comment(s: &str) -> String {
+    dmalab_core::text::escaped(s)
 }
 
 /// The `dmalab run` arguments (after the binary) of one unit.
@@ -94,7 +108,10 @@ pub fn render(s: &ScriptSpec) -> String {
     let _ = writeln!(
         t,
         "# dmalab fleet: experiment '{}' (sha256 {}), submission {}, written {}.",
-        s.experiment, s.experiment_hash, s.number, s.written_at
+        comment(s.experiment),
+        comment(s.experiment_hash),
+        s.number,
+        comment(s.written_at)
     );
     t.push_str(
         "# `dmalab fleet submit` submitted it held, pinned array task I to its node\n\
@@ -108,8 +125,8 @@ pub fn render(s: &ScriptSpec) -> String {
         let _ = writeln!(
             t,
             "#   {i}  {}  {}",
-            u.node,
-            command_line(s.dmalab, s.results, u)
+            comment(&u.node),
+            comment(&command_line(s.dmalab, s.results, u))
         );
     }
     let _ = writeln!(
@@ -122,12 +139,16 @@ pub fn render(s: &ScriptSpec) -> String {
     if s.exclusive {
         t.push_str("#SBATCH --exclusive\n");
     }
-    let _ = writeln!(t, "#SBATCH --output={results}/slurm-%A_%a.out");
+    let _ = writeln!(
+        t,
+        "#SBATCH {}",
+        sh_quote(&format!("--output={results}/slurm-%A_%a.out"))
+    );
     if let Some(p) = s.partition {
-        let _ = writeln!(t, "#SBATCH --partition={p}");
+        let _ = writeln!(t, "#SBATCH {}", sh_quote(&format!("--partition={p}")));
     }
     for a in s.sbatch_args {
-        let _ = writeln!(t, "#SBATCH {a}");
+        let _ = writeln!(t, "#SBATCH {}", sh_quote(a));
     }
     let _ = write!(
         t,
@@ -198,6 +219,46 @@ mod tests {
         assert_eq!(sh_quote("big buf"), "'big buf'");
         assert_eq!(sh_quote("it's"), r"'it'\''s'");
         assert_eq!(sh_quote(""), "''");
+    }
+
+    #[test]
+    fn a_value_with_a_line_break_stays_inside_its_comment() {
+        let u = [Unit {
+            key: "n1".into(),
+            node: "n1".into(),
+            host: "n1".into(),
+            replica: 1,
+            configuration: None,
+            planned_runs: 1,
+        }];
+        let tasks: Vec<&Unit> = u.iter().collect();
+        let args = vec!["--comment=a b'c".to_string()];
+        let s = render(&ScriptSpec {
+            experiment: "x\ntouch /tmp/PWNED #",
+            experiment_hash: "abc",
+            number: 1,
+            written_at: "t",
+            results: Path::new("/shared/res"),
+            dmalab: Path::new("/opt/d\nmalab"),
+            marker_token: "tok",
+            partition: Some("p q"),
+            sbatch_args: &args,
+            max_running: None,
+            exclusive: false,
+            tasks: &tasks,
+        });
+        assert!(!s.lines().any(|l| l.starts_with("touch")), "{s}");
+        assert!(
+            s.lines()
+                .any(|l| l.starts_with("# dmalab fleet: experiment 'x\\ntouch /tmp/PWNED #'")),
+            "{s}"
+        );
+        assert!(s.lines().any(|l| l == "#   0  n1  '/opt/d\\nmalab' run /shared/res/experiment.toml --results /shared/res/n1.jsonl"), "{s}");
+        assert!(s.lines().any(|l| l == "#SBATCH '--partition=p q'"), "{s}");
+        assert!(
+            s.lines().any(|l| l == r"#SBATCH '--comment=a b'\''c'"),
+            "{s}"
+        );
     }
 
     #[test]

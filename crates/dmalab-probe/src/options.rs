@@ -20,6 +20,43 @@ use dmalab_core::UsageError;
 /// needs some time of its own.
 pub const MAX_ROUNDS: usize = 10_000;
 
+/// The most pages per chain group (`--group-pages`): 2^24, 64 GiB of 4 KiB
+/// pages, more than any buffer the probe maps; the lines per group
+/// (pages x lines per page) then fit a `usize` for any page size.
+pub const MAX_GROUP_PAGES: usize = 1 << 24;
+
+/// The longest spin after each line (`--delay`, `--delays`), cycles. The
+/// bandwidth workers look at the clock once per chunk of 4096 lines, so
+/// the spin bounds how far a run overshoots its run time: at this bound a
+/// chunk spins about 4e8 cycles (a fraction of a second); at u32::MAX it
+/// spun for hours past a 20 ms --runtime.
+pub const MAX_DELAY_CYCLES: u32 = 100_000;
+
+fn delay_cycles(option: &str, d: u32) -> Result<u32, UsageError> {
+    if d > MAX_DELAY_CYCLES {
+        return Err(UsageError::new(
+            option,
+            format!("{d} cycles is out of range; use 0 to {MAX_DELAY_CYCLES}"),
+        ));
+    }
+    Ok(d)
+}
+
+/// `--group-pages` checked against [`MAX_GROUP_PAGES`]. A value past it
+/// overflowed the lines-per-group product in a probe thread, whose panic
+/// left the main thread waiting on the start barrier forever.
+fn group_pages(n: usize) -> Result<usize, UsageError> {
+    if n > MAX_GROUP_PAGES {
+        return Err(UsageError::new(
+            "--group-pages",
+            format!(
+                "{n} is out of range; use 0 (one group over the whole buffer) to {MAX_GROUP_PAGES}"
+            ),
+        ));
+    }
+    Ok(n)
+}
+
 /// The shortest `--interval`, ns.
 const MIN_INTERVAL_NS: u64 = 10_000_000;
 
@@ -252,7 +289,7 @@ impl LatencyOptions {
         Ok(LatencyPlan {
             size_bytes,
             pages: self.place.pages,
-            group_pages: self.group_pages,
+            group_pages: group_pages(self.group_pages)?,
             pattern,
             write_pct: self.write_pct,
             cpus,
@@ -277,7 +314,7 @@ impl BandwidthOptions {
             pages: self.place.pages,
             cpus,
             membind: self.place.membind,
-            delay_cycles: self.delay_cycles,
+            delay_cycles: delay_cycles("--delay", self.delay_cycles)?,
             runtime_ns: runtime("--runtime", &self.runtime)?,
             interval_ns: interval(self.interval.as_deref())?,
         })
@@ -308,17 +345,19 @@ impl LoadedOptions {
                 "0 load threads; use at least 1",
             ));
         }
-        let cpus = p.cpus(load_threads + 1, "--load-threads").map_err(|e| {
-            UsageError::new(
-                e.option,
-                format!("{} (one CPU goes to the latency thread)", e.message),
-            )
-        })?;
+        let cpus = p
+            .cpus(load_threads.saturating_add(1), "--load-threads")
+            .map_err(|e| {
+                UsageError::new(
+                    e.option,
+                    format!("{} (one CPU goes to the latency thread)", e.message),
+                )
+            })?;
         Ok(LoadedPlan {
             size_bytes,
             bw_size_bytes,
             pages: p.pages,
-            group_pages: self.group_pages,
+            group_pages: group_pages(self.group_pages)?,
             traffic: self.traffic,
             latency_cpu: cpus[0],
             load_cpus: cpus[1..].to_vec(),
@@ -456,12 +495,13 @@ fn interval(text: Option<&str>) -> Result<u64, UsageError> {
 fn delays(text: &str) -> Result<Vec<u32>, UsageError> {
     text.split(',')
         .map(|d| {
-            d.trim().parse().map_err(|_| {
+            let n = d.trim().parse().map_err(|_| {
                 UsageError::new(
                     "--delays",
                     format!("'{d}' is not a number of cycles; use e.g. 5000,1000,100,0"),
                 )
-            })
+            })?;
+            delay_cycles("--delays", n)
         })
         .collect()
 }
@@ -539,6 +579,10 @@ mod tests {
     #[test]
     fn delays_are_numbers_of_cycles() {
         assert_eq!(delays("5000, 10,0").unwrap(), vec![5000, 10, 0]);
+        assert_eq!(
+            delays("0,4294967295").unwrap_err().to_string(),
+            "--delays: 4294967295 cycles is out of range; use 0 to 100000"
+        );
         let e = delays("5000,fast").unwrap_err();
         assert_eq!(e.option, "--delays");
         assert!(
@@ -627,6 +671,18 @@ mod tests {
             ..latency()
         };
         assert_eq!(option_of(r.validate()), "--stride");
+        for group_pages in [MAX_GROUP_PAGES + 1, usize::MAX] {
+            let r = LatencyOptions {
+                group_pages,
+                ..latency()
+            };
+            assert_eq!(option_of(r.validate()), "--group-pages");
+        }
+        let r = LatencyOptions {
+            group_pages: 0,
+            ..latency()
+        };
+        assert_eq!(r.validate().unwrap().group_pages, 0);
     }
 
     #[test]
@@ -653,6 +709,13 @@ mod tests {
         .validate()
         .unwrap_err();
         assert_eq!(e.option, "--size");
+        let e = BandwidthOptions {
+            delay_cycles: u32::MAX,
+            ..bw.clone()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.option, "--delay");
         let loaded = LoadedOptions {
             size: "1M".into(),
             bw_size: "1M".into(),
@@ -667,6 +730,13 @@ mod tests {
         let plan = loaded.validate().unwrap();
         assert_eq!((plan.latency_cpu, plan.load_cpus.len()), (0, 1));
         assert_eq!(plan.delays_cycles, vec![10, 0]);
+        let e = LoadedOptions {
+            load_threads: Some(usize::MAX),
+            ..loaded.clone()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e.option, "--load-threads");
         let e = LoadedOptions {
             load_threads: Some(0),
             ..loaded.clone()

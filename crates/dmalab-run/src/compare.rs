@@ -77,7 +77,20 @@ fn compare_docs(a: &Value, b: &Value, an: &str, bn: &str) -> String {
 pub fn compare(a: &Path, b: &Path) -> Result<String, RunError> {
     let (an, bn) = (a.display().to_string(), b.display().to_string());
     match (record::read_for_report(a), record::read_for_report(b)) {
-        (Ok(ra), Ok(rb)) => Ok(compare_results(&ra, &rb, &an, &bn)),
+        (Ok(mut ra), Ok(mut rb)) => {
+            // A run recorded twice is one run (see Results::drop_duplicate_runs).
+            let (da, db) = (ra.drop_duplicate_runs(), rb.drop_duplicate_runs());
+            let mut out = String::new();
+            for (name, d) in [("A", da), ("B", db)] {
+                if d > 0 {
+                    out.push_str(&format!(
+                        "note: {name} repeats {d} run record(s); each run is counted once\n"
+                    ));
+                }
+            }
+            out.push_str(&compare_results(&ra, &rb, &an, &bn));
+            Ok(out)
+        }
         (ea, eb) => {
             let va = result_doc(a, ea)?;
             let vb = result_doc(b, eb)?;
@@ -247,6 +260,33 @@ fn result_doc(p: &Path, prev: Result<Results, RunError>) -> Result<Value, RunErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_whose_runs_repeat_counts_each_run_once() {
+        let seed = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tests/fuzz/seeds/results-small.jsonl"),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+        std::fs::write(&a, &seed).unwrap();
+        std::fs::write(&b, format!("{seed}{seed}")).unwrap();
+        let once = record::read(&a).unwrap().runs.len();
+        let text = compare(&a, &b).unwrap();
+        assert!(
+            text.starts_with(&format!("note: B repeats {once} run record(s)")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("({once} runs, 2026-11-22T00:00:00Z), B =")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("B = {} ({once} runs", b.display())),
+            "{text}"
+        );
+    }
 
     #[test]
     fn documents_differences() {

@@ -794,6 +794,16 @@ struct Settings {
 
 /// Reads `[experiment]`; the name defaults to the file's stem.
 fn settings(ctx: &Ctx, raw: Option<RawExperiment>, stem: String) -> Result<Settings, ExpError> {
+    let explicit = raw.as_ref().is_some_and(|e| e.name.is_some());
+    if !explicit && stem.chars().any(char::is_control) {
+        return Err(ctx.err(
+            0,
+            format!(
+                "experiment.name: the file name '{}' holds a control character; give [experiment] name = \"...\" on one line",
+                dmalab_core::text::shown(&stem)
+            ),
+        ));
+    }
     let mut name = stem;
     let mut repetitions = 10u32;
     let mut warmup = Duration::from_secs(2);
@@ -816,6 +826,17 @@ fn settings(ctx: &Ctx, raw: Option<RawExperiment>, stem: String) -> Result<Setti
             }
         }
         if let Some(n) = e.name {
+            // The name is written into comments of generated scripts (the
+            // fleet's batch script), where a line break would start a command.
+            if n.get_ref().chars().any(char::is_control) {
+                return Err(ctx.err(
+                    n.span().start,
+                    format!(
+                        "experiment.name: '{}' holds a control character (a line break?); give the name on one line",
+                        dmalab_core::text::shown(n.get_ref())
+                    ),
+                ));
+            }
             name = n.into_inner();
         }
         if let Some(r) = e.repetitions {
@@ -1460,6 +1481,8 @@ run = ["true"]
 
     #[test]
     fn bad_values_name_the_field() {
+        let e = p("[experiment]\nname = \"x\\ntouch /tmp/PWNED #\"\n[[victim]]\nname=\"a\"\ncommand=\"idle\"\nduration=\"1s\"\n").unwrap_err();
+        assert!(e.to_string().contains("experiment.name:"), "{e}");
         let e = p("[experiment]\nwarmup = \"soon\"\n[[victim]]\nname=\"a\"\ncommand=\"idle\"\nduration=\"1s\"\n").unwrap_err();
         assert_eq!(e.line, Some(2));
         assert!(e.message.contains("experiment.warmup"), "{e}");

@@ -326,7 +326,36 @@ pub struct ControlRecord {
     pub rate_iops: Option<u64>,
 }
 
+/// What makes a run that run: its host (in a merged file), its position in
+/// the plan, what it ran and when it started. Two records with one identity
+/// are one run written twice (a file concatenated onto itself, a merge
+/// merged again), never two measurements.
+type RunIdentity<'a> = (
+    Option<&'a str>,
+    usize,
+    &'a str,
+    u32,
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    &'a str,
+);
+
 impl RunRecord {
+    /// The run's identity (see [`RunIdentity`]).
+    fn identity(&self) -> RunIdentity<'_> {
+        (
+            self.host.as_deref(),
+            self.index,
+            &self.configuration,
+            self.repetition,
+            &self.victim,
+            &self.load,
+            self.sweep_value.as_deref(),
+            &self.started_at,
+        )
+    }
+
     /// The cell this run belongs to.
     pub fn cell(&self) -> (String, String, String, Option<String>) {
         (
@@ -350,6 +379,25 @@ pub struct Results {
 }
 
 impl Results {
+    /// Drops every run record whose run (its identity: host, plan position,
+    /// configuration, repetition, victim, load, sweep value, start) an
+    /// earlier record of the file already holds, keeping the first; returns
+    /// how many were dropped. A file written by `dmalab run` has none; one
+    /// concatenated from copies, or holding a merge twice, would otherwise
+    /// count each run as often as it appears.
+    pub fn drop_duplicate_runs(&mut self) -> usize {
+        let before = self.runs.len();
+        let mut seen = std::collections::HashSet::with_capacity(before);
+        let keep: Vec<bool> = self
+            .runs
+            .iter()
+            .map(|r| seen.insert(r.identity()))
+            .collect();
+        let mut keep = keep.into_iter();
+        self.runs.retain(|_| keep.next().unwrap_or(true));
+        before - self.runs.len()
+    }
+
     /// A merged file's runs with the host as a grouping: each run's
     /// configuration becomes `HOST · CONFIGURATION`, and the header lists
     /// those groups host by host, so every figure and statistic (slowdown
@@ -593,5 +641,29 @@ mod tests {
         let mut plain = res.clone();
         plain.header.hosts.clear();
         assert_eq!(plain.grouped_by_host().header.configurations, ["a", "b"]);
+    }
+
+    #[test]
+    fn a_file_concatenated_onto_itself_counts_each_run_once() {
+        let seed = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tests/fuzz/seeds/results-small.jsonl"),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("twice.jsonl");
+        std::fs::write(&p, format!("{seed}{seed}")).unwrap();
+        let mut res = read(&p).unwrap();
+        let once = res.runs.len() / 2;
+        assert!(once > 0);
+        assert_eq!(res.drop_duplicate_runs(), once);
+        assert_eq!(res.runs.len(), once);
+        // The same position run again at another time is another run.
+        let mut again = res.clone();
+        let mut r = again.runs[0].clone();
+        r.started_at.push('x');
+        again.runs.push(r);
+        assert_eq!(again.drop_duplicate_runs(), 0);
+        assert_eq!(again.runs.len(), once + 1);
     }
 }

@@ -6,7 +6,7 @@ use crate::controller::{Kind, Params};
 use crate::session::{Config, IoMaxConfig, SweepConfig};
 use crate::slo::Slo;
 use crate::victim::{CounterMetric, VictimSpec};
-use dmalab_core::units::{parse_duration, parse_rate};
+use dmalab_core::units::{parse_duration, parse_rate, MAX_DURATION};
 use dmalab_core::UsageError;
 use regex::Regex;
 use std::path::PathBuf;
@@ -330,6 +330,16 @@ pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
             "needs an objective, e.g. --slo 'p99 <= 1.5 x baseline'",
         ));
     }
+    if o.slo.len() > MAX_SLOS {
+        return Err(UsageError::new(
+            "--slo",
+            format!(
+                "{} objectives given; at most {MAX_SLOS} (one closed loop each)",
+                o.slo.len()
+            ),
+        ));
+    }
+    check_counts(o)?;
     let slos = o
         .slo
         .iter()
@@ -376,14 +386,6 @@ pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
     params.pi_margin = o.pi_margin;
     params.pi_boost_max = o.pi_boost_max;
     params.validate()?;
-    for (name, v, lo) in [
-        ("--intervals", o.intervals, 3),
-        ("--baseline-intervals", o.baseline_intervals, 1),
-    ] {
-        if v < lo {
-            return Err(UsageError::new(name, format!("must be at least {lo}")));
-        }
-    }
     if !(o.settle_band > 0.0 && o.settle_band < 1.0) {
         return Err(UsageError::new(
             "--settle-band",
@@ -391,12 +393,6 @@ pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
         ));
     }
     let sweep = if o.sweep {
-        if o.sweep_points < 2 || o.sweep_repeat < 1 || o.sweep_intervals < 1 {
-            return Err(UsageError::new(
-                "--sweep-points",
-                "a sweep needs at least 2 points, 1 pass and 1 interval per point",
-            ));
-        }
         Some(SweepConfig {
             points: o.sweep_points,
             repeat: o.sweep_repeat,
@@ -405,24 +401,64 @@ pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
     } else {
         None
     };
-    Ok((
-        Config {
-            victim: victim.label(),
-            victim_unit: victim.unit().into(),
-            aggressor_args,
-            io_max,
-            interval_ns: dmalab_core::schema::ns(interval),
-            warmup_intervals: o.warmup_intervals,
-            baseline_intervals: o.baseline_intervals,
-            intervals: o.intervals,
-            slos,
-            controller: params,
-            start_rate_bytes_per_s: start,
-            sweep,
-            settle_band: o.settle_band,
-        },
-        victim,
-    ))
+    let cfg = Config {
+        victim: victim.label(),
+        victim_unit: victim.unit().into(),
+        aggressor_args,
+        io_max,
+        interval_ns: dmalab_core::schema::ns(interval),
+        warmup_intervals: o.warmup_intervals,
+        baseline_intervals: o.baseline_intervals,
+        intervals: o.intervals,
+        slos,
+        controller: params,
+        start_rate_bytes_per_s: start,
+        sweep,
+        settle_band: o.settle_band,
+    };
+    // The children (victim, aggressor) are started for the whole session:
+    // its length must fit their --runtime, or one would refuse to start
+    // after the baseline ran.
+    if crate::session::child_runtime(&cfg).is_none_or(|d| d > MAX_DURATION) {
+        return Err(UsageError::new(
+            "--intervals",
+            format!(
+                "the session ({} loop(s) of {} intervals, {} baseline, {} warm-up, the sweep's) at {} per interval would run longer than 366 days; use fewer intervals or a shorter --interval",
+                cfg.slos.len(),
+                cfg.intervals,
+                cfg.baseline_intervals,
+                cfg.warmup_intervals,
+                o.interval
+            ),
+        ));
+    }
+    Ok((cfg, victim))
+}
+
+/// The most objectives (`--slo`), each its own closed loop.
+pub const MAX_SLOS: usize = 100;
+
+/// Every count flag with its range: `(flag, value, least, most)`. A count
+/// sizes a loop and, for the sweep, the table of rates, so each is bounded
+/// here, before anything runs (`--sweep-points 4294967295` once passed and
+/// aborted allocating 34 GB after the closed loop had run).
+fn check_counts(o: &Options) -> Result<(), UsageError> {
+    for (name, v, lo, hi) in [
+        ("--intervals", o.intervals, 3, 100_000),
+        ("--baseline-intervals", o.baseline_intervals, 1, 100_000),
+        ("--warmup-intervals", o.warmup_intervals, 0, 1_000),
+        ("--sweep-points", o.sweep_points, 2, 1_000),
+        ("--sweep-repeat", o.sweep_repeat, 1, 100),
+        ("--sweep-intervals", o.sweep_intervals, 1, 1_000),
+    ] {
+        if !(lo..=hi).contains(&v) {
+            return Err(UsageError::new(
+                name,
+                format!("{v} is out of range; use {lo} to {hi}"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -528,6 +564,39 @@ mod tests {
             (
                 "--start-rate",
                 Box::new(|o| o.start_rate = Some("1G".into())),
+            ),
+            (
+                "--sweep-points",
+                Box::new(|o| {
+                    o.sweep = true;
+                    o.sweep_points = 4294967295;
+                }),
+            ),
+            ("--sweep-points", Box::new(|o| o.sweep_points = 1)),
+            ("--sweep-repeat", Box::new(|o| o.sweep_repeat = usize::MAX)),
+            ("--sweep-intervals", Box::new(|o| o.sweep_intervals = 0)),
+            ("--intervals", Box::new(|o| o.intervals = usize::MAX)),
+            ("--intervals", Box::new(|o| o.intervals = 2)),
+            (
+                "--baseline-intervals",
+                Box::new(|o| o.baseline_intervals = 100_001),
+            ),
+            (
+                "--warmup-intervals",
+                Box::new(|o| o.warmup_intervals = usize::MAX),
+            ),
+            (
+                "--slo",
+                Box::new(|o| o.slo = vec!["p99 <= 2 x baseline".into(); 101]),
+            ),
+            // Within each bound, but 1000 daily intervals outlast what the
+            // children's --runtime takes.
+            (
+                "--intervals",
+                Box::new(|o| {
+                    o.interval = "1d".into();
+                    o.intervals = 1000;
+                }),
             ),
         ];
         for (opt, f) in cases {

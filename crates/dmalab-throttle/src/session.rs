@@ -415,18 +415,36 @@ fn next_figure(v: &mut Victim, interval: Duration) -> Result<Option<Figures>, Se
     }
 }
 
+/// The run time the children (victim, aggressor) are started with: twice
+/// the session's intervals and a margin (generous: they are stopped when
+/// the session ends). None when it does not fit a `Duration`; `resolve`
+/// refuses a plan whose run time the children would not take.
+pub fn child_runtime(cfg: &Config) -> Option<Duration> {
+    let interval = Duration::from_nanos(cfg.interval_ns);
+    let per_point = match &cfg.sweep {
+        Some(s) => s
+            .points
+            .checked_mul(s.repeat)?
+            .checked_mul(s.intervals_per_point.checked_add(cfg.warmup_intervals)?)?,
+        None => 0,
+    };
+    let total_intervals = cfg
+        .baseline_intervals
+        .checked_add(cfg.warmup_intervals.checked_mul(2)?)?
+        .checked_add(cfg.slos.len().checked_mul(cfg.intervals)?)?
+        .checked_add(per_point)?;
+    let n = u32::try_from(total_intervals.checked_mul(2)?.checked_add(20)?).ok()?;
+    interval
+        .checked_mul(n)?
+        .checked_add(Duration::from_secs(120))
+}
+
 /// Runs a session.
 pub fn run(cfg: &Config, setup: Setup) -> Result<ThrottleResult, SessionError> {
     let interval = Duration::from_nanos(cfg.interval_ns);
-    let per_point = cfg.sweep.as_ref().map_or(0, |s| {
-        s.points * s.repeat * (s.intervals_per_point + cfg.warmup_intervals)
-    });
-    let total_intervals = cfg.baseline_intervals
-        + 2 * cfg.warmup_intervals
-        + cfg.slos.len() * cfg.intervals
-        + per_point;
-    // Generous: the children are stopped when the session ends.
-    let runtime = interval * (2 * total_intervals as u32 + 20) + Duration::from_secs(120);
+    let runtime = child_runtime(cfg).ok_or_else(|| {
+        SessionError::Child("the session is too long to start its children".into())
+    })?;
     // Scratch files of the children (their pages and stderr), removed at
     // the end.
     let dir = tempfile::Builder::new()

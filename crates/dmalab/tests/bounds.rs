@@ -282,3 +282,83 @@ fn write_big_results(path: &Path, runs: usize) {
     }
     f.flush().unwrap();
 }
+
+/// `dmalab throttle` with an exec victim that leaves `mark` when it
+/// starts, a null-engine aggressor and a short session; `flags` replace or
+/// add to these.
+fn throttle_args(mark: &Path, flags: &[(&str, &str)]) -> Vec<String> {
+    let victim = format!(
+        "sh -c 'touch {}; while true; do echo 5; sleep 0.1; done'",
+        mark.display()
+    );
+    let mut base: Vec<(&str, String)> = vec![
+        ("--victim-exec", victim),
+        ("--victim-regex", "([0-9]+)".into()),
+        ("--aggressor", "--engine null --buffer 1M --size 16M".into()),
+        ("--slo", "value <= 2 x baseline".into()),
+        ("--max-rate", "1G/s".into()),
+        ("--interval", "100ms".into()),
+        ("--intervals", "3".into()),
+        ("--baseline-intervals", "1".into()),
+    ];
+    for (f, v) in flags {
+        base.retain(|(b, _)| b != f);
+        base.push((f, v.to_string()));
+    }
+    let mut a = vec!["throttle".to_string(), "-q".into(), "--sweep".into()];
+    for (f, v) in base {
+        a.push(format!("{f}={v}"));
+    }
+    a
+}
+
+/// Issue 27 item 9: `throttle --sweep --sweep-points 4294967295` was
+/// accepted and aborted (exit 134) allocating 34 GB after the closed loop
+/// had run; `--intervals 18446744073709551615` was accepted. Every count
+/// is bounded before the victim starts.
+#[test]
+fn throttle_refuses_out_of_range_counts_before_the_victim_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("victim-started");
+    for (flag, value, also) in [
+        ("--sweep-points", "4294967295", None),
+        ("--intervals", "18446744073709551615", None),
+        ("--baseline-intervals", "4294967296", None),
+        ("--warmup-intervals", "18446744073709551615", None),
+        ("--sweep-repeat", "1000000", None),
+        ("--sweep-intervals", "0", None),
+        // Each within its range, together longer than the children's run
+        // time can be.
+        ("--intervals", "1000", Some(("--interval", "1d"))),
+    ] {
+        let mut flags = vec![(flag, value)];
+        flags.extend(also);
+        let err = common::assert_usage_error(throttle_args(&mark, &flags), flag);
+        assert!(
+            err.contains("out of range") || err.contains("366 days"),
+            "{err}"
+        );
+        assert!(!mark.exists(), "{flag} {value}: the victim was started");
+    }
+}
+
+/// Issue 27, messages: `throttle --aggressor '--workers 99999'` was
+/// refused by the aggressor itself, exit 1, after the baseline had run.
+/// The aggressor's flags are checked with load's own rules first.
+#[test]
+fn throttle_refuses_bad_aggressor_flags_before_the_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("victim-started");
+    for (agg, names) in [
+        ("--engine null --workers 99999", "--workers"),
+        ("--engine null --bs 3", "--bs"),
+        ("--engine null --no-such-flag", "--no-such-flag"),
+    ] {
+        let err = common::assert_usage_error(
+            throttle_args(&mark, &[("--aggressor", agg)]),
+            "--aggressor",
+        );
+        assert!(err.contains(names), "{err}");
+        assert!(!mark.exists(), "{agg}: the victim was started");
+    }
+}

@@ -655,3 +655,294 @@ fn per_node_replicas_merge_as_hosts_of_their_own() {
         .collect();
     assert_eq!(hosts, ["n1.r1", "n1.r1", "n1.r2", "n1.r2"]);
 }
+
+/// Two nodes' results, each run by its command line (no Slurm): the
+/// results directory.
+fn two_nodes(dir: &Path) -> PathBuf {
+    let exp = write(dir, "tiny.toml", TINY);
+    let (res, cmds) = dry_run(dir, &exp, "n[1-2]", "nodes");
+    assert_eq!(cmds.len(), 2, "{cmds:?}");
+    for c in &cmds {
+        let o = sh(c);
+        assert!(o.status.success(), "{c}: {}", text(&o.stderr));
+    }
+    res
+}
+
+/// Issue 27 item 2: `fleet merge RES -o RES/n1.jsonl` left n1 out of the
+/// inputs and replaced it with the merge of the others (exit 0, one node's
+/// results gone). An output that is an input, by any name or link, or a
+/// new file in RES that the next merge would read, is refused.
+#[test]
+fn merge_refuses_an_output_that_is_one_of_its_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = two_nodes(dir.path());
+    let n1 = res.join("n1.jsonl");
+    let before = std::fs::read(&n1).unwrap();
+    let merge_to = |out: &Path| {
+        let mut c = common::dmalab();
+        c.args(["fleet", "merge"]).arg(&res).arg("-o").arg(out);
+        c
+    };
+    let err = common::assert_usage_error_of(&mut merge_to(&n1), "-o");
+    assert!(err.contains("one of the results files merged"), "{err}");
+    // The same file by another path, by a symbolic link and by a hard link
+    // from outside the directory.
+    let other = dir.path().join("res/../res/./n1.jsonl");
+    common::assert_usage_error_of(&mut merge_to(&other), "-o");
+    let sym = dir.path().join("sym.jsonl");
+    std::os::unix::fs::symlink(&n1, &sym).unwrap();
+    common::assert_usage_error_of(&mut merge_to(&sym), "-o");
+    let hard = dir.path().join("hard.jsonl");
+    std::fs::hard_link(res.join("n2.jsonl"), &hard).unwrap();
+    common::assert_usage_error_of(&mut merge_to(&hard), "-o");
+    // A new file in the directory that the next merge would read as a
+    // node's results.
+    let new = res.join("all.jsonl");
+    let err = common::assert_usage_error_of(&mut merge_to(&new), "-o");
+    assert!(err.contains("write the merge outside"), "{err}");
+    assert!(!new.exists());
+    assert_eq!(std::fs::read(&n1).unwrap(), before, "n1's results kept");
+    assert!(!res.join("merged.jsonl").exists(), "nothing written");
+
+    // Outside the directory, or the default name inside it: merged.
+    let out = dir.path().join("out.jsonl");
+    let (code, printed, err) = out_of(&mut merge_to(&out));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        printed.contains("4 of 4 planned runs from 2 file(s)"),
+        "{printed}"
+    );
+    let (code, printed, err) = out_of(&mut merge_to(&res.join("merged.jsonl")));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        printed.contains("4 of 4 planned runs from 2 file(s)"),
+        "{printed}"
+    );
+    // Merging again over the earlier merge reads it as no node's results.
+    let (code, printed, err) = out_of(common::dmalab().args(["fleet", "merge"]).arg(&res));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        printed.contains("4 of 4 planned runs from 2 file(s)"),
+        "{printed}"
+    );
+}
+
+/// Issue 27 item 15: a node's file whose runs appear twice (copied onto
+/// itself) stopped the merge ("run 0 ... is in both n1.jsonl and
+/// n1.jsonl"); each run is now merged once, with one warning.
+#[test]
+fn merge_takes_a_run_recorded_twice_in_one_file_once_and_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = two_nodes(dir.path());
+    let n1 = res.join("n1.jsonl");
+    let t = std::fs::read_to_string(&n1).unwrap();
+    std::fs::write(&n1, format!("{t}{t}")).unwrap();
+    let (code, printed, err) = out_of(common::dmalab().args(["fleet", "merge"]).arg(&res));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        printed.contains("4 of 4 planned runs from 2 file(s)"),
+        "{printed}"
+    );
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].contains("2 run record(s) repeat a run"),
+        "{err}"
+    );
+    let merged = lines(&res.join("merged.jsonl"));
+    assert_eq!(merged.len(), 1 + 4);
+    assert_eq!(merged[0]["hosts"][0]["recorded_runs"], 2);
+}
+
+/// Issue 27 item 4: `fleet submit` pasted the experiment's name (and
+/// --partition, --dmalab) raw into comments and `#SBATCH` lines of the
+/// batch script, so `name = "x\ntouch /tmp/PWNED #"` ran a command on every
+/// node. A value with a line break is refused before anything is written.
+#[test]
+fn submit_refuses_values_that_would_break_out_of_the_scripts_comments() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = TINY.replace("name = \"tiny\"", "name = \"x\\ntouch PWNED #\"");
+    let exp = write(dir.path(), "bad.toml", &bad);
+    let res = dir.path().join("res");
+    let submit = |exp: &Path, extra: &[&str]| {
+        let mut c = common::dmalab();
+        c.current_dir(dir.path())
+            .args(["fleet", "submit", "--dry-run"])
+            .args(extra)
+            .arg("--results")
+            .arg(&res)
+            .arg(exp);
+        c
+    };
+    let err = common::assert_usage_error_of(&mut submit(&exp, &["--nodes=n1"]), "experiment.name");
+    assert!(err.contains("control character"), "{err}");
+    let good = write(dir.path(), "tiny.toml", TINY);
+    for (opt, value) in [
+        ("--partition", "debug\ntouch PWNED"),
+        ("--dmalab", "/usr/bin/dmalab\ntouch PWNED\n"),
+        ("--sbatch-arg", "--comment=a\ntouch PWNED"),
+        ("--nodes", "n1\ntouch PWNED"),
+    ] {
+        let nodes: &[&str] = if opt == "--nodes" {
+            &[]
+        } else {
+            &["--nodes=n1"]
+        };
+        let mut c = submit(&good, nodes);
+        let err = common::assert_usage_error_of(c.arg(format!("{opt}={value}")), opt);
+        assert!(err.contains(opt), "{err}");
+    }
+    assert!(!res.exists(), "nothing written for bad input");
+    assert!(!dir.path().join("PWNED").exists());
+}
+
+/// The values the script may carry reach it quoted: shell characters in
+/// the experiment's name, the partition, an sbatch option and the dmalab
+/// path run nothing, whether bash reads the script or sbatch its
+/// directives, and the task runs exactly the unit's command.
+#[test]
+fn the_script_quotes_every_value_and_runs_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let exp = write(
+        d,
+        "q.toml",
+        &TINY.replace(
+            "name = \"tiny\"",
+            "name = \"x'$(touch PWNED1)`touch PWNED2` #\"",
+        ),
+    );
+    // A fake dmalab that records its arguments, at a path full of shell
+    // characters, and fake Slurm commands that say if anything called them.
+    let bin = d.join("bin dir").join("it's $(touch PWNED3)");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("dmalab");
+    let called = d.join("called");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > '{}'\n",
+            called.display()
+        ),
+    )
+    .unwrap();
+    let fakes = d.join("fakes");
+    std::fs::create_dir(&fakes).unwrap();
+    for prog in ["srun", "sbatch", "scontrol"] {
+        std::fs::write(fakes.join(prog), "#!/bin/sh\ntouch \"$0.CALLED\"\n").unwrap();
+    }
+    let sh_exec = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    sh_exec(&fake);
+    for prog in ["srun", "sbatch", "scontrol"] {
+        sh_exec(&fakes.join(prog));
+    }
+    let res = d.join("res");
+    let (code, _, err) = out_of(
+        common::dmalab()
+            .current_dir(d)
+            .args(["fleet", "submit", "--dry-run", "--nodes", "n1"])
+            .arg("--partition=p'$(touch PWNED4)")
+            .arg("--sbatch-arg=--comment=a b'$(touch PWNED5)")
+            .arg("--dmalab")
+            .arg(&fake)
+            .arg("--results")
+            .arg(&res)
+            .arg(&exp),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let script = res.join("fleet-1.sbatch");
+    let o = Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "bash -n: {}", text(&o.stderr));
+    // Each #SBATCH line's words, as a shell (and sbatch, which reads the
+    // same quotes) sees them.
+    let t = std::fs::read_to_string(&script).unwrap();
+    let mut words = Vec::new();
+    for l in t.lines().filter_map(|l| l.strip_prefix("#SBATCH ")) {
+        let o = Command::new("bash")
+            .current_dir(d)
+            .arg("-c")
+            .arg(format!("printf '%s\\n' {l}"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{l}: {}", text(&o.stderr));
+        words.extend(text(&o.stdout).lines().map(str::to_string));
+    }
+    for w in [
+        "--partition=p'$(touch PWNED4)",
+        "--comment=a b'$(touch PWNED5)",
+    ] {
+        assert!(
+            words.iter().any(|x| x == w),
+            "no directive {w:?} in {words:?}"
+        );
+    }
+    // The task, as Slurm would start it on n1.
+    let path = format!(
+        "{}:{}",
+        fakes.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = Command::new("bash")
+        .arg(&script)
+        .current_dir(d)
+        .env("PATH", &path)
+        .env("SLURM_ARRAY_TASK_ID", "0")
+        .env("SLURMD_NODENAME", "n1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let args = std::fs::read_to_string(&called).unwrap();
+    let res_abs = res.canonicalize().unwrap();
+    assert_eq!(
+        args.lines().collect::<Vec<_>>(),
+        [
+            "run".to_string(),
+            res_abs.join("experiment.toml").display().to_string(),
+            "--results".into(),
+            res_abs.join("n1.jsonl").display().to_string(),
+        ]
+    );
+    for n in 1..=5 {
+        assert!(!d.join(format!("PWNED{n}")).exists(), "PWNED{n} was made");
+    }
+    for prog in ["srun", "sbatch", "scontrol"] {
+        assert!(
+            !fakes.join(format!("{prog}.CALLED")).exists(),
+            "{prog} was run"
+        );
+    }
+}
+
+/// Issue 27 item 9: `fleet submit --per-node 4294967295` aborted making
+/// four billion units.
+#[test]
+fn submit_bounds_the_tasks_per_node_and_in_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = write(dir.path(), "tiny.toml", TINY);
+    let res = dir.path().join("res");
+    for (per_node, nodes, opt) in [
+        ("4294967295", "n1", "--per-node"),
+        ("1001", "n1", "--per-node"),
+        ("1000", "n[1-200]", "--per-node"),
+        ("1", "n[0-99999][0-99999]", "--nodes"),
+    ] {
+        let err = common::assert_usage_error_of(
+            common::dmalab()
+                .args(["fleet", "submit", "--dry-run", "--per-node", per_node])
+                .args(["--nodes", nodes, "--results"])
+                .arg(&res)
+                .arg(&exp),
+            opt,
+        );
+        assert!(err.contains("100000") || err.contains("1 to 1000"), "{err}");
+    }
+    assert!(!res.exists());
+}

@@ -2,11 +2,14 @@
 //! `tests/fuzz/` mutated deterministically and driven
 //!
 //! - through the library parsers in-process (experiment TOML, simulator
-//!   parameters, text and binary traces, pmbench XML, results JSONL and
-//!   every option-value parser), where the property is: no panic;
+//!   parameters, text and binary traces, pmbench XML, results JSONL,
+//!   `fleet merge` on a results directory of mutated node files, and
+//!   every option-value parser), where the property is: no panic (and, for
+//!   `fleet merge`, no error but a usage error);
 //! - through the binary for a bounded number of cases, where the property
-//!   is: exit status 0, 1 or 2, no panic (101), no death by a signal, within
-//!   a kill timeout and an address-space limit (`ulimit -v`);
+//!   is: exit status 0, 1 or 2 (0 or 2 for `fleet merge`: every failure
+//!   there is bad input), no panic (101), no death by a signal, within a
+//!   kill timeout and an address-space limit (`ulimit -v`);
 //! - as a byte-level client of `dmalab rdma serve` on the fake verbs
 //!   library, where the property is: the server closes every connection
 //!   by its deadline, never dies, and serves a well-formed client after.
@@ -381,6 +384,17 @@ fn run_bin(args: &[String], dir: &Path) -> Result<(i32, String), String> {
 /// A binary family: `make(dir, input)` writes what it needs into `dir` and
 /// returns the argv; the mutated input comes from the `ext` seeds.
 fn bin_family(family: &str, ext: &str, make: &dyn Fn(&Path, &[u8]) -> Vec<String>) -> u64 {
+    bin_family_exiting(family, ext, make, &[0, 1, 2])
+}
+
+/// [`bin_family`] where only the exit statuses `allowed` pass (a command
+/// whose every failure on these inputs is bad input: 0 or 2).
+fn bin_family_exiting(
+    family: &str,
+    ext: &str,
+    make: &dyn Fn(&Path, &[u8]) -> Vec<String>,
+    allowed: &[i32],
+) -> u64 {
     let corpus = seeds(ext);
     let mut rng = Rng(seed()
         ^ 0xb1
@@ -399,7 +413,13 @@ fn bin_family(family: &str, ext: &str, make: &dyn Fn(&Path, &[u8]) -> Vec<String
     for input in inputs {
         let dir = tempfile::tempdir().unwrap();
         let args = make(dir.path(), &input);
-        let r = run_bin(&args, dir.path());
+        let r = run_bin(&args, dir.path()).and_then(|(code, err)| {
+            if allowed.contains(&code) {
+                Ok((code, err))
+            } else {
+                Err(format!("exit {code} (allowed: {allowed:?}); stderr: {err}"))
+            }
+        });
         if let Ok((code, _)) = &r {
             by_code[*code as usize] += 1;
         }
@@ -455,8 +475,37 @@ fn fuzz_library_parsers() {
             let _ = dmalab_run::analysis::text_table(&cells);
         }
     });
+    let d5 = d.clone();
+    cases += lib_family("fleet-merge", "jsonl", &move |b| {
+        let res = fleet_results_dir(&d5, b);
+        match dmalab_fleet::merge::merge(&res, None) {
+            Ok(_) | Err(dmalab_fleet::FleetError::Usage(_)) => {}
+            // Bad input is a usage error (exit 2), never a fault (exit 1).
+            Err(e) => panic!("not a usage error: {e}"),
+        }
+    });
     cases += lib_family("option-values", "values", &|b| option_values(&text(b)));
     assert_no_failures("library parsers", cases);
+}
+
+/// A `dmalab fleet merge` results directory under `dir` made of the
+/// mutated results `b`: node n1's file is `b`; n2's is `b` twice (every
+/// line duplicated) or the first results seed, as the input's hash picks.
+fn fleet_results_dir(dir: &Path, b: &[u8]) -> PathBuf {
+    let res = dir.join("res");
+    let _ = std::fs::remove_dir_all(&res);
+    std::fs::create_dir_all(&res).unwrap();
+    temp_file(&res, "n1.jsonl", b);
+    let h = b
+        .iter()
+        .fold(7u64, |h, &x| h.wrapping_mul(131).wrapping_add(x as u64));
+    let n2 = if h % 2 == 0 {
+        [b, b].concat()
+    } else {
+        std::fs::read(fuzz_dir().join("seeds/results-small.jsonl")).unwrap()
+    };
+    temp_file(&res, "n2.jsonl", &n2);
+    res
 }
 
 fn read_trace(dir: &Path, b: &[u8]) {
@@ -631,6 +680,7 @@ fn option_argv(dir: &Path, input: &[u8]) -> Vec<String> {
                 ("--pages", "4k"),
                 ("--mode", "clock"),
                 ("--rounds", "3"),
+                ("--group-pages", "16"),
             ]);
             let mut a = s(&["probe", "latency", "--runtime", "20ms", "--size", "64K"]);
             if opt == "--size" {
@@ -700,6 +750,15 @@ fn fuzz_binary() {
             &d.join("r.csv").display().to_string(),
         ])
     });
+    cases += bin_family_exiting(
+        "fleet-merge",
+        "jsonl",
+        &|d, b| {
+            let res = fleet_results_dir(d, b);
+            vec!["fleet".into(), "merge".into(), res.display().to_string()]
+        },
+        &[0, 2],
+    );
     assert_no_failures("binary", cases);
 }
 

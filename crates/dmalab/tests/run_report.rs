@@ -202,6 +202,53 @@ fn report_is_self_contained_and_counts_its_plots() {
     assert!(printed.contains("(5 plots, 12 runs)"), "{printed}");
 }
 
+/// Issue 27: a results file whose runs appear twice (two copies
+/// concatenated) reported "120 runs" for 60, every run counted twice.
+#[test]
+fn report_counts_a_concatenated_files_runs_once_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let once = dir.path().join("once.jsonl");
+    synthetic(&once, 1.0);
+    let text = std::fs::read_to_string(&once).unwrap();
+    let twice = dir.path().join("twice.jsonl");
+    std::fs::write(&twice, format!("{text}{text}")).unwrap();
+    let out = common::dmalab()
+        .arg("report")
+        .arg(&twice)
+        .arg("-o")
+        .arg(dir.path().join("t.html"))
+        .arg("--runs-csv")
+        .arg(dir.path().join("t.csv"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("(6 plots, 60 runs)"), "{printed}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "one warning: {err}");
+    assert!(
+        warnings[0].contains("60 run record(s) repeat a run"),
+        "{err}"
+    );
+    // The per-run CSV has each run once: a header line and 60 rows.
+    let csv = std::fs::read_to_string(dir.path().join("t.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 61, "{csv}");
+    // The file as written has no warning.
+    let out = common::dmalab()
+        .arg("report")
+        .arg(&once)
+        .arg("-o")
+        .arg(dir.path().join("o.html"))
+        .output()
+        .unwrap();
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn csv_and_compare() {
     let dir = tempfile::tempdir().unwrap();

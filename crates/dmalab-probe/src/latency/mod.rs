@@ -129,7 +129,10 @@ pub fn run(
                 (barrier.clone(), tx.clone(), halt.clone(), start_tsc.clone());
             let (tsc, timer) = (&tsc, &timer);
             handles.push(s.spawn(move || {
-                let prep = (|| {
+                // A panic while preparing is caught here: unwinding past
+                // the barriers below would leave the main side waiting on
+                // them for good (it once did, deaf to SIGTERM).
+                let prep = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     dmalab_core::cpus::pin_current_thread(&[cpu]).map_err(|e| {
                         ProbeError::System(format!("cannot pin a probe thread to CPU {cpu}: {e}"))
                     })?;
@@ -142,7 +145,12 @@ pub fn run(
                         plan.membind,
                         plan.seed.wrapping_add(i as u64),
                     )
-                })();
+                }))
+                .unwrap_or_else(|_| {
+                    Err(ProbeError::System(
+                        "a probe thread panicked while preparing its buffer".into(),
+                    ))
+                });
                 if prep.is_err() {
                     halt.store(true, Ordering::Relaxed);
                 }
@@ -303,6 +311,37 @@ pub fn dur(ns: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A probe thread that panicked while preparing (a group size past
+    /// what `validate` lets through overflowed) left `run` waiting on its
+    /// start barrier for good; now it is an error.
+    #[test]
+    fn a_thread_that_panics_while_preparing_is_an_error_not_a_hang() {
+        let plan = LatencyPlan {
+            size_bytes: 1 << 16,
+            pages: PageKind::Small,
+            group_pages: usize::MAX,
+            pattern: Pattern::Chase,
+            write_pct: 0,
+            cpus: vec![dmalab_core::cpus::allowed_cpus()[0]],
+            membind: None,
+            mode: Mode::PerAccess,
+            rounds: 1,
+            runtime_ns: 10_000_000,
+            interval_ns: 0,
+            seed: 1,
+        };
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let r = run(&plan, &mut |_| {}).map(|_| ());
+            let _ = tx.send(r);
+        });
+        let r = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("run returned (it hung on the start barrier)");
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("panicked while preparing"), "{e}");
+    }
 
     #[test]
     fn median_takes_the_upper_middle_and_zero_when_empty() {

@@ -179,6 +179,12 @@ fn run_submit(a: SubmitArgs) -> anyhow::Result<ExitCode> {
 
 fn run_merge(a: MergeArgs) -> anyhow::Result<ExitCode> {
     let m = merge::merge(&a.results, a.output.as_deref())?;
+    if m.duplicates > 0 {
+        eprintln!(
+            "dmalab fleet merge: warning: {} run record(s) repeat a run already in their file (same plan position, configuration, repetition, victim, load and start); each run is merged once",
+            m.duplicates
+        );
+    }
     let names: Vec<&str> = m.hosts.iter().map(|h| h.results_file.as_str()).collect();
     outln!(
         "{}: {} of {} planned runs from {} file(s) ({}); `dmalab report {}` compares the hosts side by side",

@@ -69,7 +69,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return throttle_report(&args, &doc, &out);
     }
     // A merged file (`dmalab fleet merge`) compares its hosts side by side.
-    let res = dmalab_run::record::read_for_report(&args.results)?.grouped_by_host();
+    let mut res = dmalab_run::record::read_for_report(&args.results)?;
+    // A run recorded twice (files concatenated, a merge merged again) is
+    // one run: counted twice it would shrink every interval and p-value.
+    let dropped = res.drop_duplicate_runs();
+    if dropped > 0 {
+        eprintln!(
+            "dmalab: warning: {}: {dropped} run record(s) repeat a run already in the file (same host, plan position, configuration, repetition, victim, load and start); each run is counted once",
+            args.results.display()
+        );
+    }
+    let res = res.grouped_by_host();
     let noisy = args.noisy_cv.unwrap_or(res.header.noisy_cv_pct);
     let rep = dmalab_run::report::render(&res, noisy);
     dmalab_core::output::write_atomic(&out, rep.html.as_bytes())

@@ -166,6 +166,19 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         io_max_key: a.io_max_key.clone(),
     };
     let (cfg, victim) = resolve(&o)?;
+    // The aggressor is a `dmalab load` child started after the baseline:
+    // its flags are checked now, with load's own rules, and with the rate
+    // and run-time flags the session adds.
+    if cfg.io_max.is_none() {
+        let mut argv = cfg.aggressor_args.clone();
+        argv.extend([
+            "--rate".to_string(),
+            format!("{}", cfg.start_rate_bytes_per_s.round().max(1.0) as u64),
+            "--runtime".into(),
+            "1s".into(),
+        ]);
+        crate::cmd::load::check_flags("--aggressor", &argv)?;
+    }
     if let Some(p) = &a.output.output {
         dmalab_core::output::output_target(p).map_err(|e| {
             dmalab_core::UsageError::new("--output", format!("cannot write {}: {e}", p.display()))

@@ -15,16 +15,77 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+/// What `load` has checked before it changes anything.
+struct Checked {
+    /// The engine's driver, its target inspected.
+    driver: Box<dyn Driver>,
+    /// What the inspection found.
+    target: dmalab_load::engine::TargetInfo,
+    /// The plan, its rules checked.
+    plan: dmalab_load::plan::Plan,
+    /// The counters asked for.
+    counters: Option<dmalab_counters::session::Request>,
+}
+
+/// What `load` checks before it changes anything: the target inspected,
+/// the plan's rules, the counters asked for, the engine's preflight. It
+/// creates nothing (see [`Driver`]).
+fn checked(a: &flags::LoadArgs) -> anyhow::Result<Checked> {
+    let mut driver = engine::driver(a.engine);
+    let target = driver.inspect(&a.target_request()?)?;
+    let plan = a.plan(&target)?;
+    plan.validate()?;
+    let counters = super::counters::request("--counters", a.counters.as_deref())?;
+    driver.preflight(&plan)?;
+    Ok(Checked {
+        driver,
+        target,
+        plan,
+        counters,
+    })
+}
+
+/// Checks the flags of a `dmalab load` that another command will start as
+/// its child (`throttle`'s aggressor), with load's own definition and rules,
+/// so bad flags are refused before that command measures anything. A bad
+/// flag is a usage error of `option` that names the load flag at fault.
+pub fn check_flags(option: &str, argv: &[String]) -> anyhow::Result<()> {
+    use clap::Parser;
+    #[derive(clap::Parser)]
+    #[command(name = "dmalab load")]
+    struct Load {
+        #[command(flatten)]
+        args: Args,
+    }
+    let parsed =
+        Load::try_parse_from(std::iter::once("load").chain(argv.iter().map(String::as_str)))
+            .map_err(|e| {
+                let text = e.render().to_string();
+                let first = text.lines().next().unwrap_or_default();
+                dmalab_core::UsageError::new(option, first.strip_prefix("error: ").unwrap_or(first))
+            })?;
+    match checked(&parsed.args.inner) {
+        Ok(_) => Ok(()),
+        Err(e) => match e
+            .chain()
+            .find_map(|c| c.downcast_ref::<dmalab_core::UsageError>())
+        {
+            Some(u) => Err(dmalab_core::UsageError::new(option, u.to_string()).into()),
+            None => Err(e.context(format!("{option}: dmalab load {}", argv.join(" ")))),
+        },
+    }
+}
+
 /// Runs `dmalab load`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let a = *args.inner;
     let started = SystemTime::now();
-    let mut driver = engine::driver(a.engine);
-    let target = driver.inspect(&a.target_request()?)?;
-    let mut plan = a.plan(&target)?;
-    plan.validate()?;
-    let counters = super::counters::request("--counters", a.counters.as_deref())?;
-    driver.preflight(&plan)?;
+    let Checked {
+        mut driver,
+        target,
+        mut plan,
+        counters,
+    } = checked(&a)?;
     // Every output before anything runs: none may be the target (or its
     // loop backing file), and --live-stats is a regular file or new.
     let mut guard = OutputGuard::new();
