@@ -200,6 +200,7 @@ mod tests {
             writes: false,
             worker: 0,
             cpus: vec![],
+            buffer_locked: true,
         }
     }
 
