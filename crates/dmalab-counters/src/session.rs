@@ -25,6 +25,14 @@ pub enum Scope {
     Task(i32),
     /// System-wide on these CPUs.
     Cpus(Vec<usize>),
+    /// Running processes attached to (`stat -p`): every thread each has
+    /// now, and (`inherit`) the threads and children they start later.
+    Processes {
+        /// The pids given.
+        pids: Vec<i32>,
+        /// Their threads when the session was opened.
+        tids: Vec<i32>,
+    },
 }
 
 impl Scope {
@@ -41,6 +49,26 @@ impl Scope {
         Scope::Threads(tids)
     }
 
+    /// Running processes (`pids`) with the threads they have now; a pid
+    /// that has no `/proc/PID/task` (gone, or not visible) is named in the
+    /// error, so `-p` says which one.
+    pub fn processes(pids: &[i32]) -> Result<Self, (i32, io::Error)> {
+        let mut tids = Vec::new();
+        for &pid in pids {
+            let rd = std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|e| (pid, e))?;
+            let mut t: Vec<i32> = rd
+                .filter_map(Result::ok)
+                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+                .collect();
+            t.sort_unstable();
+            tids.extend(t);
+        }
+        Ok(Scope::Processes {
+            pids: pids.to_vec(),
+            tids,
+        })
+    }
+
     /// In words, for the report.
     pub fn describe(&self) -> String {
         match self {
@@ -48,6 +76,10 @@ impl Scope {
             Scope::Task(0) => "this thread and the threads and children it starts".to_string(),
             Scope::Task(pid) => format!("task {pid} and its children"),
             Scope::Cpus(c) => format!("system-wide on CPUs {c:?}"),
+            Scope::Processes { pids, tids } => format!(
+                "processes {pids:?} ({} threads at attach) and their children",
+                tids.len()
+            ),
         }
     }
 
@@ -56,6 +88,7 @@ impl Scope {
             Scope::Threads(t) => t.clone(),
             Scope::Task(p) => vec![*p],
             Scope::Cpus(_) => Vec::new(),
+            Scope::Processes { tids, .. } => tids.clone(),
         }
     }
 }
@@ -191,6 +224,9 @@ pub struct EventCount {
     pub raw_count: u64,
     /// Time counting over time enabled (1: never multiplexed).
     pub running_fraction: f64,
+    /// Time counting, nanoseconds, summed over the counters (perf stat's
+    /// "counter run time").
+    pub running_ns: u64,
     /// A software event: never multiplexed (the kernel's software PMU has
     /// no counter limit), so a fraction below 1 is only the kernel's time
     /// accounting of tasks that came and went, not scaling.
@@ -467,6 +503,11 @@ impl Session {
         self.last = Some((t_s, now));
     }
 
+    /// The interval [`Session::sample`] recorded last.
+    pub fn last_point(&self) -> Option<&SeriesPoint> {
+        self.series.last()
+    }
+
     /// Event id -> scaled value in base units between two snapshots.
     fn totals_between(&self, a: &Snapshot, b: &Snapshot) -> BTreeMap<String, Option<f64>> {
         let mut m = BTreeMap::new();
@@ -475,7 +516,7 @@ impl Session {
                 m.insert(e.id.clone(), None);
                 continue;
             }
-            let (v, _, _) = sum_event(e, &a.0, &b.0);
+            let (v, ..) = sum_event(e, &a.0, &b.0);
             m.insert(
                 e.id.clone(),
                 v.map(|v| recipes::to_base(v * e.scale, &e.unit)),
@@ -531,7 +572,7 @@ impl Session {
                 });
                 continue;
             }
-            let (v, raw, frac) = sum_event(e, &zero, &end.1 .0);
+            let (v, raw, frac, running_ns) = sum_event(e, &zero, &end.1 .0);
             match v {
                 Some(v) => events.push(EventCount {
                     id: e.id.clone(),
@@ -542,6 +583,7 @@ impl Session {
                     unit: e.unit.clone(),
                     raw_count: raw,
                     running_fraction: frac,
+                    running_ns,
                     software: e.software,
                 }),
                 None => unavailable.push(Unavailable {
@@ -592,8 +634,9 @@ fn dedup(v: &[String]) -> Vec<String> {
     out
 }
 
-/// (scaled sum, raw sum, running fraction) of one event between readings.
-fn sum_event(e: &OpenEvent, a: &[Reading], b: &[Reading]) -> (Option<f64>, u64, f64) {
+/// (scaled sum, raw sum, running fraction, running ns) of one event
+/// between readings.
+fn sum_event(e: &OpenEvent, a: &[Reading], b: &[Reading]) -> (Option<f64>, u64, f64, u64) {
     let mut total = 0.0;
     let mut raw = 0u64;
     let (mut en, mut run) = (0u64, 0u64);
@@ -623,6 +666,7 @@ fn sum_event(e: &OpenEvent, a: &[Reading], b: &[Reading]) -> (Option<f64>, u64, 
         (any || e.idx.is_empty() || en == 0).then_some(total),
         raw,
         frac,
+        run,
     )
 }
 
@@ -645,6 +689,7 @@ fn open_event(
                 Scope::Threads(t) => t.iter().map(|&tid| (tid, -1)).collect(),
                 Scope::Task(pid) => vec![(*pid, -1)],
                 Scope::Cpus(c) => c.iter().map(|&c| (-1, c as i32)).collect(),
+                Scope::Processes { tids, .. } => tids.iter().map(|&tid| (tid, -1)).collect(),
             }
         };
         let per_task = !system_wide_pmu && !matches!(scope, Scope::Cpus(_));
@@ -655,7 +700,7 @@ fn open_event(
         if user_only {
             flags |= sys::FLAG_EXCLUDE_KERNEL | sys::FLAG_EXCLUDE_HV;
         }
-        if matches!(scope, Scope::Task(_)) && per_task {
+        if matches!(scope, Scope::Task(_) | Scope::Processes { .. }) && per_task {
             flags |= sys::FLAG_INHERIT;
         }
         let attr = PerfEventAttr {
