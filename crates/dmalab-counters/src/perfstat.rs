@@ -6,9 +6,11 @@
 //! value, unit, event name, counter run time, percentage of measurement
 //! time counted, (variance with `-r`,) metric value, metric unit.
 
+use crate::recipes::{compute, to_base, MetricDef, MetricValue};
 use crate::session::{CounterReport, EventCount, SeriesPoint};
 use dmalab_core::UsageError;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Shortest `-I`: below it the reads themselves are much of the interval
@@ -226,26 +228,44 @@ pub struct RepeatSummary {
     pub elapsed_s: Spread,
     /// Each counted event, in the first run's order.
     pub events: Vec<EventSpread>,
-    /// Each metric with a value.
+    /// Each metric with a value in every run it could be computed in.
     pub metrics: Vec<MetricSpread>,
+    /// The recipes' metrics computed over the events' means and the mean
+    /// counting time: in exact mode, where a metric's events were counted
+    /// in different runs, the only way to have it.
+    pub metrics_of_means: Vec<MetricValue>,
 }
 
 impl RepeatSummary {
     /// Over the reports of the runs and their wall times (seconds), which
-    /// must be as many; `None` when there are no runs.
-    pub fn of(reports: &[CounterReport], elapsed_s: &[f64]) -> Option<RepeatSummary> {
+    /// must be as many; `None` when there are no runs. An event counted in
+    /// only some runs (exact mode counts one group per run) has the spread
+    /// of those; `defs` are computed again over the events' means
+    /// ([`RepeatSummary::metrics_of_means`]).
+    pub fn of(
+        reports: &[CounterReport],
+        elapsed_s: &[f64],
+        defs: &[MetricDef],
+    ) -> Option<RepeatSummary> {
         let first = reports.first()?;
-        let events = first
-            .events
+        let mut ids: Vec<(&str, &str)> = Vec::new();
+        for r in reports {
+            for e in &r.events {
+                if !ids.iter().any(|(i, _)| *i == e.id) {
+                    ids.push((&e.id, &e.unit));
+                }
+            }
+        }
+        let events: Vec<EventSpread> = ids
             .iter()
-            .filter_map(|e| {
+            .filter_map(|&(id, unit)| {
                 let v: Vec<f64> = reports
                     .iter()
-                    .filter_map(|r| r.events.iter().find(|x| x.id == e.id).map(|x| x.value))
+                    .filter_map(|r| r.events.iter().find(|x| x.id == id).map(|x| x.value))
                     .collect();
                 Some(EventSpread {
-                    id: e.id.clone(),
-                    unit: e.unit.clone(),
+                    id: id.to_string(),
+                    unit: unit.to_string(),
                     spread: Spread::of(&v)?,
                 })
             })
@@ -265,11 +285,18 @@ impl RepeatSummary {
                 })
             })
             .collect();
+        let counted_s: Vec<f64> = reports.iter().map(|r| r.counted_ns as f64 / 1e9).collect();
+        let mean_s = Spread::of(&counted_s).map_or(0.0, |s| s.mean);
+        let means: BTreeMap<String, Option<f64>> = events
+            .iter()
+            .map(|e| (e.id.clone(), Some(to_base(e.spread.mean, &e.unit))))
+            .collect();
         Some(RepeatSummary {
             runs: reports.len(),
             elapsed_s: Spread::of(elapsed_s)?,
             events,
             metrics,
+            metrics_of_means: compute(defs, &means, mean_s),
         })
     }
 
@@ -294,6 +321,16 @@ impl RepeatSummary {
                 m.name,
                 m.spread.rel_spread_pct
             ));
+        }
+        for m in &self.metrics_of_means {
+            if let (Some(v), false) = (m.value, self.metrics.iter().any(|x| x.name == m.name)) {
+                s.push_str(&format!(
+                    "  {:>18} {:<8} {} (of the means)\n",
+                    fmt_num(v),
+                    m.unit,
+                    m.name
+                ));
+            }
         }
         s.push_str(&format!(
             "  {:.6} +- {:.6} seconds time elapsed ( +- {:.2}% )\n",
@@ -549,6 +586,7 @@ mod tests {
             raw_count: value as u64,
             running_fraction: 1.0,
             running_ns: 2_000,
+            exact: true,
             software: true,
         }
     }
@@ -579,7 +617,7 @@ mod tests {
             report(vec![count("page-faults", 10.0)]),
             report(vec![count("page-faults", 14.0)]),
         ];
-        let sum = RepeatSummary::of(&reps, &[1.0, 1.0]).unwrap();
+        let sum = RepeatSummary::of(&reps, &[1.0, 1.0], &[]).unwrap();
         assert_eq!(sum.runs, 2);
         assert_eq!(sum.events[0].spread.values, [10.0, 14.0]);
         // stdev 2*sqrt(2), of the mean 2, 100*2/12 = 16.67 %.

@@ -259,6 +259,43 @@ const IMC_METRICS: &[MetricDef] = &[
     },
 ];
 
+/// Ice Lake-SP: the CAS counts, and the free-running DDR read/write
+/// counters the kernel exposes per memory controller
+/// (`uncore_imc_free_running_N`, events `read`/`write` with
+/// `.scale` 6.103515625e-5 and `.unit` MiB: 64 bytes per count), which
+/// need no programmable counter and are never multiplexed.
+const ICX_IMC_METRICS: &[MetricDef] = &[
+    IMC_METRICS[0],
+    IMC_METRICS[1],
+    IMC_METRICS[2],
+    IMC_METRICS[3],
+    IMC_METRICS[4],
+    MetricDef {
+        name: "free_running_dram_read_bw_bytes",
+        unit: "bytes/s",
+        kind: Kind::Rate {
+            events: &["imc_free_read"],
+            factor: 1.0,
+        },
+    },
+    MetricDef {
+        name: "free_running_dram_write_bw_bytes",
+        unit: "bytes/s",
+        kind: Kind::Rate {
+            events: &["imc_free_write"],
+            factor: 1.0,
+        },
+    },
+    MetricDef {
+        name: "free_running_dram_bw_bytes",
+        unit: "bytes/s",
+        kind: Kind::Rate {
+            events: &["imc_free_read", "imc_free_write"],
+            factor: 1.0,
+        },
+    },
+];
+
 /// Every recipe dmalab knows.
 pub static RECIPES: &[Recipe] = &[
     Recipe {
@@ -526,15 +563,17 @@ pub static RECIPES: &[Recipe] = &[
     Recipe {
         name: "icx-imc-dram",
         description: "DRAM read and write bandwidth from the integrated memory controllers' CAS commands (64 B each), every uncore_imc_N channel of every socket summed (what pcm-memory shows; all traffic at the controller, DMA included)",
-        source: "tools/perf/pmu-events/arch/x86/icelakex/uncore-memory.json (UNC_M_CAS_COUNT.RD: EventCode 0x04, UMask 0x0f; UNC_M_CAS_COUNT.WR: EventCode 0x04, UMask 0x30; Unit iMC); formats event config:0-7, umask config:8-15 from arch/x86/events/intel/uncore_snbep.c",
+        source: "tools/perf/pmu-events/arch/x86/icelakex/uncore-memory.json (UNC_M_CAS_COUNT.RD: EventCode 0x04, UMask 0x0f; UNC_M_CAS_COUNT.WR: EventCode 0x04, UMask 0x30; Unit iMC); formats event config:0-7, umask config:8-15 from arch/x86/events/intel/uncore_snbep.c; free-running DDR read/write from the same file (icx_uncore_imc_freerunning_events: read event=0xff,umask=0x20, write umask=0x21, .scale 6.103515625e-5, .unit MiB)",
         cpus: "Intel Ice Lake-SP (family 6 model 0x6a, 0x6c)",
         events: &[
             ("imc_cas_rd", "uncore_imc/event=0x04,umask=0x0f/"),
             ("imc_cas_wr", "uncore_imc/event=0x04,umask=0x30/"),
+            ("imc_free_read", "uncore_imc_free_running/read/"),
+            ("imc_free_write", "uncore_imc_free_running/write/"),
         ],
         solo: false,
         resctrl: false,
-        metrics: IMC_METRICS,
+        metrics: ICX_IMC_METRICS,
         applies: |c| c.intel(ICX_MODELS),
     },
     Recipe {
@@ -719,9 +758,22 @@ mod tests {
             icx.events,
             [
                 ("imc_cas_rd", "uncore_imc/event=0x04,umask=0x0f/"),
-                ("imc_cas_wr", "uncore_imc/event=0x04,umask=0x30/")
+                ("imc_cas_wr", "uncore_imc/event=0x04,umask=0x30/"),
+                ("imc_free_read", "uncore_imc_free_running/read/"),
+                ("imc_free_write", "uncore_imc_free_running/write/"),
             ]
         );
+        // The free-running counts arrive in MiB (their .unit) and are
+        // turned into bytes before the metric: 2 MiB + 1 MiB over 1 s.
+        let mut f = BTreeMap::new();
+        f.insert("imc_free_read".to_string(), Some(to_base(2.0, "MiB")));
+        f.insert("imc_free_write".to_string(), Some(to_base(1.0, "MiB")));
+        let fm = compute(ICX_IMC_METRICS, &f, 1.0);
+        let bw = fm
+            .iter()
+            .find(|x| x.name == "free_running_dram_bw_bytes")
+            .unwrap();
+        assert_eq!(bw.value, Some(3.0 * 1048576.0));
         let mut t = BTreeMap::new();
         t.insert("imc_cas_rd".to_string(), Some(1_000_000.0));
         t.insert("imc_cas_wr".to_string(), Some(500_000.0));

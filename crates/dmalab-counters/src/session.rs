@@ -102,6 +102,38 @@ pub struct EventReq {
     pub resolved: Resolved,
     /// In a group of its own.
     pub solo: bool,
+    /// Its counting group in exact mode (see [`Request::group_count`]).
+    pub group: usize,
+}
+
+/// How hardware events that outnumber the counters are counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CountersMode {
+    /// Every event in every run; the kernel multiplexes what does not fit
+    /// and the count is scaled by its running fraction (`perf stat`).
+    #[default]
+    Multiplexed,
+    /// One counting group per run (the thesis' method, section 3.2):
+    /// nothing multiplexed, nothing scaled; a recipe of N groups needs N
+    /// runs.
+    Exact,
+}
+
+impl CountersMode {
+    /// Parses `multiplexed` or `exact` (`option` names the flag).
+    pub fn parse(option: &str, text: &str) -> Result<Self, UsageError> {
+        match text {
+            "multiplexed" => Ok(Self::Multiplexed),
+            "exact" => Ok(Self::Exact),
+            _ => Err(UsageError::new(
+                option,
+                format!(
+                    "'{text}' is not a counters mode; give exact (one event group per run, never scaled) or multiplexed"
+                ),
+            )),
+        }
+    }
 }
 
 /// What `--counters` asked for, resolved against this host.
@@ -119,9 +151,56 @@ pub struct Request {
     pub mbm: bool,
     /// The CPU.
     pub cpu: CpuId,
+    /// Multiplexed, or exact (one group per run).
+    pub mode: CountersMode,
+}
+
+/// The group key of a non-solo recipe event: its PMU (the text before the
+/// first `/`), or `generic` for perf's named events.
+fn pmu_key(spec: &str) -> &str {
+    spec.split_once('/').map_or("generic", |(p, _)| p)
 }
 
 impl Request {
+    /// How many counting groups the request has: each event of a `solo`
+    /// recipe alone, a non-solo recipe's events per PMU, each `{...}` of
+    /// explicit events (perf's group syntax) together, and every other
+    /// explicit event alone. Exact mode counts one group per run.
+    pub fn group_count(&self) -> usize {
+        self.events.iter().map(|e| e.group + 1).max().unwrap_or(0)
+    }
+
+    /// The same request with only the events of counting group `g`, in
+    /// exact mode (resctrl, never multiplexed, stays in every group).
+    pub fn only_group(&self, g: usize) -> Request {
+        Request {
+            events: self
+                .events
+                .iter()
+                .filter(|e| e.group == g)
+                .cloned()
+                .collect(),
+            mode: CountersMode::Exact,
+            ..self.clone()
+        }
+    }
+
+    /// Checks that a command that counts in one run can give exact counts:
+    /// `runs` available; the refusal names how many runs are needed.
+    pub fn check_exact_runs(&self, option: &str, runs: usize) -> Result<(), UsageError> {
+        let n = self.group_count();
+        if self.mode == CountersMode::Exact && n > runs {
+            return Err(UsageError::new(
+                option,
+                format!(
+                    "exact counts '{}' in {n} event groups, one per run, and this counts {runs}; give at least {n} runs (dmalab stat -r {n}, a dmalab run experiment with repeat >= {n}) or --counters-mode multiplexed",
+                    self.text
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Parses `RECIPE|EVENT[,...]` (`option` names the flag in errors).
     pub fn parse(option: &str, text: &str, roots: &Roots) -> Result<Self, UsageError> {
         let cat = Catalog::read(&roots.pmu);
@@ -143,8 +222,12 @@ impl Request {
             metrics: Vec::new(),
             mbm: false,
             cpu,
+            mode: CountersMode::Multiplexed,
         };
         let tokens = spec::split_list(text);
+        let mut next_group = 0usize;
+        // The group of an open `{...}`, if inside one.
+        let mut open: Option<usize> = None;
         if tokens.is_empty() {
             return Err(UsageError::new(
                 option,
@@ -162,7 +245,18 @@ impl Request {
                     r.mbm = true;
                 }
                 let wrong_cpu = !rec.applies_to(&r.cpu);
+                let mut by_pmu: Vec<(&str, usize)> = Vec::new();
                 for (id, s) in rec.events {
+                    let group = if rec.solo {
+                        next_group += 1;
+                        next_group - 1
+                    } else if let Some(&(_, g)) = by_pmu.iter().find(|(k, _)| *k == pmu_key(s)) {
+                        g
+                    } else {
+                        by_pmu.push((pmu_key(s), next_group));
+                        next_group += 1;
+                        next_group - 1
+                    };
                     if r.events.iter().any(|e| e.id == *id) {
                         continue;
                     }
@@ -188,18 +282,50 @@ impl Request {
                         id: id.to_string(),
                         resolved,
                         solo: rec.solo,
+                        group,
                     });
                 }
             } else {
+                // perf's group syntax: `{a,b},c` counts a and b together.
+                let opens = tok.starts_with('{');
+                let closes = tok.ends_with('}');
+                let tok = tok
+                    .trim_start_matches('{')
+                    .trim_end_matches('}')
+                    .trim()
+                    .to_string();
+                let group = match open {
+                    Some(g) => g,
+                    None => {
+                        next_group += 1;
+                        next_group - 1
+                    }
+                };
+                if opens && open.is_none() && !closes {
+                    open = Some(group);
+                }
+                if closes && !opens {
+                    open = None;
+                }
+                if tok.is_empty() {
+                    continue;
+                }
                 let resolved = spec::resolve(option, &tok, cat)?;
                 if !r.events.iter().any(|e| e.id == tok) {
                     r.events.push(EventReq {
                         id: tok.clone(),
                         resolved,
                         solo: false,
+                        group,
                     });
                 }
             }
+        }
+        if open.is_some() {
+            return Err(UsageError::new(
+                option,
+                format!("'{text}' opens an event group with '{{' that no '}}' closes"),
+            ));
         }
         Ok(r)
     }
@@ -227,6 +353,9 @@ pub struct EventCount {
     /// Time counting, nanoseconds, summed over the counters (perf stat's
     /// "counter run time").
     pub running_ns: u64,
+    /// The value is a whole count, never scaled: a software event, an
+    /// event counted all the time it was enabled, or exact mode.
+    pub exact: bool,
     /// A software event: never multiplexed (the kernel's software PMU has
     /// no counter limit), so a fraction below 1 is only the kernel's time
     /// accounting of tasks that came and went, not scaling.
@@ -298,6 +427,9 @@ struct OpenEvent {
     idx: Vec<usize>,
     absent: Option<Absence>,
     software: bool,
+    /// Summed raw, never scaled: software events, and every event in
+    /// exact mode.
+    unscaled: bool,
 }
 
 type Snapshot = (Vec<Reading>, Option<(u64, u64)>);
@@ -387,7 +519,9 @@ impl Session {
                         .instances
                         .iter()
                         .all(|i| i.type_id == spec::TYPE_SOFTWARE),
+                unscaled: false,
             };
+            ev.unscaled = ev.software || req.mode == CountersMode::Exact;
             if ev.absent.is_none() {
                 match open_event(
                     e,
@@ -584,6 +718,7 @@ impl Session {
                     raw_count: raw,
                     running_fraction: frac,
                     running_ns,
+                    exact: e.software || self.request.mode == CountersMode::Exact || frac >= 1.0,
                     software: e.software,
                 }),
                 None => unavailable.push(Unavailable {
@@ -651,7 +786,10 @@ fn sum_event(e: &OpenEvent, a: &[Reading], b: &[Reading]) -> (Option<f64>, u64, 
         run += d.running_ns;
         // Software events are exact counts that are never multiplexed:
         // scaling them would only add the kernel's time-accounting noise.
-        let v = if e.software {
+        // In exact mode nothing is scaled: the group was alone on the
+        // counters, and a count that was not counted all the time says so
+        // by its running fraction instead of being stretched.
+        let v = if e.unscaled {
             Some(d.value as f64)
         } else {
             d.scaled()
@@ -850,6 +988,48 @@ mod tests {
             ),
             Absence::Unsupported { .. }
         ));
+    }
+
+    #[test]
+    fn exact_mode_groups_like_perf_and_the_recipes() {
+        let cat = Catalog::default();
+        let cpu = CpuId::default();
+        let parse = |t: &str| Request::parse_with("--counters", t, &cat, cpu.clone());
+        // One recipe on one PMU: one group.
+        assert_eq!(parse("software").unwrap().group_count(), 1);
+        // perf's braces: two together, the others alone.
+        let r = parse("{page-faults,task-clock},context-switches,cpu-migrations").unwrap();
+        assert_eq!(r.group_count(), 3);
+        let g: Vec<(&str, usize)> = r.events.iter().map(|e| (e.id.as_str(), e.group)).collect();
+        assert_eq!(
+            g,
+            [
+                ("page-faults", 0),
+                ("task-clock", 0),
+                ("context-switches", 1),
+                ("cpu-migrations", 2)
+            ]
+        );
+        let only = r.only_group(1);
+        assert_eq!(only.mode, CountersMode::Exact);
+        assert_eq!(only.events.len(), 1);
+        assert_eq!(only.events[0].id, "context-switches");
+        // A solo recipe: one group per event (the thesis' six TOR events).
+        assert_eq!(parse("skx-pcie").unwrap().group_count(), 6);
+        assert!(parse("{page-faults,task-clock").is_err());
+        let mut exact = r.clone();
+        exact.mode = CountersMode::Exact;
+        let e = exact
+            .check_exact_runs("--repeat", 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("3 event groups") && e.contains("-r 3"), "{e}");
+        assert!(exact.check_exact_runs("--repeat", 3).is_ok());
+        assert!(
+            r.check_exact_runs("--repeat", 1).is_ok(),
+            "multiplexed needs one run"
+        );
+        assert!(CountersMode::parse("--counters-mode", "sometimes").is_err());
     }
 
     #[test]

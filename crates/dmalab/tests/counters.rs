@@ -1102,3 +1102,85 @@ fn stat_pid_stops_on_sigint_and_leaves_the_process_alone() {
     let d = read_json(&out);
     assert!(event(&d["result"]["counters"], "page-faults").is_some());
 }
+
+// ---- issue 31 item 2: exact mode, one event group per run.
+
+/// `--counters-mode exact -r 4` over two groups: runs 0 and 2 count
+/// `{page-faults,task-clock}`, runs 1 and 3 `context-switches`; nothing is
+/// multiplexed or scaled, and each value says so. Fewer runs than groups
+/// is refused with the number needed.
+#[test]
+fn stat_exact_mode_rotates_event_groups_across_runs() {
+    if !need_root() || !need("dd", have_program("dd")) {
+        return;
+    }
+    let counters = "{page-faults,task-clock},context-switches";
+    let e = common::assert_usage_error(
+        [
+            "stat",
+            "--counters-mode",
+            "exact",
+            "--counters",
+            counters,
+            "-r",
+            "1",
+            "true",
+        ],
+        "--counters-mode:",
+    );
+    assert!(e.contains("2 event groups") && e.contains("-r 2"), "{e}");
+    common::assert_usage_error(
+        ["stat", "--counters-mode", "sometimes", "true"],
+        "--counters-mode:",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.json");
+    dmalab()
+        .args([
+            "stat",
+            "-q",
+            "--counters-mode",
+            "exact",
+            "--counters",
+            counters,
+        ])
+        .args(["-r", "4", "--output"])
+        .arg(&out)
+        .args(DD_ZERO)
+        .arg("bs=8M")
+        .assert()
+        .success();
+    let d = read_json(&out);
+    assert_eq!(d["config"]["counters_mode"], "exact");
+    assert_eq!(d["config"]["counter_groups"], 2);
+    let r = &d["result"]["repeat"];
+    assert_eq!(r["runs"], 4);
+    let values = |id: &str| -> Vec<f64> {
+        r["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] == id)
+            .unwrap_or_else(|| panic!("{id} in no run: {r}"))["spread"]["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect()
+    };
+    let pf = values("page-faults");
+    assert_eq!(pf.len(), 2, "counted in runs 0 and 2 only: {pf:?}");
+    assert!(pf.iter().all(|v| *v >= 2048.0), "an 8 MiB buffer: {pf:?}");
+    assert_eq!(values("task-clock").len(), 2);
+    assert_eq!(values("context-switches").len(), 2);
+    // The last run (3) counted only the second group, exactly.
+    let last = &d["result"]["counters"];
+    let ids: Vec<&str> = last["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["context-switches"]);
+    assert_eq!(event(last, "context-switches").unwrap()["exact"], true);
+}

@@ -22,7 +22,7 @@ use dmalab_core::host::HostInfo;
 use dmalab_core::schema::ResultDoc;
 use dmalab_core::UsageError;
 use dmalab_counters::perfstat::{self, Form, RepeatSummary, StatOptions, StatPlan};
-use dmalab_counters::session::{CounterReport, Request, Scope, Session};
+use dmalab_counters::session::{CounterReport, CountersMode, Request, Scope, Session};
 use dmalab_counters::Roots;
 use serde::Serialize;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -38,6 +38,11 @@ pub struct Args {
     /// amd-umc-dram, mbm) or perf event specs, comma-separated.
     #[arg(long, default_value = "software", value_name = "RECIPE|EVENTS")]
     counters: String,
+    /// exact: count each event group of the recipe in its own run (with
+    /// -r, runs rotate over the groups), nothing multiplexed or scaled;
+    /// multiplexed: every event in every run, scaled by its running time.
+    #[arg(long, default_value = "multiplexed", value_name = "MODE")]
+    counters_mode: String,
     /// Count system-wide on these CPUs instead of the command's tasks.
     #[arg(long, value_name = "LIST")]
     cpus: Option<String>,
@@ -93,6 +98,10 @@ struct StatConfig {
     interval_ms: Option<u64>,
     /// `--repeat`.
     repeat: u32,
+    /// `--counters-mode`.
+    counters_mode: CountersMode,
+    /// Counting groups of the request (exact mode counts one per run).
+    counter_groups: usize,
 }
 
 /// What `dmalab stat` measured.
@@ -203,7 +212,20 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         repeat: a.repeat,
     }
     .validate(!a.command.is_empty())?;
-    let req = Request::parse("--counters", &a.counters, &roots)?;
+    let mut req = Request::parse("--counters", &a.counters, &roots)?;
+    req.mode = CountersMode::parse("--counters-mode", &a.counters_mode)?;
+    let runs_given = if plan.attach.is_some() {
+        1
+    } else {
+        plan.repeat
+    };
+    req.check_exact_runs("--counters-mode", runs_given as usize)?;
+    let groups = req.group_count();
+    // Exact mode: run i counts group i mod N, so -r N counts each once.
+    let for_run = |i: usize| match (req.mode, groups) {
+        (CountersMode::Exact, n) if n > 0 => req.only_group(i % n),
+        _ => req.clone(),
+    };
     let cpus = a
         .cpus
         .as_deref()
@@ -238,10 +260,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     };
     let mut runs: Vec<Counted> = Vec::new();
     match &plan.attach {
-        Some(pids) => runs.push(attach(pids, &req, &roots, &plan, &printer)?),
+        Some(pids) => runs.push(attach(pids, &for_run(0), &roots, &plan, &printer)?),
         None => {
-            for _ in 0..plan.repeat {
-                let c = run_once(&a.command, &req, &roots, &cpus, &plan, &printer)?;
+            for i in 0..plan.repeat as usize {
+                let c = run_once(&a.command, &for_run(i), &roots, &cpus, &plan, &printer)?;
                 // A run that failed or was stopped ends the series: its
                 // counts are not of the same work.
                 let stop = c.signalled || c.code != 0;
@@ -259,7 +281,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .then(|| {
             let reports: Vec<CounterReport> = runs.iter().map(|r| r.report.clone()).collect();
             let walls: Vec<f64> = runs.iter().map(|r| r.wall.as_secs_f64()).collect();
-            RepeatSummary::of(&reports, &walls)
+            RepeatSummary::of(&reports, &walls, &req.metrics)
         })
         .flatten();
     let (code, exit, wall) = (last.code, last.exit, last.wall);
@@ -292,6 +314,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             pids: plan.attach.clone(),
             interval_ms: a.interval,
             repeat: plan.repeat,
+            counters_mode: req.mode,
+            counter_groups: groups,
         },
         StatResult {
             exit_code: code,
