@@ -614,6 +614,25 @@ pub static RECIPES: &[Recipe] = &[
     },
 ];
 
+/// Recipe encodings that no public table lists, derived instead:
+/// (recipe, event id, how). Shown by `dmalab info counters` next to the
+/// recipe, so a reader knows which counts rest on a derivation.
+pub static DERIVED: &[(&str, &str, &str)] = &[
+    ("skx-pcie", "pcirdcur_hit", SKX_IO_HIT),
+    ("skx-pcie", "itom_hit", SKX_IO_HIT),
+    ("skx-pcie", "rfo_hit", SKX_IO_HIT),
+];
+
+const SKX_IO_HIT: &str = "umask 0x14 (IO hit) is derived from the bit layout of skylakex/uncore-cache.json (IA_HIT 0x11, IA_MISS 0x21, IO_MISS 0x24: hit/miss in bits 4/5, the IO queue in bit 2), not found listed";
+
+/// The derived encodings of recipe `name`: (event id, how).
+pub fn derived(name: &str) -> impl Iterator<Item = (&'static str, &'static str)> + '_ {
+    DERIVED
+        .iter()
+        .filter(move |(r, _, _)| *r == name)
+        .map(|&(_, id, how)| (id, how))
+}
+
 /// The recipe called `name`.
 pub fn find(name: &str) -> Option<&'static Recipe> {
     RECIPES.iter().find(|r| r.name == name)

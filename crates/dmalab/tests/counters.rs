@@ -246,7 +246,16 @@ fn info_counters_reads_a_fake_pmu_tree_and_cpu() {
         .as_str()
         .unwrap()
         .contains("no such PMU uncore_cha"));
-    assert_eq!(recipe("icx-pcie")["for_this_cpu"], false);
+    // Issue 31 item 4: the IO-hit umask no table lists is marked derived.
+    let derived: Vec<&str> = skx["derived"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert_eq!(derived.len(), 3, "{derived:?}");
+    assert!(derived[0].starts_with("pcirdcur_hit: umask 0x14 (IO hit) is derived"));
+    assert_eq!(recipe("icx-pcie")["derived"].as_array().unwrap().len(), 0);
     assert!(recipe("software")["events_ready"].as_u64().unwrap() >= 1);
     assert!(recipe("mbm")["reasons"][0]
         .as_str()
