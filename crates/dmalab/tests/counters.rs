@@ -1193,3 +1193,46 @@ fn stat_exact_mode_rotates_event_groups_across_runs() {
     assert_eq!(ids, ["context-switches"]);
     assert_eq!(event(last, "context-switches").unwrap()["exact"], true);
 }
+
+/// `load --counters-mode exact` counts in one run: a request of several
+/// event groups is refused with the runs it needs; one group is counted
+/// unscaled, each value marked exact.
+#[test]
+fn load_exact_mode_refuses_more_groups_than_runs() {
+    let e = common::assert_usage_error(
+        [
+            "load",
+            "--engine",
+            "null",
+            "--runtime",
+            "100ms",
+            "--counters",
+            "page-faults,context-switches",
+            "--counters-mode",
+            "exact",
+        ],
+        "--counters-mode:",
+    );
+    assert!(
+        e.contains("2 event groups") && e.contains("at least 2 runs"),
+        "{e}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("l.json");
+    dmalab()
+        .args(["load", "--engine", "null", "--runtime", "100ms", "-q"])
+        .args([
+            "--counters",
+            "{page-faults,context-switches}",
+            "--counters-mode",
+            "exact",
+        ])
+        .arg("--output")
+        .arg(&out)
+        .assert()
+        .success();
+    let d = read_json(&out);
+    let c = &d["result"]["counters"];
+    assert_eq!(event(c, "page-faults").unwrap()["exact"], true, "{c}");
+    assert_eq!(event(c, "context-switches").unwrap()["exact"], true);
+}

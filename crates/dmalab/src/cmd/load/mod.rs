@@ -23,7 +23,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let target = driver.inspect(&a.target_request()?)?;
     let mut plan = a.plan(&target)?;
     plan.validate()?;
-    let counters = super::counters::request("--counters", a.counters.as_deref())?;
+    let counters = super::counters::with_mode(
+        super::counters::request("--counters", a.counters.as_deref())?,
+        a.counters_mode.as_deref(),
+    )?;
     driver.preflight(&plan)?;
     // Every output before anything runs: none may be the target (or its
     // loop backing file), and --live-stats is a regular file or new.
