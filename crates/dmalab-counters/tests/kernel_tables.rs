@@ -83,6 +83,42 @@ const CHECKED: &[(&str, &str, &str, &str)] = &[
         "dram_channel_data_controller_7",
     ),
     (
+        "icx-pcie",
+        "pcirdcur_hit",
+        "icelakex/uncore-cache.json",
+        "UNC_CHA_TOR_INSERTS.IO_HIT_PCIRDCUR",
+    ),
+    (
+        "icx-pcie",
+        "pcirdcur_miss",
+        "icelakex/uncore-cache.json",
+        "UNC_CHA_TOR_INSERTS.IO_MISS_PCIRDCUR",
+    ),
+    (
+        "icx-pcie",
+        "itom_hit",
+        "icelakex/uncore-cache.json",
+        "UNC_CHA_TOR_INSERTS.IO_HIT_ITOM",
+    ),
+    (
+        "icx-pcie",
+        "itom_miss",
+        "icelakex/uncore-cache.json",
+        "UNC_CHA_TOR_INSERTS.IO_MISS_ITOM",
+    ),
+    (
+        "icx-pcie",
+        "rfo_hit",
+        "icelakex/uncore-cache.json",
+        "UNC_CHA_TOR_INSERTS.IO_HIT_RFO",
+    ),
+    (
+        "icx-pcie",
+        "rfo_miss",
+        "icelakex/uncore-cache.json",
+        "UNC_CHA_TOR_INSERTS.IO_MISS_RFO",
+    ),
+    (
         "amd-umc-dram",
         "umc_cas_rd",
         "amdzen4/memory-controller.json",
@@ -124,9 +160,8 @@ const NOT_IN_TABLES: &[(&str, &str)] = &[
         "sysfs free-running events of uncore_snbep.c",
     ),
     // Not yet copied into the fixture (issue 31 item 4 left open): the CHA
-    // TOR entries of skylakex/icelakex uncore-cache.json.
+    // TOR entries of skylakex uncore-cache.json, with their Filter words.
     ("skx-pcie", "CHA TOR entries not yet in the fixture"),
-    ("icx-pcie", "CHA TOR entries not yet in the fixture"),
 ];
 
 fn num(v: &str) -> u64 {
