@@ -44,6 +44,8 @@ pub struct RecipeStatus {
     pub events_total: usize,
     /// Why the others cannot be counted (one line per distinct reason).
     pub reasons: Vec<String>,
+    /// Encodings no public table lists, derived (`event: how`).
+    pub derived: Vec<String>,
 }
 
 /// What this host can count.
@@ -126,6 +128,9 @@ pub fn host_report(roots: &Roots) -> HostCounters {
             events_ready: ready,
             events_total: total,
             reasons,
+            derived: crate::recipes::derived(r.name)
+                .map(|(id, how)| format!("{id}: {how}"))
+                .collect(),
         });
     }
     HostCounters {
@@ -207,6 +212,9 @@ impl HostCounters {
             ));
             for why in &r.reasons {
                 s.push_str(&format!("      {why}\n"));
+            }
+            for d in &r.derived {
+                s.push_str(&format!("      derived encoding: {d}\n"));
             }
         }
         s

@@ -18,6 +18,7 @@
 //! * [`resctrl`]: memory bandwidth monitoring groups (`mbm_total_bytes`,
 //!   `mbm_local_bytes`), recorded in a ledger so a killed run's group is
 //!   removed by `dmalab cleanup` or the next start.
+//! * [`perfstat`]: `perf stat`'s output forms: `-r` spread, `-I` lines, `-x` CSV.
 //! * [`check`]: the thesis' expected-versus-counted check for storage loads.
 //!
 //! Linux-only: everything here talks to Linux interfaces, and stays here.
@@ -26,6 +27,7 @@ pub mod catalog;
 pub mod check;
 pub mod child;
 pub mod host;
+pub mod perfstat;
 pub mod recipes;
 pub mod resctrl;
 pub mod session;

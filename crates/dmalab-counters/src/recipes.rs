@@ -213,6 +213,89 @@ const DF_CHANNELS: &[&str] = &[
     "dram_ch0", "dram_ch1", "dram_ch2", "dram_ch3", "dram_ch4", "dram_ch5", "dram_ch6", "dram_ch7",
 ];
 
+/// DRAM traffic from the integrated memory controllers' CAS counts: one
+/// CAS command moves one 64-byte line, every `uncore_imc_N` (every
+/// channel of every socket) summed, as `pcm-memory` reports it.
+const IMC_METRICS: &[MetricDef] = &[
+    MetricDef {
+        name: "dram_read_bytes",
+        unit: "bytes",
+        kind: Kind::Sum {
+            events: &["imc_cas_rd"],
+            factor: 64.0,
+        },
+    },
+    MetricDef {
+        name: "dram_write_bytes",
+        unit: "bytes",
+        kind: Kind::Sum {
+            events: &["imc_cas_wr"],
+            factor: 64.0,
+        },
+    },
+    MetricDef {
+        name: "dram_read_bw_bytes",
+        unit: "bytes/s",
+        kind: Kind::Rate {
+            events: &["imc_cas_rd"],
+            factor: 64.0,
+        },
+    },
+    MetricDef {
+        name: "dram_write_bw_bytes",
+        unit: "bytes/s",
+        kind: Kind::Rate {
+            events: &["imc_cas_wr"],
+            factor: 64.0,
+        },
+    },
+    MetricDef {
+        name: "dram_bw_bytes",
+        unit: "bytes/s",
+        kind: Kind::Rate {
+            events: &["imc_cas_rd", "imc_cas_wr"],
+            factor: 64.0,
+        },
+    },
+];
+
+/// Ice Lake-SP: the CAS counts, and the free-running DDR read/write
+/// counters the kernel exposes per memory controller
+/// (`uncore_imc_free_running_N`, events `read`/`write` with
+/// `.scale` 6.103515625e-5 and `.unit` MiB: 64 bytes per count), which
+/// need no programmable counter and are never multiplexed.
+const ICX_IMC_METRICS: &[MetricDef] = &[
+    IMC_METRICS[0],
+    IMC_METRICS[1],
+    IMC_METRICS[2],
+    IMC_METRICS[3],
+    IMC_METRICS[4],
+    MetricDef {
+        name: "free_running_dram_read_bw_bytes",
+        unit: "bytes/s",
+        kind: Kind::Rate {
+            events: &["imc_free_read"],
+            factor: 1.0,
+        },
+    },
+    MetricDef {
+        name: "free_running_dram_write_bw_bytes",
+        unit: "bytes/s",
+        kind: Kind::Rate {
+            events: &["imc_free_write"],
+            factor: 1.0,
+        },
+    },
+    MetricDef {
+        name: "free_running_dram_bw_bytes",
+        unit: "bytes/s",
+        kind: Kind::Rate {
+            events: &["imc_free_read", "imc_free_write"],
+            factor: 1.0,
+        },
+    },
+];
+
 /// Every recipe dmalab knows.
 pub static RECIPES: &[Recipe] = &[
     Recipe {
@@ -464,6 +547,36 @@ pub static RECIPES: &[Recipe] = &[
         applies: |c| c.zen4_plus(),
     },
     Recipe {
+        name: "skx-imc-dram",
+        description: "DRAM read and write bandwidth from the integrated memory controllers' CAS commands (64 B each), every uncore_imc_N channel of every socket summed (what pcm-memory shows; all traffic at the controller, DMA included)",
+        source: "tools/perf/pmu-events/arch/x86/skylakex/uncore-memory.json and cascadelakex (UNC_M_CAS_COUNT.RD: EventCode 0x4, UMask 0x3; UNC_M_CAS_COUNT.WR: EventCode 0x4, UMask 0xC; Unit iMC, ScaleUnit 64Bytes in the LLC_MISSES.MEM_READ/WRITE aliases); formats event config:0-7, umask config:8-15 from arch/x86/events/intel/uncore_snbep.c skx_uncore_format_group",
+        cpus: "Intel Skylake-SP, Cascade Lake, Cooper Lake (family 6 model 0x55)",
+        events: &[
+            ("imc_cas_rd", "uncore_imc/event=0x04,umask=0x03/"),
+            ("imc_cas_wr", "uncore_imc/event=0x04,umask=0x0c/"),
+        ],
+        solo: false,
+        resctrl: false,
+        metrics: IMC_METRICS,
+        applies: |c| c.intel(SKX_MODELS),
+    },
+    Recipe {
+        name: "icx-imc-dram",
+        description: "DRAM read and write bandwidth from the integrated memory controllers' CAS commands (64 B each), every uncore_imc_N channel of every socket summed (what pcm-memory shows; all traffic at the controller, DMA included)",
+        source: "tools/perf/pmu-events/arch/x86/icelakex/uncore-memory.json (UNC_M_CAS_COUNT.RD: EventCode 0x04, UMask 0x0f; UNC_M_CAS_COUNT.WR: EventCode 0x04, UMask 0x30; Unit iMC); formats event config:0-7, umask config:8-15 from arch/x86/events/intel/uncore_snbep.c; free-running DDR read/write from the same file (icx_uncore_imc_freerunning_events: read event=0xff,umask=0x20, write umask=0x21, .scale 6.103515625e-5, .unit MiB)",
+        cpus: "Intel Ice Lake-SP (family 6 model 0x6a, 0x6c)",
+        events: &[
+            ("imc_cas_rd", "uncore_imc/event=0x04,umask=0x0f/"),
+            ("imc_cas_wr", "uncore_imc/event=0x04,umask=0x30/"),
+            ("imc_free_read", "uncore_imc_free_running/read/"),
+            ("imc_free_write", "uncore_imc_free_running/write/"),
+        ],
+        solo: false,
+        resctrl: false,
+        metrics: ICX_IMC_METRICS,
+        applies: |c| c.intel(ICX_MODELS),
+    },
+    Recipe {
         name: "mbm",
         description: "memory bandwidth of the counted tasks per L3 domain from resctrl monitoring (mbm_total_bytes, mbm_local_bytes): a monitoring group is made for them and removed afterwards",
         source: "Documentation/arch/x86/resctrl.rst (mon_groups, mon_data/mon_L3_XX)",
@@ -500,6 +613,25 @@ pub static RECIPES: &[Recipe] = &[
         applies: any,
     },
 ];
+
+/// Recipe encodings that no public table lists, derived instead:
+/// (recipe, event id, how). Shown by `dmalab info counters` next to the
+/// recipe, so a reader knows which counts rest on a derivation.
+pub static DERIVED: &[(&str, &str, &str)] = &[
+    ("skx-pcie", "pcirdcur_hit", SKX_IO_HIT),
+    ("skx-pcie", "itom_hit", SKX_IO_HIT),
+    ("skx-pcie", "rfo_hit", SKX_IO_HIT),
+];
+
+const SKX_IO_HIT: &str = "umask 0x14 (IO hit) is derived from the bit layout of skylakex/uncore-cache.json (IA_HIT 0x11, IA_MISS 0x21, IO_MISS 0x24: hit/miss in bits 4/5, the IO queue in bit 2), not found listed";
+
+/// The derived encodings of recipe `name`: (event id, how).
+pub fn derived(name: &str) -> impl Iterator<Item = (&'static str, &'static str)> + '_ {
+    DERIVED
+        .iter()
+        .filter(move |(r, _, _)| *r == name)
+        .map(|&(_, id, how)| (id, how))
+}
 
 /// The recipe called `name`.
 pub fn find(name: &str) -> Option<&'static Recipe> {
@@ -599,6 +731,76 @@ mod tests {
         };
         assert!(find("amd-umc-dram").unwrap().applies_to(&zen4));
         assert!(!find("amd-df-dram").unwrap().applies_to(&zen4));
+    }
+
+    /// A Skylake-SP host with two sockets and three memory channels per
+    /// socket's view (uncore_imc_0..2, each opened on CPU 0 and 28): the
+    /// IMC recipe encodes the kernel table's CAS_COUNT.RD/WR into
+    /// `config = umask << 8 | event` on every channel, and its bandwidth
+    /// is 64 bytes per CAS over all of them.
+    #[test]
+    fn imc_recipe_encodes_cas_counts_on_every_channel() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in 0..3 {
+            let p = dir.path().join(format!("uncore_imc_{n}"));
+            std::fs::create_dir_all(p.join("format")).unwrap();
+            std::fs::write(p.join("type"), format!("{}\n", 20 + n)).unwrap();
+            std::fs::write(p.join("cpumask"), "0,28\n").unwrap();
+            std::fs::write(p.join("format/event"), "config:0-7\n").unwrap();
+            std::fs::write(p.join("format/umask"), "config:8-15\n").unwrap();
+        }
+        let cat = crate::catalog::Catalog::read(dir.path());
+        let skx = CpuId {
+            vendor: "GenuineIntel".into(),
+            family: 6,
+            model: 0x55,
+            model_name: String::new(),
+        };
+        let r =
+            crate::session::Request::parse_with("--counters", "skx-imc-dram", &cat, skx).unwrap();
+        for (id, config) in [("imc_cas_rd", 0x0304u64), ("imc_cas_wr", 0x0c04)] {
+            let e = r.events.iter().find(|e| e.id == id).unwrap();
+            assert!(e.resolved.absent.is_none(), "{id}: {:?}", e.resolved.absent);
+            let got: Vec<(String, u32, u64, Vec<usize>)> = e
+                .resolved
+                .instances
+                .iter()
+                .map(|i| (i.pmu.clone(), i.type_id, i.config, i.cpus.clone()))
+                .collect();
+            let want: Vec<(String, u32, u64, Vec<usize>)> = (0..3)
+                .map(|n| (format!("uncore_imc_{n}"), 20 + n, config, vec![0, 28]))
+                .collect();
+            assert_eq!(got, want, "{id}");
+        }
+        let icx = find("icx-imc-dram").unwrap();
+        assert_eq!(
+            icx.events,
+            [
+                ("imc_cas_rd", "uncore_imc/event=0x04,umask=0x0f/"),
+                ("imc_cas_wr", "uncore_imc/event=0x04,umask=0x30/"),
+                ("imc_free_read", "uncore_imc_free_running/read/"),
+                ("imc_free_write", "uncore_imc_free_running/write/"),
+            ]
+        );
+        // The free-running counts arrive in MiB (their .unit) and are
+        // turned into bytes before the metric: 2 MiB + 1 MiB over 1 s.
+        let mut f = BTreeMap::new();
+        f.insert("imc_free_read".to_string(), Some(to_base(2.0, "MiB")));
+        f.insert("imc_free_write".to_string(), Some(to_base(1.0, "MiB")));
+        let fm = compute(ICX_IMC_METRICS, &f, 1.0);
+        let bw = fm
+            .iter()
+            .find(|x| x.name == "free_running_dram_bw_bytes")
+            .unwrap();
+        assert_eq!(bw.value, Some(3.0 * 1048576.0));
+        let mut t = BTreeMap::new();
+        t.insert("imc_cas_rd".to_string(), Some(1_000_000.0));
+        t.insert("imc_cas_wr".to_string(), Some(500_000.0));
+        let m = compute(IMC_METRICS, &t, 2.0);
+        let v = |n: &str| m.iter().find(|x| x.name == n).unwrap().value;
+        assert_eq!(v("dram_read_bytes"), Some(64e6));
+        assert_eq!(v("dram_write_bw_bytes"), Some(16e6));
+        assert_eq!(v("dram_bw_bytes"), Some(48e6));
     }
 
     #[test]

@@ -25,6 +25,14 @@ pub enum Scope {
     Task(i32),
     /// System-wide on these CPUs.
     Cpus(Vec<usize>),
+    /// Running processes attached to (`stat -p`): every thread each has
+    /// now, and (`inherit`) the threads and children they start later.
+    Processes {
+        /// The pids given.
+        pids: Vec<i32>,
+        /// Their threads when the session was opened.
+        tids: Vec<i32>,
+    },
 }
 
 impl Scope {
@@ -41,6 +49,26 @@ impl Scope {
         Scope::Threads(tids)
     }
 
+    /// Running processes (`pids`) with the threads they have now; a pid
+    /// that has no `/proc/PID/task` (gone, or not visible) is named in the
+    /// error, so `-p` says which one.
+    pub fn processes(pids: &[i32]) -> Result<Self, (i32, io::Error)> {
+        let mut tids = Vec::new();
+        for &pid in pids {
+            let rd = std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|e| (pid, e))?;
+            let mut t: Vec<i32> = rd
+                .filter_map(Result::ok)
+                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+                .collect();
+            t.sort_unstable();
+            tids.extend(t);
+        }
+        Ok(Scope::Processes {
+            pids: pids.to_vec(),
+            tids,
+        })
+    }
+
     /// In words, for the report.
     pub fn describe(&self) -> String {
         match self {
@@ -48,6 +76,10 @@ impl Scope {
             Scope::Task(0) => "this thread and the threads and children it starts".to_string(),
             Scope::Task(pid) => format!("task {pid} and its children"),
             Scope::Cpus(c) => format!("system-wide on CPUs {c:?}"),
+            Scope::Processes { pids, tids } => format!(
+                "processes {pids:?} ({} threads at attach) and their children",
+                tids.len()
+            ),
         }
     }
 
@@ -56,6 +88,7 @@ impl Scope {
             Scope::Threads(t) => t.clone(),
             Scope::Task(p) => vec![*p],
             Scope::Cpus(_) => Vec::new(),
+            Scope::Processes { tids, .. } => tids.clone(),
         }
     }
 }
@@ -69,6 +102,38 @@ pub struct EventReq {
     pub resolved: Resolved,
     /// In a group of its own.
     pub solo: bool,
+    /// Its counting group in exact mode (see [`Request::group_count`]).
+    pub group: usize,
+}
+
+/// How hardware events that outnumber the counters are counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CountersMode {
+    /// Every event in every run; the kernel multiplexes what does not fit
+    /// and the count is scaled by its running fraction (`perf stat`).
+    #[default]
+    Multiplexed,
+    /// One counting group per run (the thesis' method, section 3.2):
+    /// nothing multiplexed, nothing scaled; a recipe of N groups needs N
+    /// runs.
+    Exact,
+}
+
+impl CountersMode {
+    /// Parses `multiplexed` or `exact` (`option` names the flag).
+    pub fn parse(option: &str, text: &str) -> Result<Self, UsageError> {
+        match text {
+            "multiplexed" => Ok(Self::Multiplexed),
+            "exact" => Ok(Self::Exact),
+            _ => Err(UsageError::new(
+                option,
+                format!(
+                    "'{text}' is not a counters mode; give exact (one event group per run, never scaled) or multiplexed"
+                ),
+            )),
+        }
+    }
 }
 
 /// What `--counters` asked for, resolved against this host.
@@ -86,9 +151,56 @@ pub struct Request {
     pub mbm: bool,
     /// The CPU.
     pub cpu: CpuId,
+    /// Multiplexed, or exact (one group per run).
+    pub mode: CountersMode,
+}
+
+/// The group key of a non-solo recipe event: its PMU (the text before the
+/// first `/`), or `generic` for perf's named events.
+fn pmu_key(spec: &str) -> &str {
+    spec.split_once('/').map_or("generic", |(p, _)| p)
 }
 
 impl Request {
+    /// How many counting groups the request has: each event of a `solo`
+    /// recipe alone, a non-solo recipe's events per PMU, each `{...}` of
+    /// explicit events (perf's group syntax) together, and every other
+    /// explicit event alone. Exact mode counts one group per run.
+    pub fn group_count(&self) -> usize {
+        self.events.iter().map(|e| e.group + 1).max().unwrap_or(0)
+    }
+
+    /// The same request with only the events of counting group `g`, in
+    /// exact mode (resctrl, never multiplexed, stays in every group).
+    pub fn only_group(&self, g: usize) -> Request {
+        Request {
+            events: self
+                .events
+                .iter()
+                .filter(|e| e.group == g)
+                .cloned()
+                .collect(),
+            mode: CountersMode::Exact,
+            ..self.clone()
+        }
+    }
+
+    /// Checks that a command that counts in one run can give exact counts:
+    /// `runs` available; the refusal names how many runs are needed.
+    pub fn check_exact_runs(&self, option: &str, runs: usize) -> Result<(), UsageError> {
+        let n = self.group_count();
+        if self.mode == CountersMode::Exact && n > runs {
+            return Err(UsageError::new(
+                option,
+                format!(
+                    "exact counts '{}' in {n} event groups, one per run, and this counts {runs}; give at least {n} runs (dmalab stat -r {n}, a dmalab run experiment with repeat >= {n}) or --counters-mode multiplexed",
+                    self.text
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Parses `RECIPE|EVENT[,...]` (`option` names the flag in errors).
     pub fn parse(option: &str, text: &str, roots: &Roots) -> Result<Self, UsageError> {
         let cat = Catalog::read(&roots.pmu);
@@ -110,8 +222,12 @@ impl Request {
             metrics: Vec::new(),
             mbm: false,
             cpu,
+            mode: CountersMode::Multiplexed,
         };
         let tokens = spec::split_list(text);
+        let mut next_group = 0usize;
+        // The group of an open `{...}`, if inside one.
+        let mut open: Option<usize> = None;
         if tokens.is_empty() {
             return Err(UsageError::new(
                 option,
@@ -129,7 +245,18 @@ impl Request {
                     r.mbm = true;
                 }
                 let wrong_cpu = !rec.applies_to(&r.cpu);
+                let mut by_pmu: Vec<(&str, usize)> = Vec::new();
                 for (id, s) in rec.events {
+                    let group = if rec.solo {
+                        next_group += 1;
+                        next_group - 1
+                    } else if let Some(&(_, g)) = by_pmu.iter().find(|(k, _)| *k == pmu_key(s)) {
+                        g
+                    } else {
+                        by_pmu.push((pmu_key(s), next_group));
+                        next_group += 1;
+                        next_group - 1
+                    };
                     if r.events.iter().any(|e| e.id == *id) {
                         continue;
                     }
@@ -155,18 +282,50 @@ impl Request {
                         id: id.to_string(),
                         resolved,
                         solo: rec.solo,
+                        group,
                     });
                 }
             } else {
+                // perf's group syntax: `{a,b},c` counts a and b together.
+                let opens = tok.starts_with('{');
+                let closes = tok.ends_with('}');
+                let tok = tok
+                    .trim_start_matches('{')
+                    .trim_end_matches('}')
+                    .trim()
+                    .to_string();
+                let group = match open {
+                    Some(g) => g,
+                    None => {
+                        next_group += 1;
+                        next_group - 1
+                    }
+                };
+                if opens && open.is_none() && !closes {
+                    open = Some(group);
+                }
+                if closes && !opens {
+                    open = None;
+                }
+                if tok.is_empty() {
+                    continue;
+                }
                 let resolved = spec::resolve(option, &tok, cat)?;
                 if !r.events.iter().any(|e| e.id == tok) {
                     r.events.push(EventReq {
                         id: tok.clone(),
                         resolved,
                         solo: false,
+                        group,
                     });
                 }
             }
+        }
+        if open.is_some() {
+            return Err(UsageError::new(
+                option,
+                format!("'{text}' opens an event group with '{{' that no '}}' closes"),
+            ));
         }
         Ok(r)
     }
@@ -191,6 +350,12 @@ pub struct EventCount {
     pub raw_count: u64,
     /// Time counting over time enabled (1: never multiplexed).
     pub running_fraction: f64,
+    /// Time counting, nanoseconds, summed over the counters (perf stat's
+    /// "counter run time").
+    pub running_ns: u64,
+    /// The value is a whole count, never scaled: a software event, an
+    /// event counted all the time it was enabled, or exact mode.
+    pub exact: bool,
     /// A software event: never multiplexed (the kernel's software PMU has
     /// no counter limit), so a fraction below 1 is only the kernel's time
     /// accounting of tasks that came and went, not scaling.
@@ -262,6 +427,9 @@ struct OpenEvent {
     idx: Vec<usize>,
     absent: Option<Absence>,
     software: bool,
+    /// Summed raw, never scaled: software events, and every event in
+    /// exact mode.
+    unscaled: bool,
 }
 
 type Snapshot = (Vec<Reading>, Option<(u64, u64)>);
@@ -351,7 +519,9 @@ impl Session {
                         .instances
                         .iter()
                         .all(|i| i.type_id == spec::TYPE_SOFTWARE),
+                unscaled: false,
             };
+            ev.unscaled = ev.software || req.mode == CountersMode::Exact;
             if ev.absent.is_none() {
                 match open_event(
                     e,
@@ -467,6 +637,11 @@ impl Session {
         self.last = Some((t_s, now));
     }
 
+    /// The interval [`Session::sample`] recorded last.
+    pub fn last_point(&self) -> Option<&SeriesPoint> {
+        self.series.last()
+    }
+
     /// Event id -> scaled value in base units between two snapshots.
     fn totals_between(&self, a: &Snapshot, b: &Snapshot) -> BTreeMap<String, Option<f64>> {
         let mut m = BTreeMap::new();
@@ -475,7 +650,7 @@ impl Session {
                 m.insert(e.id.clone(), None);
                 continue;
             }
-            let (v, _, _) = sum_event(e, &a.0, &b.0);
+            let (v, ..) = sum_event(e, &a.0, &b.0);
             m.insert(
                 e.id.clone(),
                 v.map(|v| recipes::to_base(v * e.scale, &e.unit)),
@@ -531,7 +706,7 @@ impl Session {
                 });
                 continue;
             }
-            let (v, raw, frac) = sum_event(e, &zero, &end.1 .0);
+            let (v, raw, frac, running_ns) = sum_event(e, &zero, &end.1 .0);
             match v {
                 Some(v) => events.push(EventCount {
                     id: e.id.clone(),
@@ -542,6 +717,8 @@ impl Session {
                     unit: e.unit.clone(),
                     raw_count: raw,
                     running_fraction: frac,
+                    running_ns,
+                    exact: e.software || self.request.mode == CountersMode::Exact || frac >= 1.0,
                     software: e.software,
                 }),
                 None => unavailable.push(Unavailable {
@@ -592,8 +769,9 @@ fn dedup(v: &[String]) -> Vec<String> {
     out
 }
 
-/// (scaled sum, raw sum, running fraction) of one event between readings.
-fn sum_event(e: &OpenEvent, a: &[Reading], b: &[Reading]) -> (Option<f64>, u64, f64) {
+/// (scaled sum, raw sum, running fraction, running ns) of one event
+/// between readings.
+fn sum_event(e: &OpenEvent, a: &[Reading], b: &[Reading]) -> (Option<f64>, u64, f64, u64) {
     let mut total = 0.0;
     let mut raw = 0u64;
     let (mut en, mut run) = (0u64, 0u64);
@@ -608,7 +786,10 @@ fn sum_event(e: &OpenEvent, a: &[Reading], b: &[Reading]) -> (Option<f64>, u64, 
         run += d.running_ns;
         // Software events are exact counts that are never multiplexed:
         // scaling them would only add the kernel's time-accounting noise.
-        let v = if e.software {
+        // In exact mode nothing is scaled: the group was alone on the
+        // counters, and a count that was not counted all the time says so
+        // by its running fraction instead of being stretched.
+        let v = if e.unscaled {
             Some(d.value as f64)
         } else {
             d.scaled()
@@ -623,6 +804,7 @@ fn sum_event(e: &OpenEvent, a: &[Reading], b: &[Reading]) -> (Option<f64>, u64, 
         (any || e.idx.is_empty() || en == 0).then_some(total),
         raw,
         frac,
+        run,
     )
 }
 
@@ -645,6 +827,7 @@ fn open_event(
                 Scope::Threads(t) => t.iter().map(|&tid| (tid, -1)).collect(),
                 Scope::Task(pid) => vec![(*pid, -1)],
                 Scope::Cpus(c) => c.iter().map(|&c| (-1, c as i32)).collect(),
+                Scope::Processes { tids, .. } => tids.iter().map(|&tid| (tid, -1)).collect(),
             }
         };
         let per_task = !system_wide_pmu && !matches!(scope, Scope::Cpus(_));
@@ -655,7 +838,7 @@ fn open_event(
         if user_only {
             flags |= sys::FLAG_EXCLUDE_KERNEL | sys::FLAG_EXCLUDE_HV;
         }
-        if matches!(scope, Scope::Task(_)) && per_task {
+        if matches!(scope, Scope::Task(_) | Scope::Processes { .. }) && per_task {
             flags |= sys::FLAG_INHERIT;
         }
         let attr = PerfEventAttr {
@@ -805,6 +988,48 @@ mod tests {
             ),
             Absence::Unsupported { .. }
         ));
+    }
+
+    #[test]
+    fn exact_mode_groups_like_perf_and_the_recipes() {
+        let cat = Catalog::default();
+        let cpu = CpuId::default();
+        let parse = |t: &str| Request::parse_with("--counters", t, &cat, cpu.clone());
+        // One recipe on one PMU: one group.
+        assert_eq!(parse("software").unwrap().group_count(), 1);
+        // perf's braces: two together, the others alone.
+        let r = parse("{page-faults,task-clock},context-switches,cpu-migrations").unwrap();
+        assert_eq!(r.group_count(), 3);
+        let g: Vec<(&str, usize)> = r.events.iter().map(|e| (e.id.as_str(), e.group)).collect();
+        assert_eq!(
+            g,
+            [
+                ("page-faults", 0),
+                ("task-clock", 0),
+                ("context-switches", 1),
+                ("cpu-migrations", 2)
+            ]
+        );
+        let only = r.only_group(1);
+        assert_eq!(only.mode, CountersMode::Exact);
+        assert_eq!(only.events.len(), 1);
+        assert_eq!(only.events[0].id, "context-switches");
+        // A solo recipe: one group per event (the thesis' six TOR events).
+        assert_eq!(parse("skx-pcie").unwrap().group_count(), 6);
+        assert!(parse("{page-faults,task-clock").is_err());
+        let mut exact = r.clone();
+        exact.mode = CountersMode::Exact;
+        let e = exact
+            .check_exact_runs("--repeat", 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("3 event groups") && e.contains("-r 3"), "{e}");
+        assert!(exact.check_exact_runs("--repeat", 3).is_ok());
+        assert!(
+            r.check_exact_runs("--repeat", 1).is_ok(),
+            "multiplexed needs one run"
+        );
+        assert!(CountersMode::parse("--counters-mode", "sometimes").is_err());
     }
 
     #[test]

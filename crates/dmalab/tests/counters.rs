@@ -246,7 +246,16 @@ fn info_counters_reads_a_fake_pmu_tree_and_cpu() {
         .as_str()
         .unwrap()
         .contains("no such PMU uncore_cha"));
-    assert_eq!(recipe("icx-pcie")["for_this_cpu"], false);
+    // Issue 31 item 4: the IO-hit umask no table lists is marked derived.
+    let derived: Vec<&str> = skx["derived"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert_eq!(derived.len(), 3, "{derived:?}");
+    assert!(derived[0].starts_with("pcirdcur_hit: umask 0x14 (IO hit) is derived"));
+    assert_eq!(recipe("icx-pcie")["derived"].as_array().unwrap().len(), 0);
     assert!(recipe("software")["events_ready"].as_u64().unwrap() >= 1);
     assert!(recipe("mbm")["reasons"][0]
         .as_str()
@@ -832,4 +841,398 @@ fn stat_lends_the_terminal_to_a_command_that_reads_it() {
     }
     assert!(answered, "the command never read the terminal");
     assert_eq!(status.and_then(|s| s.code()), Some(0));
+}
+
+// ---- issue 31 item 5: perf stat's -p, -I, -x, -r and a command without `--`.
+
+const DD_ZERO: [&str; 5] = [
+    "dd",
+    "if=/dev/zero",
+    "of=/dev/null",
+    "count=1",
+    "status=none",
+];
+
+/// `dmalab stat sh -c 'exit 3'` used to be refused (the command had to
+/// follow `--`); `-c` is the command's option, not stat's.
+#[test]
+fn stat_takes_a_command_without_double_dash() {
+    dmalab()
+        .args(["stat", "-q", "sh", "-c", "echo hi; exit 3"])
+        .assert()
+        .code(3)
+        .stdout("hi\n");
+    common::assert_usage_error(["stat", "-q"], "COMMAND: missing");
+    common::assert_usage_error(["stat", "-p", "1", "true"], "--pid:");
+    common::assert_usage_error(["stat", "-p", "x"], "--pid: 'x' is not a process id");
+    common::assert_usage_error(["stat", "-r", "2", "-p", "1"], "--repeat:");
+    common::assert_usage_error(["stat", "-I", "1", "true"], "--interval:");
+    common::assert_usage_error(["stat", "-p", "2147483647"], "--pid: no process 2147483647");
+}
+
+/// The CSV rows of `-x SEP`, split.
+fn csv_rows(stderr: &[u8], sep: &str) -> Vec<Vec<String>> {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .map(|l| l.split(sep).map(str::to_string).collect())
+        .collect()
+}
+
+/// `-x ;`: perf's field order (value, unit, event, run time, percent
+/// counted, metric value, metric unit), the value the one in the result.
+#[test]
+fn stat_x_prints_perfs_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.json");
+    let a = dmalab()
+        .args(["stat", "-x", ";", "--counters", "page-faults,task-clock"])
+        .arg("--output")
+        .arg(&out)
+        .args(DD_ZERO)
+        .arg("bs=4M")
+        .assert()
+        .success();
+    let rows = csv_rows(&a.get_output().stderr, ";");
+    let d = read_json(&out);
+    let c = &d["result"]["counters"];
+    let pf = rows
+        .iter()
+        .find(|r| r.get(2).map(String::as_str) == Some("page-faults"))
+        .unwrap_or_else(|| panic!("no page-faults row in {rows:?}"));
+    assert_eq!(pf.len(), 7, "{pf:?}");
+    assert_eq!(pf[1], "");
+    let v: f64 = pf[0].parse().unwrap();
+    assert_eq!(
+        v,
+        event(c, "page-faults").unwrap()["value"].as_f64().unwrap()
+    );
+    // A 4 MiB buffer is 1024 pages faulted in.
+    assert!(v >= 1024.0, "{v}");
+    assert!(pf[3].parse::<u64>().unwrap() > 0, "run time, ns: {pf:?}");
+    assert_eq!(pf[4], "100.00");
+    let tc = rows
+        .iter()
+        .find(|r| r.get(2).map(String::as_str) == Some("task-clock"))
+        .unwrap();
+    assert_eq!(tc[1], "ns");
+}
+
+/// `-I MS`: lines of interval deltas while the command runs, which add
+/// up to the total; text, CSV and JSON lines.
+#[test]
+fn stat_interval_deltas_add_up_to_the_total() {
+    if !need_root() || !need("dd", have_program("dd")) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Two 8 MiB buffers with a pause between them: more than one interval.
+    let script = "dd if=/dev/zero of=/dev/null bs=8M count=1 status=none; sleep 0.3; \
+                  dd if=/dev/zero of=/dev/null bs=8M count=1 status=none";
+    for form in ["text", "csv", "json"] {
+        let out = dir.path().join(format!("{form}.json"));
+        let mut cmd = dmalab();
+        cmd.args(["stat", "-I", "50", "--counters", "page-faults", "--output"])
+            .arg(&out);
+        match form {
+            "csv" => cmd.args(["-x", ","]),
+            "json" => cmd.arg("-j"),
+            _ => &mut cmd,
+        };
+        let a = cmd.args(["sh", "-c", script]).assert().success();
+        let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+        let deltas: Vec<f64> = match form {
+            "text" => err
+                .lines()
+                .filter(|l| {
+                    l.trim_end().ends_with(" page-faults")
+                        && l.trim_start().starts_with(|c: char| c.is_ascii_digit())
+                })
+                .filter(|l| l.split_whitespace().count() == 3)
+                .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+                .collect(),
+            "csv" => csv_rows(err.as_bytes(), ",")
+                .into_iter()
+                .filter(|r| r.len() == 8 && r[3] == "page-faults")
+                .map(|r| r[1].parse().unwrap())
+                .collect(),
+            _ => err
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter_map(|j| j["events"]["page-faults"].as_f64())
+                .collect(),
+        };
+        assert!(deltas.len() >= 2, "{form}: one interval or none: {err}");
+        let total = event(&read_json(&out)["result"]["counters"], "page-faults").unwrap()["value"]
+            .as_f64()
+            .unwrap();
+        assert_eq!(deltas.iter().sum::<f64>(), total, "{form}: {err}");
+        assert!(total >= 2.0 * 2048.0, "{form}: two 8 MiB buffers: {total}");
+    }
+}
+
+/// `-r 3`: three runs, each count's mean and perf's relative spread of
+/// the mean, in the text, the CSV's variance field and the result.
+#[test]
+fn stat_repeat_reports_the_mean_and_spread() {
+    if !need_root() || !need("dd", have_program("dd")) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let a = dmalab()
+        .args([
+            "stat",
+            "-r",
+            "3",
+            "-x",
+            ",",
+            "--counters",
+            "page-faults",
+            "--output",
+        ])
+        .arg(&out)
+        .args(DD_ZERO)
+        .arg("bs=8M")
+        .assert()
+        .success();
+    let d = read_json(&out);
+    let r = &d["result"]["repeat"];
+    assert_eq!(r["runs"], 3);
+    let pf = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == "page-faults")
+        .unwrap();
+    let vals: Vec<f64> = pf["spread"]["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(vals.len(), 3);
+    // The same work each run: 2048 pages of buffer, a few more of dd.
+    for v in &vals {
+        assert!((2048.0..2048.0 + 512.0).contains(v), "{vals:?}");
+    }
+    let mean = vals.iter().sum::<f64>() / 3.0;
+    assert!((pf["spread"]["mean"].as_f64().unwrap() - mean).abs() < 1e-9);
+    let sd = (vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
+    let rel = 100.0 * sd / 3f64.sqrt() / mean;
+    assert!((pf["spread"]["rel_spread_pct"].as_f64().unwrap() - rel).abs() < 1e-9);
+    let rows = csv_rows(&a.get_output().stderr, ",");
+    let row = rows
+        .iter()
+        .find(|r| r.get(2).map(String::as_str) == Some("page-faults"))
+        .unwrap_or_else(|| panic!("no page-faults row: {rows:?}"));
+    // value, unit, event, run ns, percent counted, then -r's variance.
+    assert_eq!(row[5], format!("{rel:.2}%"), "{rows:?}");
+}
+
+/// A process that waits for a line on stdin, then runs `work`.
+fn waiting(work: &str) -> std::process::Child {
+    Command::new("sh")
+        .args(["-c", &format!("read x; {work}")])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Starts `dmalab stat -p PIDS` and returns once it says it counts.
+fn attach_stat(pids: &str, out: &Path) -> std::process::Child {
+    use std::io::BufRead as _;
+    let mut stat = Command::new(dmalab_bin())
+        .args(["stat", "--counters", "page-faults", "-p", pids, "--output"])
+        .arg(out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut r = std::io::BufReader::new(stat.stderr.take().unwrap());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.contains("counting processes"), "{line}");
+    // Keep reading its stderr so it never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut r, &mut std::io::sink()));
+    stat
+}
+
+fn attach_page_faults(dir: &Path, bs: &str) -> f64 {
+    use std::io::Write as _;
+    let work = format!("dd if=/dev/zero of=/dev/null bs={bs} count=1 status=none");
+    let mut a = waiting(&work);
+    let mut b = waiting(&work);
+    let out = dir.join(format!("attach-{bs}.json"));
+    let mut stat = attach_stat(&format!("{},{}", a.id(), b.id()), &out);
+    for p in [&mut a, &mut b] {
+        p.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        assert!(p.wait().unwrap().success());
+    }
+    assert!(stat.wait().unwrap().success(), "stat ends when both exit");
+    let d = read_json(&out);
+    assert_eq!(d["config"]["pids"][0], a.id());
+    event(&d["result"]["counters"], "page-faults").unwrap()["value"]
+        .as_f64()
+        .unwrap()
+}
+
+/// `-p A,B`: the page faults of the children both processes start after
+/// the attach; 8 MiB more buffer in each is 2 x 2048 more faults.
+#[test]
+fn stat_pid_counts_the_pages_attached_processes_touch() {
+    if !need_root() || !need("dd", have_program("dd")) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let small = attach_page_faults(dir.path(), "4M");
+    let large = attach_page_faults(dir.path(), "12M");
+    let extra = large - small;
+    assert!(
+        (4096.0 - 32.0..=4096.0 + 128.0).contains(&extra),
+        "8 MiB more buffer in each of two processes gave {extra} more faults ({small} -> {large})"
+    );
+}
+
+/// SIGINT ends an attach: the counts written, exit 130 as every dmalab
+/// command a signal stopped, and the process left running (perf stat -p
+/// leaves it alone too).
+#[test]
+fn stat_pid_stops_on_sigint_and_leaves_the_process_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("a.json");
+    let mut target = waiting("true");
+    let mut stat = attach_stat(&target.id().to_string(), &out);
+    common::signal(stat.id(), libc::SIGINT);
+    let st = stat.wait().unwrap();
+    let alive = target.try_wait().unwrap().is_none();
+    let _ = target.kill();
+    let _ = target.wait();
+    assert_eq!(st.code(), Some(130));
+    assert!(alive, "the attached process was ended");
+    let d = read_json(&out);
+    assert!(event(&d["result"]["counters"], "page-faults").is_some());
+}
+
+// ---- issue 31 item 2: exact mode, one event group per run.
+
+/// `--counters-mode exact -r 4` over two groups: runs 0 and 2 count
+/// `{page-faults,task-clock}`, runs 1 and 3 `context-switches`; nothing is
+/// multiplexed or scaled, and each value says so. Fewer runs than groups
+/// is refused with the number needed.
+#[test]
+fn stat_exact_mode_rotates_event_groups_across_runs() {
+    if !need_root() || !need("dd", have_program("dd")) {
+        return;
+    }
+    let counters = "{page-faults,task-clock},context-switches";
+    let e = common::assert_usage_error(
+        [
+            "stat",
+            "--counters-mode",
+            "exact",
+            "--counters",
+            counters,
+            "-r",
+            "1",
+            "true",
+        ],
+        "--counters-mode:",
+    );
+    assert!(e.contains("2 event groups") && e.contains("-r 2"), "{e}");
+    common::assert_usage_error(
+        ["stat", "--counters-mode", "sometimes", "true"],
+        "--counters-mode:",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.json");
+    dmalab()
+        .args([
+            "stat",
+            "-q",
+            "--counters-mode",
+            "exact",
+            "--counters",
+            counters,
+        ])
+        .args(["-r", "4", "--output"])
+        .arg(&out)
+        .args(DD_ZERO)
+        .arg("bs=8M")
+        .assert()
+        .success();
+    let d = read_json(&out);
+    assert_eq!(d["config"]["counters_mode"], "exact");
+    assert_eq!(d["config"]["counter_groups"], 2);
+    let r = &d["result"]["repeat"];
+    assert_eq!(r["runs"], 4);
+    let values = |id: &str| -> Vec<f64> {
+        r["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] == id)
+            .unwrap_or_else(|| panic!("{id} in no run: {r}"))["spread"]["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect()
+    };
+    let pf = values("page-faults");
+    assert_eq!(pf.len(), 2, "counted in runs 0 and 2 only: {pf:?}");
+    assert!(pf.iter().all(|v| *v >= 2048.0), "an 8 MiB buffer: {pf:?}");
+    assert_eq!(values("task-clock").len(), 2);
+    assert_eq!(values("context-switches").len(), 2);
+    // The last run (3) counted only the second group, exactly.
+    let last = &d["result"]["counters"];
+    let ids: Vec<&str> = last["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["context-switches"]);
+    assert_eq!(event(last, "context-switches").unwrap()["exact"], true);
+}
+
+/// `load --counters-mode exact` counts in one run: a request of several
+/// event groups is refused with the runs it needs; one group is counted
+/// unscaled, each value marked exact.
+#[test]
+fn load_exact_mode_refuses_more_groups_than_runs() {
+    let e = common::assert_usage_error(
+        [
+            "load",
+            "--engine",
+            "null",
+            "--runtime",
+            "100ms",
+            "--counters",
+            "page-faults,context-switches",
+            "--counters-mode",
+            "exact",
+        ],
+        "--counters-mode:",
+    );
+    assert!(
+        e.contains("2 event groups") && e.contains("at least 2 runs"),
+        "{e}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("l.json");
+    dmalab()
+        .args(["load", "--engine", "null", "--runtime", "100ms", "-q"])
+        .args([
+            "--counters",
+            "{page-faults,context-switches}",
+            "--counters-mode",
+            "exact",
+        ])
+        .arg("--output")
+        .arg(&out)
+        .assert()
+        .success();
+    let d = read_json(&out);
+    let c = &d["result"]["counters"];
+    assert_eq!(event(c, "page-faults").unwrap()["exact"], true, "{c}");
+    assert_eq!(event(c, "context-switches").unwrap()["exact"], true);
 }

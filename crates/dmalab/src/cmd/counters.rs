@@ -24,6 +24,18 @@ pub fn request(option: &str, text: Option<&str>) -> Result<Option<Request>, Usag
         .transpose()
 }
 
+/// Applies `--counters-mode` to a request counted in one run: exact mode
+/// is refused, naming the runs it needs, when the request has more than
+/// one event group.
+pub fn with_mode(req: Option<Request>, mode: Option<&str>) -> Result<Option<Request>, UsageError> {
+    let (Some(mut r), Some(m)) = (req.clone(), mode) else {
+        return Ok(req);
+    };
+    r.mode = dmalab_counters::session::CountersMode::parse("--counters-mode", m)?;
+    r.check_exact_runs("--counters-mode", 1)?;
+    Ok(Some(r))
+}
+
 /// A command's result with the counters counted over it.
 #[derive(Serialize)]
 pub struct WithCounters<R> {

@@ -21,7 +21,8 @@ use anyhow::Context;
 use dmalab_core::host::HostInfo;
 use dmalab_core::schema::ResultDoc;
 use dmalab_core::UsageError;
-use dmalab_counters::session::{Request, Scope, Session};
+use dmalab_counters::perfstat::{self, Form, RepeatSummary, StatOptions, StatPlan};
+use dmalab_counters::session::{CounterReport, CountersMode, Request, Scope, Session};
 use dmalab_counters::Roots;
 use serde::Serialize;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -37,51 +38,206 @@ pub struct Args {
     /// amd-umc-dram, mbm) or perf event specs, comma-separated.
     #[arg(long, default_value = "software", value_name = "RECIPE|EVENTS")]
     counters: String,
+    /// exact: count each event group of the recipe in its own run (with
+    /// -r, runs rotate over the groups), nothing multiplexed or scaled;
+    /// multiplexed: every event in every run, scaled by its running time.
+    #[arg(long, default_value = "multiplexed", value_name = "MODE")]
+    counters_mode: String,
     /// Count system-wide on these CPUs instead of the command's tasks.
     #[arg(long, value_name = "LIST")]
     cpus: Option<String>,
+    /// Attach to running processes instead of running a command, until
+    /// they all exit (exit 0) or dmalab gets SIGINT/SIGTERM/SIGHUP (exit
+    /// 128 + its number); the processes are never signalled.
+    #[arg(short = 'p', long = "pid", value_name = "PID[,PID]")]
+    pid: Option<String>,
+    /// Print each interval's counts every MS milliseconds (time, value,
+    /// unit, event, like perf stat -I).
+    #[arg(short = 'I', long, value_name = "MS")]
+    interval: Option<u64>,
+    /// Print CSV separated by SEP instead of text, in perf stat -x's field
+    /// order.
+    #[arg(short = 'x', long = "field-separator", value_name = "SEP")]
+    field_separator: Option<String>,
+    /// Print JSON lines instead of text: one object per interval, then
+    /// the summary.
+    #[arg(short = 'j', long)]
+    json: bool,
+    /// Run the command N times and print each count's mean with the
+    /// standard deviation of the mean, relative (perf stat -r's `+-`).
+    #[arg(short = 'r', long, value_name = "N", default_value_t = 1)]
+    repeat: u32,
     /// No summary on stderr.
     #[arg(long, short)]
     quiet: bool,
     #[command(flatten)]
     output: OutputArgs,
-    /// The command and its arguments (after `--`).
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    /// The command and its arguments (`--` before it is optional: every
+    /// word from the first that is not one of stat's options is the
+    /// command's).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     command: Vec<String>,
 }
 
 /// The resolved configuration of `dmalab stat`.
 #[derive(Serialize, Debug)]
 struct StatConfig {
-    /// The command run.
+    /// The command run (empty when attached with `--pid`).
     command: Vec<String>,
     /// `--counters`.
     counters: String,
     /// `--cpus`, resolved.
     cpus: Option<Vec<usize>>,
+    /// `--pid`, resolved.
+    pids: Option<Vec<i32>>,
+    /// `--interval`, milliseconds.
+    interval_ms: Option<u64>,
+    /// `--repeat`.
+    repeat: u32,
+    /// `--counters-mode`.
+    counters_mode: CountersMode,
+    /// Counting groups of the request (exact mode counts one per run).
+    counter_groups: usize,
 }
 
 /// What `dmalab stat` measured.
 #[derive(Serialize)]
 struct StatResult {
-    /// The command's exit code (128 + signal number when killed).
+    /// The command's exit code (128 + signal number when killed); with
+    /// `--repeat`, that of the last run made. 0 when attached.
     exit_code: i32,
-    /// Wall time from start to exit, nanoseconds.
+    /// Wall time from start to exit, nanoseconds (the last run's).
     wall_ns: u64,
-    /// The counters.
+    /// The counters (the last run's).
     counters: CountersOut,
+    /// With `--repeat` above 1: every count's spread over the runs.
+    repeat: Option<RepeatSummary>,
+}
+
+/// One counted run (or one attach).
+struct Counted {
+    /// The command's exit code (128 + signal when killed).
+    code: i32,
+    /// What dmalab exits with.
+    exit: i32,
+    /// Stopped by a signal dmalab got: no further runs.
+    signalled: bool,
+    wall: Duration,
+    report: CounterReport,
+}
+
+/// Prints what stat prints on stderr, unless `--quiet`.
+struct Printer<'a> {
+    quiet: bool,
+    form: &'a Form,
+}
+
+impl Printer<'_> {
+    fn interval(&self, s: &Session) {
+        if self.quiet {
+            return;
+        }
+        let Some(p) = s.last_point() else {
+            return;
+        };
+        let line = match self.form {
+            Form::Text => perfstat::render_interval(p, &s.report(), None),
+            Form::Csv(sep) => perfstat::render_interval(p, &s.report(), Some(sep)),
+            Form::JsonLines => perfstat::render_interval_json(p),
+        };
+        eprint!("{line}");
+    }
+}
+
+/// Samples every `interval` (1 s without `-I`, for the result's series)
+/// and prints the line when `-I` asked for one.
+struct Ticker {
+    every: Duration,
+    print: bool,
+    next: Duration,
+}
+
+impl Ticker {
+    fn new(interval: Option<Duration>) -> Self {
+        let every = interval.unwrap_or(Duration::from_secs(1));
+        Self {
+            every,
+            print: interval.is_some(),
+            next: every,
+        }
+    }
+
+    fn tick(&mut self, t: Duration, s: &mut Session, p: &Printer) {
+        if t < self.next {
+            return;
+        }
+        s.sample(t.as_secs_f64());
+        if self.print {
+            p.interval(s);
+        }
+        // After a stall, the next line comes one interval from now rather
+        // than a burst of empty ones.
+        while self.next <= t {
+            self.next += self.every;
+        }
+    }
+
+    /// The last, partial interval (printed only when it has any length).
+    fn finish(&mut self, t: Duration, s: &mut Session, p: &Printer) {
+        s.sample(t.as_secs_f64());
+        if self.print && s.last_point().is_some_and(|x| x.interval_s > 0.0) {
+            p.interval(s);
+        }
+    }
+
+    /// How long to sleep before looking again.
+    fn nap(&self) -> Duration {
+        Duration::from_millis(10).min(self.every)
+    }
 }
 
 /// Runs `dmalab stat`.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let started = SystemTime::now();
     let roots = Roots::from_env();
-    let req = Request::parse("--counters", &a.counters, &roots)?;
+    let plan = StatOptions {
+        pids: a.pid.clone(),
+        interval_ms: a.interval,
+        field_separator: a.field_separator.clone(),
+        json: a.json,
+        repeat: a.repeat,
+    }
+    .validate(!a.command.is_empty())?;
+    let mut req = Request::parse("--counters", &a.counters, &roots)?;
+    req.mode = CountersMode::parse("--counters-mode", &a.counters_mode)?;
+    let runs_given = if plan.attach.is_some() {
+        1
+    } else {
+        plan.repeat
+    };
+    req.check_exact_runs("--counters-mode", runs_given as usize)?;
+    let groups = req.group_count();
+    // Exact mode: run i counts group i mod N, so -r N counts each once.
+    let for_run = |i: usize| match (req.mode, groups) {
+        (CountersMode::Exact, n) if n > 0 => req.only_group(i % n),
+        _ => req.clone(),
+    };
     let cpus = a
         .cpus
         .as_deref()
         .map(|l| dmalab_core::cpus::parse_cpu_list("--cpus", l))
         .transpose()?;
+    if plan.attach.is_some() && cpus.is_some() {
+        return Err(UsageError::new(
+            "--cpus",
+            "counts system-wide, and -p counts the processes attached to; give one of them",
+        )
+        .into());
+    }
     if let Some(o) = &a.output.output {
         if o.parent()
             .is_some_and(|p| !p.as_os_str().is_empty() && !p.is_dir())
@@ -98,19 +254,106 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if let Err(e) = dmalab_core::signal::install_hangup() {
         eprintln!("dmalab: warning: could not catch SIGHUP: {e}");
     }
-    let mut cmd = Command::new(&a.command[0]);
-    cmd.args(&a.command[1..]);
+    let printer = Printer {
+        quiet: a.quiet,
+        form: &plan.form,
+    };
+    let mut runs: Vec<Counted> = Vec::new();
+    match &plan.attach {
+        Some(pids) => runs.push(attach(pids, &for_run(0), &roots, &plan, &printer)?),
+        None => {
+            for i in 0..plan.repeat as usize {
+                let c = run_once(&a.command, &for_run(i), &roots, &cpus, &plan, &printer)?;
+                // A run that failed or was stopped ends the series: its
+                // counts are not of the same work.
+                let stop = c.signalled || c.code != 0;
+                runs.push(c);
+                if stop {
+                    break;
+                }
+            }
+        }
+    }
+    let Some(last) = runs.last() else {
+        anyhow::bail!("dmalab stat: no run was made");
+    };
+    let repeat = (plan.repeat > 1)
+        .then(|| {
+            let reports: Vec<CounterReport> = runs.iter().map(|r| r.report.clone()).collect();
+            let walls: Vec<f64> = runs.iter().map(|r| r.wall.as_secs_f64()).collect();
+            RepeatSummary::of(&reports, &walls, &req.metrics)
+        })
+        .flatten();
+    let (code, exit, wall) = (last.code, last.exit, last.wall);
+    let out = CountersOut {
+        report: last.report.clone(),
+        expected_vs_counted: Vec::new(),
+    };
+    let text = match &repeat {
+        Some(r) => format!("{}{}", out.text(), r.render_text()),
+        None => out.text(),
+    };
+    if !a.quiet {
+        match (&plan.form, &repeat) {
+            (Form::Text, _) => eprint!("{text}"),
+            (Form::Csv(sep), Some(r)) => eprint!("{}", r.render_csv(sep, &out.report)),
+            (Form::Csv(sep), None) => eprint!("{}", perfstat::render_csv(&out.report, sep)),
+            (Form::JsonLines, r) => {
+                let line = serde_json::json!({ "counters": &out.report, "repeat": r });
+                eprintln!("{line}");
+            }
+        }
+    }
+    let doc = ResultDoc::new(
+        "stat",
+        HostInfo::collect(),
+        StatConfig {
+            command: a.command.clone(),
+            counters: a.counters.clone(),
+            cpus,
+            pids: plan.attach.clone(),
+            interval_ms: a.interval,
+            repeat: plan.repeat,
+            counters_mode: req.mode,
+            counter_groups: groups,
+        },
+        StatResult {
+            exit_code: code,
+            wall_ns: wall.as_nanos() as u64,
+            counters: out,
+            repeat,
+        },
+        started,
+    );
+    a.output.write(&doc, &text)?;
+    Ok(ExitCode::from(exit.clamp(0, 255) as u8))
+}
+
+/// Runs the command once, counted.
+fn run_once(
+    command: &[String],
+    req: &Request,
+    roots: &Roots,
+    cpus: &Option<Vec<usize>>,
+    plan: &StatPlan,
+    printer: &Printer,
+) -> anyhow::Result<Counted> {
+    let Some((prog, args)) = command.split_first() else {
+        anyhow::bail!("dmalab stat: no command");
+    };
+    let mut cmd = Command::new(prog);
+    cmd.args(args);
     // Its own group (pgid = its pid, set before it is held), so that the
     // signals dmalab forwards reach its children as well.
     cmd.process_group(0);
     let held = dmalab_counters::child::spawn_held(cmd).context("dmalab stat: fork")?;
-    let scope = match &cpus {
+    let scope = match cpus {
         Some(c) => Scope::Cpus(c.clone()),
         None => Scope::Task(held.pid.unwrap_or(-1)),
     };
     let mut session = held
         .pid
-        .map(|_| Session::open(&req, &scope, &roots, state_dir()));
+        .map(|_| Session::open(req, &scope, roots, state_dir()));
     if let Some(s) = &mut session {
         s.start();
     }
@@ -132,7 +375,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             };
             return Err(UsageError::new(
                 "COMMAND",
-                format!("cannot run {}: {e} (exit {code} in a shell)", a.command[0]),
+                format!("cannot run {prog}: {e} (exit {code} in a shell)"),
             )
             .into());
         }
@@ -141,22 +384,18 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     // run` ending a victim that overstayed): should dmalab die first, this
     // ends the group too.
     let guard = dmalab_core::signal::GroupGuard::new(i32::try_from(child.id()).unwrap_or(0));
-    // Per-second intervals while the command runs; SIGINT/SIGTERM/SIGHUP
-    // are passed on to its group, and dmalab waits for it to end.
-    let mut next = 1.0f64;
+    // Intervals while the command runs; SIGINT/SIGTERM/SIGHUP are passed
+    // on to its group, and dmalab waits for it to end.
+    let mut ticker = Ticker::new(plan.interval);
     let status = loop {
         forward.forward();
         if let Some(st) = child.try_wait().context("dmalab stat: wait")? {
             break st;
         }
-        let t = t0.elapsed().as_secs_f64();
-        if t >= next {
-            if let Some(s) = &mut session {
-                s.sample(t);
-            }
-            next += 1.0;
+        if let Some(s) = &mut session {
+            ticker.tick(t0.elapsed(), s, printer);
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(ticker.nap());
     };
     let wall = t0.elapsed();
     drop(guard);
@@ -165,42 +404,91 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         anyhow::bail!("dmalab stat: the command started without reporting its pid");
     };
     s.stop();
-    s.sample(wall.as_secs_f64());
+    ticker.finish(wall, &mut s, printer);
     let code = status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
     // Stopped by a signal dmalab passed on: exit as dmalab was asked to
     // stop (128 + its number), whatever the command made of it.
-    let exit = match (forward.forwarded(), dmalab_core::signal::exit_code()) {
-        (Some(_), Some(c)) => i32::from(c),
-        _ => code,
+    let (exit, signalled) = match (forward.forwarded(), dmalab_core::signal::exit_code()) {
+        (Some(_), Some(c)) => (i32::from(c), true),
+        _ => (code, false),
     };
-    let out = CountersOut {
+    Ok(Counted {
+        code,
+        exit,
+        signalled,
+        wall,
         report: s.report(),
-        expected_vs_counted: Vec::new(),
+    })
+}
+
+/// True once `pid` is gone or a zombie (its parent has not reaped it yet):
+/// either way it runs no more.
+fn ended(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
     };
-    drop(s);
-    let text = out.text();
-    if !a.quiet {
-        eprint!("{text}");
+    // The state follows the command name, which may hold ')' itself.
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next());
+    matches!(state, Some("Z") | Some("X") | Some("x") | None)
+}
+
+/// Counts running processes until they all end or a signal arrives.
+fn attach(
+    pids: &[i32],
+    req: &Request,
+    roots: &Roots,
+    plan: &StatPlan,
+    printer: &Printer,
+) -> anyhow::Result<Counted> {
+    let scope = Scope::processes(pids).map_err(|(pid, e)| {
+        UsageError::new(
+            "--pid",
+            format!("no process {pid} to attach to ({e}); give the pid of a running process"),
+        )
+    })?;
+    let mut s = Session::open(req, &scope, roots, state_dir());
+    if !s.counts_anything() {
+        let why: Vec<String> = s
+            .report()
+            .unavailable
+            .iter()
+            .map(|u| format!("{}: {}", u.id, u.message))
+            .collect();
+        return Err(UsageError::new(
+            "--pid",
+            format!(
+                "nothing can be counted in processes {pids:?} ({}); see `dmalab info counters`",
+                why.join("; ")
+            ),
+        )
+        .into());
     }
-    let doc = ResultDoc::new(
-        "stat",
-        HostInfo::collect(),
-        StatConfig {
-            command: a.command.clone(),
-            counters: a.counters.clone(),
-            cpus,
-        },
-        StatResult {
-            exit_code: code,
-            wall_ns: wall.as_nanos() as u64,
-            counters: out,
-        },
-        started,
-    );
-    a.output.write(&doc, &text)?;
-    Ok(ExitCode::from(exit.clamp(0, 255) as u8))
+    s.start();
+    let t0 = Instant::now();
+    if !printer.quiet {
+        eprintln!("dmalab stat: counting processes {pids:?} until they exit or SIGINT (Ctrl-C)");
+    }
+    let mut ticker = Ticker::new(plan.interval);
+    while !dmalab_core::signal::stop_requested() && !pids.iter().all(|&p| ended(p)) {
+        ticker.tick(t0.elapsed(), &mut s, printer);
+        std::thread::sleep(ticker.nap());
+    }
+    let wall = t0.elapsed();
+    s.stop();
+    ticker.finish(wall, &mut s, printer);
+    // The counts are whole either way; a signal that ended the attach
+    // gives 128 + its number through main's one exit rule.
+    Ok(Counted {
+        code: 0,
+        exit: 0,
+        signalled: dmalab_core::signal::stop_requested(),
+        wall,
+        report: s.report(),
+    })
 }
 
 /// `dmalab info counters`.

@@ -160,6 +160,11 @@ pub struct LoadArgs {
     /// core, skx-pcie, ...) or perf event specs (see docs/counters.md).
     #[arg(long, value_name = "RECIPE|EVENTS")]
     pub counters: Option<String>,
+    /// exact: --counters counted unscaled, which one load run can do only
+    /// for a request of one event group (refused otherwise, naming the
+    /// runs needed); multiplexed (default): scaled by running time.
+    #[arg(long, value_name = "MODE", requires = "counters")]
+    pub counters_mode: Option<String>,
     #[command(flatten)]
     pub rdma: RdmaArgs,
     #[command(flatten)]

@@ -35,7 +35,10 @@ fn checked(a: &flags::LoadArgs) -> anyhow::Result<Checked> {
     let target = driver.inspect(&a.target_request()?)?;
     let plan = a.plan(&target)?;
     plan.validate()?;
-    let counters = super::counters::request("--counters", a.counters.as_deref())?;
+    let counters = super::counters::with_mode(
+        super::counters::request("--counters", a.counters.as_deref())?,
+        a.counters_mode.as_deref(),
+    )?;
     driver.preflight(&plan)?;
     Ok(Checked {
         driver,
