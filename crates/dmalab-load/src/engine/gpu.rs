@@ -389,7 +389,12 @@ impl Driver for GpuDriver {
             // leaves the buffer as the CPU wrote it.
             self.place(spec, &gpu.facts);
             let q = CopyQueue::new_within_device(gpu, spec.iodepth, wait).map_err(engine_error)?;
-            return Ok(Box::new(GpuEngine::new(q, spec, GpuCopy::D2d, &self.counts)));
+            return Ok(Box::new(GpuEngine::new(
+                q,
+                spec,
+                GpuCopy::D2d,
+                &self.counts,
+            )));
         }
         let reg = {
             let mut weak = self.reg.lock().unwrap_or_else(|p| p.into_inner());
@@ -410,7 +415,12 @@ impl Driver for GpuDriver {
         };
         self.place(spec, &gpu.facts);
         let q = CopyQueue::new(gpu, reg, spec.iodepth, wait).map_err(engine_error)?;
-        Ok(Box::new(GpuEngine::new(q, spec, GpuCopy::Host, &self.counts)))
+        Ok(Box::new(GpuEngine::new(
+            q,
+            spec,
+            GpuCopy::Host,
+            &self.counts,
+        )))
     }
 
     fn header(&self) -> String {
