@@ -175,6 +175,21 @@ pub trait Cuda: Send + Sync {
         bytes: usize,
         s: Stream,
     ) -> CuResult<()>;
+    /// `cuMemcpyDtoDAsync_v2`: the GPU copies within its own memory; no
+    /// host memory is read or written.
+    ///
+    /// # Safety
+    /// `src..src+bytes` and `dst..dst+bytes` each lie in one allocation of
+    /// [`Cuda::mem_alloc`] on the stream's device (on a host with
+    /// heterogeneous memory management a device address can alias host
+    /// memory, so an address from anywhere else could write it).
+    unsafe fn memcpy_dtod_async(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        s: Stream,
+    ) -> CuResult<()>;
     /// `cuEventCreate` in the current context.
     fn event_create(&self, flags: u32) -> CuResult<Event>;
     /// `cuEventRecord`: the event completes when the stream's work so far has.

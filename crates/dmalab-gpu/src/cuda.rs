@@ -34,6 +34,7 @@ struct Table {
     stream_destroy: unsafe extern "C" fn(Ptr) -> R,
     memcpy_htod_async: unsafe extern "C" fn(u64, *const c_void, usize, Ptr) -> R,
     memcpy_dtoh_async: unsafe extern "C" fn(Ptr, u64, usize, Ptr) -> R,
+    memcpy_dtod_async: unsafe extern "C" fn(u64, u64, usize, Ptr) -> R,
     event_create: unsafe extern "C" fn(*mut Ptr, c_uint) -> R,
     event_record: unsafe extern "C" fn(Ptr, Ptr) -> R,
     event_query: unsafe extern "C" fn(Ptr) -> R,
@@ -136,6 +137,7 @@ impl CudaDriver {
             stream_destroy: sym!("cuStreamDestroy_v2"),
             memcpy_htod_async: sym!("cuMemcpyHtoDAsync_v2"),
             memcpy_dtoh_async: sym!("cuMemcpyDtoHAsync_v2"),
+            memcpy_dtod_async: sym!("cuMemcpyDtoDAsync_v2"),
             event_create: sym!("cuEventCreate"),
             event_record: sym!("cuEventRecord"),
             event_query: sym!("cuEventQuery"),
@@ -281,6 +283,18 @@ impl Cuda for CudaDriver {
     ) -> CuResult<()> {
         // SAFETY: the caller guarantees both ranges (the trait's contract).
         check(unsafe { (self.t.memcpy_dtoh_async)(dst.cast(), src.0, bytes, s.0 as Ptr) })
+    }
+
+    unsafe fn memcpy_dtod_async(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        s: Stream,
+    ) -> CuResult<()> {
+        // SAFETY: the caller guarantees both device ranges lie in our
+        // allocations (the trait's contract); no host pointer is passed.
+        check(unsafe { (self.t.memcpy_dtod_async)(dst.0, src.0, bytes, s.0 as Ptr) })
     }
 
     fn event_create(&self, flags: u32) -> CuResult<Event> {

@@ -20,6 +20,7 @@ pub mod wait;
 pub use api::Cuda;
 pub use error::GpuError;
 pub use facts::GpuFacts;
+pub use queue::GpuCopy;
 pub use wait::GpuWait;
 
 use dmalab_core::UsageError;

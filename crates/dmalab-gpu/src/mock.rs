@@ -1,10 +1,13 @@
-//! A mock driver behind the same function table: no GPU, no bytes moved,
-//! but every call checked as the driver checks it (a current context, host
-//! memory registered before a copy touches it, device ranges inside an
-//! allocation) and every copy completing on the wall clock after the time a
-//! copy engine of the configured bandwidth would take. Copies of one device
-//! and direction queue behind each other (one copy engine each way, as a
-//! PCIe link is full duplex); copies on one stream run in order.
+//! A mock driver behind the same function table: no GPU and no payload
+//! moved, but every call checked as the driver checks it (a current
+//! context, host memory registered before a copy touches it, device ranges
+//! inside an allocation) and every copy completing on the wall clock after
+//! the time a copy engine of the configured bandwidth would take. Copies of
+//! one device and direction queue behind each other (one copy engine each
+//! way, as a PCIe link is full duplex, and one for copies within device
+//! memory); copies on one stream run in order. A device-to-host copy writes
+//! [`DTOH_MARK`] at both ends of its host range, so a test can see which
+//! host bytes a copy wrote.
 //!
 //! Failures are injected through [`MockConfig`]: no device, too little
 //! device memory, a copy that fails (its stream's next event reports
@@ -23,6 +26,18 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// The byte a device-to-host copy of the mock writes at both ends of its
+/// host range (the payload itself is not simulated).
+pub const DTOH_MARK: u8 = 0xD7;
+
+/// The mock's copy engines of one device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum EngineOf {
+    ToHost,
+    ToDevice,
+    WithinDevice,
+}
 
 /// What the mock simulates.
 #[derive(Clone, Debug, PartialEq)]
@@ -108,7 +123,9 @@ pub struct MockStats {
     pub htod_copies: u64,
     /// Copies device-to-host.
     pub dtoh_copies: u64,
-    /// Bytes copied, both directions.
+    /// Copies device-to-device (within one device's memory).
+    pub dtod_copies: u64,
+    /// Bytes copied, every direction.
     pub bytes: u64,
     /// Device allocations not freed.
     pub live_allocs: usize,
@@ -156,8 +173,8 @@ struct State {
     registered: HashMap<usize, usize>,
     streams: HashMap<usize, StreamState>,
     events: HashMap<usize, EventState>,
-    /// (device, to_device) -> the copy engine is busy until.
-    engines: HashMap<(i32, bool), Instant>,
+    /// (device, engine) -> the copy engine is busy until.
+    engines: HashMap<(i32, EngineOf), Instant>,
     next_handle: usize,
     copies: u64,
     sticky: Option<CuError>,
@@ -289,25 +306,47 @@ impl MockDriver {
             std::ptr::read_volatile(host as *const u8);
             std::ptr::read_volatile((host + bytes - 1) as *const u8);
         }
+        if !to_device {
+            // SAFETY: as above; a device-to-host copy may write its host
+            // range (the trait's contract for memcpy_dtoh_async).
+            unsafe {
+                std::ptr::write_volatile(host as *mut u8, DTOH_MARK);
+                std::ptr::write_volatile((host + bytes - 1) as *mut u8, DTOH_MARK);
+            }
+        }
+        let (engine, stat) = if to_device {
+            (EngineOf::ToDevice, &mut st.stats.htod_copies)
+        } else {
+            (EngineOf::ToHost, &mut st.stats.dtoh_copies)
+        };
+        *stat += 1;
+        self.schedule(&mut st, stream, s, engine, bytes);
+        Ok(())
+    }
+
+    /// Queues a copy of `bytes` behind `stream`'s work and `engine`'s, and
+    /// counts it (and whether it is the one configured to fail).
+    fn schedule(
+        &self,
+        st: &mut State,
+        stream: StreamState,
+        s: Stream,
+        engine: EngineOf,
+        bytes: usize,
+    ) {
         st.copies += 1;
         let n = st.copies;
         let now = Instant::now();
-        let engine = st.engines.entry((stream.dev, to_device)).or_insert(now);
-        let start = now.max(*engine).max(stream.tail);
+        let busy = st.engines.entry((stream.dev, engine)).or_insert(now);
+        let start = now.max(*busy).max(stream.tail);
         let end = start + Duration::from_secs_f64(bytes as f64 / (self.cfg.gbps * 1e9));
-        *engine = end;
+        *busy = end;
         let failed = self.cfg.fail_copy == Some(n);
         if let Some(ss) = st.streams.get_mut(&s.0) {
             ss.tail = end;
             ss.failed |= failed;
         }
-        if to_device {
-            st.stats.htod_copies += 1;
-        } else {
-            st.stats.dtoh_copies += 1;
-        }
         st.stats.bytes += bytes as u64;
-        Ok(())
     }
 }
 
@@ -476,6 +515,28 @@ impl Cuda for MockDriver {
         s: Stream,
     ) -> CuResult<()> {
         self.copy(dst as usize, src.0, bytes, s, false)
+    }
+
+    unsafe fn memcpy_dtod_async(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        s: Stream,
+    ) -> CuResult<()> {
+        let mut st = self.ready()?;
+        let stream = *st.streams.get(&s.0).ok_or(CuError::INVALID_HANDLE)?;
+        let in_alloc = |p: u64| {
+            st.allocs
+                .iter()
+                .any(|(&a, &(d, n))| d == stream.dev && p >= a && p + bytes as u64 <= a + n)
+        };
+        if bytes == 0 || !in_alloc(src.0) || !in_alloc(dst.0) {
+            return Err(CuError::INVALID_VALUE);
+        }
+        st.stats.dtod_copies += 1;
+        self.schedule(&mut st, stream, s, EngineOf::WithinDevice, bytes);
+        Ok(())
     }
 
     fn event_create(&self, flags: u32) -> CuResult<Event> {
@@ -705,6 +766,31 @@ mod tests {
         let r = unsafe {
             m.memcpy_htod_async(DevicePtr(d.0 + (1 << 20) - 4096), a as *const u8, 8192, s)
         };
+        assert_eq!(r, Err(CuError::INVALID_VALUE));
+    }
+
+    #[test]
+    fn device_to_device_copies_stay_in_device_memory() {
+        let (m, _host, a, d, s, e) = setup(MockConfig {
+            gbps: 0.1,
+            ..MockConfig::default()
+        });
+        let d2 = m.mem_alloc(1 << 20).unwrap();
+        let t0 = Instant::now();
+        // SAFETY: both ranges lie in allocations of this device.
+        unsafe { m.memcpy_dtod_async(d2, d, 1 << 20, s) }.unwrap();
+        m.event_record(e, s).unwrap();
+        m.event_synchronize(e).unwrap();
+        assert!(t0.elapsed() >= Duration::from_micros(10_485));
+        let st = m.stats();
+        assert_eq!((st.dtod_copies, st.dtoh_copies, st.htod_copies), (1, 0, 0));
+        assert_eq!(st.bytes, 1 << 20);
+        // Outside an allocation, or a host address: refused.
+        // SAFETY: the mock refuses before anything is copied.
+        let r = unsafe { m.memcpy_dtod_async(DevicePtr(d2.0 + 4096), d, 1 << 20, s) };
+        assert_eq!(r, Err(CuError::INVALID_VALUE));
+        // SAFETY: as above.
+        let r = unsafe { m.memcpy_dtod_async(DevicePtr(a as u64), d, 4096, s) };
         assert_eq!(r, Err(CuError::INVALID_VALUE));
     }
 

@@ -1,6 +1,7 @@
 //! The GPU side of a load run: the devices opened for it (primary context,
-//! one device buffer each), the shared host buffer page-locked for them, and
-//! one worker's copy queue (a stream and an event per slot).
+//! one device buffer each, two for copies within the device), the shared
+//! host buffer page-locked for them, and one worker's copy queue (a stream
+//! and an event per slot).
 
 use crate::api::{
     describe, CuError, CuResult, Cuda, Device, DevicePtr, Event, Stream, EVENT_BLOCKING_SYNC,
@@ -10,6 +11,7 @@ use crate::error::GpuError;
 use crate::facts::{normalize_pci_address, read_pci_link, GpuFacts};
 use crate::wait::{nap, polls_last_stretch, GpuWait, Pace};
 use dmalab_core::units::fmt_bytes;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +23,37 @@ pub enum CopyDir {
     ToHost,
     /// Host to device: the GPU reads host memory (`cuMemcpyHtoDAsync`).
     ToDevice,
+    /// Device to device: between two buffers in the GPU's own memory
+    /// (`cuMemcpyDtoDAsync`); no host memory is read or written.
+    WithinDevice,
+}
+
+/// What a run's copies move between (`--gpu-copy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "snake_case")]
+pub enum GpuCopy {
+    /// The host buffer and GPU memory, the way `--direction` says: the
+    /// GPU's DMA into (or out of) host memory. The default.
+    #[default]
+    Host,
+    /// Two buffers in GPU memory (device to device), through the same
+    /// streams, events, copy sizes and waits: the CPU side of the copies
+    /// without DMA to the host (the control of a `host` load). The host
+    /// buffer is neither page-locked nor touched.
+    #[cfg_attr(feature = "clap", value(name = "d2d"))]
+    #[serde(rename = "d2d")]
+    D2d,
+}
+
+impl GpuCopy {
+    /// The name as `--gpu-copy` takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GpuCopy::Host => "host",
+            GpuCopy::D2d => "d2d",
+        }
+    }
 }
 
 /// Turns a failed call into a [`GpuError`].
@@ -75,6 +108,9 @@ pub struct Gpu {
     dev: Device,
     ctx: crate::api::Context,
     buf: DevicePtr,
+    /// The second device buffer, of `buf_bytes`, that copies within the
+    /// device read from ([`GpuCopy::D2d`]).
+    peer: Option<DevicePtr>,
     buf_bytes: u64,
     /// What the result says about it.
     pub facts: GpuFacts,
@@ -84,22 +120,49 @@ impl Gpu {
     /// Retains the primary context of the GPU `facts` describes (from
     /// [`inspect`]) and allocates `buf_bytes` on it.
     pub fn open(cuda: Arc<dyn Cuda>, facts: GpuFacts, buf_bytes: u64) -> Result<Self, GpuError> {
+        Self::open_for(cuda, facts, buf_bytes, GpuCopy::Host)
+    }
+
+    /// As [`Gpu::open`], with a second buffer of `buf_bytes` for copies
+    /// within the device when `copy` is [`GpuCopy::D2d`].
+    pub fn open_for(
+        cuda: Arc<dyn Cuda>,
+        facts: GpuFacts,
+        buf_bytes: u64,
+        copy: GpuCopy,
+    ) -> Result<Self, GpuError> {
+        let buffers = match copy {
+            GpuCopy::Host => 1,
+            GpuCopy::D2d => 2,
+        };
         let c = &*cuda;
         let index = facts.index;
         let on = || format!(" for GPU {index}");
         let dev = call(c, "cuDeviceGet", on, c.device_get(index as i32))?;
         let ctx = call(c, "cuDevicePrimaryCtxRetain", on, c.primary_ctx_retain(dev))?;
-        let alloc = c
-            .ctx_set_current(ctx)
-            .map_err(|e| ("cuCtxSetCurrent", e))
-            .and_then(|()| c.mem_alloc(buf_bytes).map_err(|e| ("cuMemAlloc_v2", e)));
-        let buf = match alloc {
-            Ok(b) => b,
+        let mut bufs = Vec::with_capacity(buffers);
+        let alloc = c.ctx_set_current(ctx).map_err(|e| ("cuCtxSetCurrent", e));
+        let alloc = alloc.and_then(|()| {
+            for _ in 0..buffers {
+                bufs.push(c.mem_alloc(buf_bytes).map_err(|e| ("cuMemAlloc_v2", e))?);
+            }
+            Ok(())
+        });
+        match alloc {
+            Ok(()) => {}
             Err((name, code)) => {
+                for &b in &bufs {
+                    let _ = c.mem_free(b);
+                }
                 let _ = c.primary_ctx_release(dev);
                 let context = if code == CuError::OUT_OF_MEMORY {
+                    let twice = if buffers > 1 {
+                        " (twice: copies within the device need two buffers)"
+                    } else {
+                        ""
+                    };
                     format!(
-                        " allocating {} on GPU {index} ({} of device memory; use a smaller --size)",
+                        " allocating {}{twice} on GPU {index} ({} of device memory; use a smaller --size)",
                         fmt_bytes(buf_bytes as f64),
                         fmt_bytes(facts.memory_bytes as f64)
                     )
@@ -113,12 +176,13 @@ impl Gpu {
                     text: describe(c, code),
                 });
             }
-        };
+        }
         Ok(Self {
             cuda,
             dev,
             ctx,
-            buf,
+            buf: bufs[0],
+            peer: bufs.get(1).copied(),
             buf_bytes,
             facts,
         })
@@ -146,6 +210,9 @@ impl Drop for Gpu {
         // Errors here cannot be acted on: the process is done with the GPU.
         let _ = self.cuda.ctx_set_current(self.ctx);
         let _ = self.cuda.mem_free(self.buf);
+        if let Some(p) = self.peer {
+            let _ = self.cuda.mem_free(p);
+        }
         let _ = self.cuda.primary_ctx_release(self.dev);
     }
 }
@@ -218,17 +285,19 @@ struct InFlight {
 pub struct CopyQueue {
     cuda: Arc<dyn Cuda>,
     gpu: Arc<Gpu>,
-    _reg: Arc<HostRegistration>,
+    /// The host memory the copies may touch (None: copies within the
+    /// device only).
+    reg: Option<Arc<HostRegistration>>,
     streams: Vec<Stream>,
     events: Vec<Event>,
     pending: Vec<Option<InFlight>>,
     in_flight: usize,
     wait: GpuWait,
     next_seq: u64,
-    /// Per direction (device-to-host first): the recent rate, and when a
+    /// Per direction ([`CopyDir`]'s order): the recent rate, and when a
     /// completion was last seen.
-    pace: [Pace; 2],
-    last_done: [Option<Instant>; 2],
+    pace: [Pace; 3],
+    last_done: [Option<Instant>; 3],
 }
 
 /// When the oldest copy in flight is expected to complete.
@@ -243,7 +312,11 @@ struct Expect {
 }
 
 fn dir_index(dir: CopyDir) -> usize {
-    usize::from(dir == CopyDir::ToDevice)
+    match dir {
+        CopyDir::ToHost => 0,
+        CopyDir::ToDevice => 1,
+        CopyDir::WithinDevice => 2,
+    }
 }
 
 impl CopyQueue {
@@ -256,20 +329,36 @@ impl CopyQueue {
         depth: u32,
         wait: GpuWait,
     ) -> Result<Self, GpuError> {
+        Self::build(gpu, Some(reg), depth, wait)
+    }
+
+    /// As [`CopyQueue::new`] for copies within the device only
+    /// ([`CopyQueue::submit_within_device`]): no host memory is registered
+    /// or touched. `gpu` must have been opened for [`GpuCopy::D2d`].
+    pub fn new_within_device(gpu: Arc<Gpu>, depth: u32, wait: GpuWait) -> Result<Self, GpuError> {
+        Self::build(gpu, None, depth, wait)
+    }
+
+    fn build(
+        gpu: Arc<Gpu>,
+        reg: Option<Arc<HostRegistration>>,
+        depth: u32,
+        wait: GpuWait,
+    ) -> Result<Self, GpuError> {
         gpu.make_current()?;
         let cuda = gpu.cuda.clone();
         let mut q = Self {
             cuda: cuda.clone(),
             gpu,
-            _reg: reg,
+            reg,
             streams: Vec::new(),
             events: Vec::new(),
             pending: vec![None; depth as usize],
             in_flight: 0,
             wait,
             next_seq: 0,
-            pace: [Pace::default(); 2],
-            last_done: [None; 2],
+            pace: [Pace::default(); 3],
+            last_done: [None; 3],
         };
         let event_flags = match wait {
             GpuWait::Block => EVENT_BLOCKING_SYNC | EVENT_DISABLE_TIMING,
@@ -304,6 +393,72 @@ impl CopyQueue {
         dev_offset: u64,
         len: usize,
     ) -> Result<(), GpuError> {
+        let s = self.check_slot(slot, dev_offset, len)?;
+        let refuse = |text: &str| GpuError::Driver {
+            call: "submit",
+            context: format!(" on slot {slot}"),
+            code: CuError::INVALID_VALUE,
+            text: text.into(),
+        };
+        if self.reg.is_none() {
+            return Err(refuse("the queue has no host memory registered"));
+        }
+        let c = &*self.cuda;
+        let d = DevicePtr(self.gpu.buf.0 + dev_offset);
+        let stream = self.streams[s];
+        match dir {
+            CopyDir::ToHost => {
+                // SAFETY: the caller guarantees the host range; the device
+                // range was checked against the buffer above.
+                let r = unsafe { c.memcpy_dtoh_async(host, d, len, stream) };
+                call(c, "cuMemcpyDtoHAsync_v2", String::new, r)?;
+            }
+            CopyDir::ToDevice => {
+                // SAFETY: as above.
+                let r = unsafe { c.memcpy_htod_async(d, host, len, stream) };
+                call(c, "cuMemcpyHtoDAsync_v2", String::new, r)?;
+            }
+            CopyDir::WithinDevice => {
+                return Err(refuse(
+                    "a copy within the device takes no host address (submit_within_device)",
+                ))
+            }
+        }
+        self.record(s, dir, len)
+    }
+
+    /// Copies `len` bytes from the GPU's second buffer to its first, both
+    /// at `dev_offset`, on `slot`'s stream, then records `slot`'s event: the
+    /// same calls on the CPU as [`CopyQueue::submit`], with the traffic in
+    /// device memory. Refused when the GPU has no second buffer.
+    pub fn submit_within_device(
+        &mut self,
+        slot: u32,
+        dev_offset: u64,
+        len: usize,
+    ) -> Result<(), GpuError> {
+        let s = self.check_slot(slot, dev_offset, len)?;
+        let Some(peer) = self.gpu.peer else {
+            return Err(GpuError::Driver {
+                call: "submit",
+                context: format!(" on slot {slot}"),
+                code: CuError::INVALID_VALUE,
+                text: "the GPU was opened without a second buffer for copies within it".into(),
+            });
+        };
+        let c = &*self.cuda;
+        let dst = DevicePtr(self.gpu.buf.0 + dev_offset);
+        let src = DevicePtr(peer.0 + dev_offset);
+        // SAFETY: both ranges lie in this GPU's two allocations of
+        // `buf_bytes` (the offset and length were checked against it).
+        let r = unsafe { c.memcpy_dtod_async(dst, src, len, self.streams[s]) };
+        call(c, "cuMemcpyDtoDAsync_v2", String::new, r)?;
+        self.record(s, CopyDir::WithinDevice, len)
+    }
+
+    /// The slot's index when it exists and is free and `len` bytes at
+    /// `dev_offset` fit the device buffer.
+    fn check_slot(&self, slot: u32, dev_offset: u64, len: usize) -> Result<usize, GpuError> {
         let s = slot as usize;
         if s >= self.streams.len() || self.pending[s].is_some() {
             return Err(GpuError::Driver {
@@ -324,27 +479,18 @@ impl CopyQueue {
                 ),
             });
         }
+        Ok(s)
+    }
+
+    /// Records slot `s`'s event behind its copy and marks the copy in
+    /// flight.
+    fn record(&mut self, s: usize, dir: CopyDir, len: usize) -> Result<(), GpuError> {
         let c = &*self.cuda;
-        let d = DevicePtr(self.gpu.buf.0 + dev_offset);
-        let stream = self.streams[s];
-        match dir {
-            CopyDir::ToHost => {
-                // SAFETY: the caller guarantees the host range; the device
-                // range was checked against the buffer above.
-                let r = unsafe { c.memcpy_dtoh_async(host, d, len, stream) };
-                call(c, "cuMemcpyDtoHAsync_v2", String::new, r)?;
-            }
-            CopyDir::ToDevice => {
-                // SAFETY: as above.
-                let r = unsafe { c.memcpy_htod_async(d, host, len, stream) };
-                call(c, "cuMemcpyHtoDAsync_v2", String::new, r)?;
-            }
-        }
         call(
             c,
             "cuEventRecord",
             String::new,
-            c.event_record(self.events[s], stream),
+            c.event_record(self.events[s], self.streams[s]),
         )?;
         self.pending[s] = Some(InFlight {
             seq: self.next_seq,
@@ -365,7 +511,7 @@ impl CopyQueue {
         let now = Instant::now();
         // Per direction: bytes seen complete now, and the earliest
         // submission among them.
-        let mut seen: [(u64, Option<Instant>); 2] = [(0, None); 2];
+        let mut seen: [(u64, Option<Instant>); 3] = [(0, None); 3];
         for s in 0..self.pending.len() {
             let Some(f) = self.pending[s] else { continue };
             let r = self.cuda.event_query(self.events[s]);
@@ -699,6 +845,68 @@ mod tests {
         let mut done = Vec::new();
         q.poll(&mut done).unwrap();
         assert_eq!(done, [0]);
+    }
+
+    #[test]
+    fn copies_within_the_device_count_exactly_and_leave_host_memory_alone() {
+        let (m, c) = mock(MockConfig {
+            gbps: 1.0,
+            ..MockConfig::default()
+        });
+        let f = inspect(&*c, &[0], Path::new("/")).unwrap().remove(0);
+        // A host buffer filled with a pattern, page-locked as a load's is:
+        // device-to-host copies would mark it (the mock's DTOH_MARK).
+        let mut host: Vec<u8> = (0..(1 << 20) + 4096).map(|i| (i % 251) as u8).collect();
+        let want = host.clone();
+        let p = aligned(&mut host, 1 << 20);
+        let d2d = Arc::new(Gpu::open_for(c.clone(), f.clone(), 1 << 20, GpuCopy::D2d).unwrap());
+        assert_eq!(m.stats().live_allocs, 2, "two device buffers");
+        let mut q = CopyQueue::new_within_device(d2d.clone(), 4, GpuWait::Sleep).unwrap();
+        // Ten copies of 64 KiB over four slots, each slot reused once done.
+        let mut done = Vec::new();
+        let mut free: Vec<u32> = (0..4).collect();
+        let mut completed = 0;
+        let mut submitted = 0u64;
+        while completed < 10 {
+            while submitted < 10 {
+                let Some(slot) = free.pop() else { break };
+                q.submit_within_device(slot, (submitted % 16) * 65536, 65536)
+                    .unwrap();
+                submitted += 1;
+            }
+            q.wait(None).unwrap();
+            done.clear();
+            q.poll(&mut done).unwrap();
+            completed += done.len();
+            free.extend_from_slice(&done);
+        }
+        let st = m.stats();
+        assert_eq!((st.dtod_copies, st.dtoh_copies, st.htod_copies), (10, 0, 0));
+        assert_eq!(st.bytes, 10 * 65536);
+        assert_eq!(st.live_registrations, 0, "no host memory page-locked");
+        // The host path is refused on such a queue, and a GPU opened for
+        // host copies has no second buffer to copy from.
+        // SAFETY: refused before the address is used.
+        let e = unsafe { q.submit(0, CopyDir::ToHost, p, 0, 4096) }.unwrap_err();
+        assert!(e.to_string().contains("no host memory"), "{e}");
+        drop(q);
+        assert_eq!(host, want, "the host buffer is untouched");
+        // The same pattern under one device-to-host copy does change: the
+        // check above can fail.
+        let p = aligned(&mut host, 1 << 20);
+        let gpu = Arc::new(Gpu::open(c, f, 1 << 20).unwrap());
+        // SAFETY: `host` outlives the registration.
+        let reg = Arc::new(unsafe { HostRegistration::new(&gpu, &[(p, 1 << 20)]) }.unwrap());
+        let mut q = CopyQueue::new(gpu, reg.clone(), 1, GpuWait::Block).unwrap();
+        let e = q.submit_within_device(0, 0, 4096).unwrap_err();
+        assert!(e.to_string().contains("second buffer"), "{e}");
+        // SAFETY: inside the registered range.
+        unsafe { q.submit(0, CopyDir::ToHost, p, 0, 4096) }.unwrap();
+        drop(q);
+        drop(reg);
+        assert_ne!(host, want, "a device-to-host copy writes host memory");
+        drop(d2d);
+        assert_eq!(m.stats().live_allocs, 0);
     }
 
     #[test]

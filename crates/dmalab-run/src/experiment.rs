@@ -130,7 +130,10 @@ pub struct Aggressor {
 /// - `nvme`: `--pattern flush`, the same passthrough commands on the same
 ///   queues carrying no data (the thesis' command path without transfers).
 /// - `null`: itself (it moves no data already).
-/// - `gpu` and `rdma`: refused with the reason (see docs/run.md).
+/// - `gpu`: `--gpu-copy d2d`, the same copies through the same streams,
+///   events and waits, between two buffers in GPU memory (no host memory
+///   touched).
+/// - `rdma`: refused with the reason (see docs/run.md).
 ///
 /// Any bandwidth limit is dropped and `--rate-iops` set: the twin matches
 /// the aggressor's command rate, not its bytes.
@@ -169,7 +172,11 @@ pub fn control_flags(flags: &[Flag], rate_iops: Option<u64>) -> Result<Vec<Flag>
             set(&mut out, "pattern", "flush".into());
         }
         "null" => {}
-        "gpu" => return Err("the gpu engine has no automatic control in this version (device-to-device copies through the same streams are the planned twin); name another aggressor as control = \"NAME\" or set control = \"none\"".into()),
+        "gpu" => {
+            // The same driver calls, streams, events, copy sizes, copies in
+            // flight and wait mode; the copies stay in GPU memory.
+            set(&mut out, "gpu_copy", "d2d".into());
+        }
         "rdma" => return Err("the rdma engine has no faithful control: every RDMA operation, even one of zero bytes, makes the NIC fetch its work request from and write its completion into host memory, and a payload target in NIC memory (device memory) is not portable; name another aggressor as control = \"NAME\" or set control = \"none\"".into()),
         other => return Err(format!("engine '{other}' has no automatic control; name another aggressor as control = \"NAME\" or set control = \"none\"")),
     }
@@ -1729,8 +1736,26 @@ size = "64M"
             (value_of(&t, "engine"), value_of(&t, "rate_iops")),
             (Some("null"), Some("5"))
         );
-        // gpu and rdma: refused with the reason.
-        assert!(control_flags(&[flag("engine", "gpu")], None).is_err());
+        // gpu: the same copies within GPU memory, paced, without the
+        // aggressor's bandwidth limit; streams and wait mode kept.
+        let t = control_flags(
+            &[
+                flag("engine", "gpu"),
+                flag("direction", "both"),
+                flag("iodepth", "4"),
+                flag("gpu-wait", "block"),
+                flag("rate", "1G"),
+            ],
+            Some(42),
+        )
+        .unwrap();
+        assert_eq!(value_of(&t, "gpu_copy"), Some("d2d"));
+        assert_eq!(value_of(&t, "rate_iops"), Some("42"));
+        assert_eq!(value_of(&t, "rate"), None);
+        assert_eq!(value_of(&t, "direction"), Some("both"));
+        assert_eq!(value_of(&t, "iodepth"), Some("4"));
+        assert_eq!(value_of(&t, "gpu-wait"), Some("block"));
+        // rdma: refused with the reason.
         assert!(control_flags(&[flag("engine", "rdma")], None)
             .unwrap_err()
             .contains("no faithful control"));

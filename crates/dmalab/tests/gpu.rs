@@ -557,14 +557,210 @@ fn the_gpu_interference_example_plans_every_run_through_the_engine() {
     let out = String::from_utf8_lossy(&o.stdout);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{out}{err}");
-    // 5 repetitions x 2 victims x (plain + 3 aggressors).
+    // 5 repetitions x 2 victims x (plain + 3 aggressors + their 3 control
+    // twins, each checked with its own `load --dry-run`).
     assert!(
-        out.contains("40 runs planned; nothing was run (--dry-run)"),
+        out.contains("70 runs planned; nothing was run (--dry-run)"),
         "{out}{err}"
     );
-    for load in ["plain", "d2h", "h2d", "both"] {
+    for load in [
+        "plain",
+        "d2h",
+        "h2d",
+        "both",
+        "d2h/control",
+        "h2d/control",
+        "both/control",
+    ] {
         assert!(out.contains(&format!("latency  {load}")), "{load}: {out}");
     }
+}
+
+#[test]
+fn gpu_copy_d2d_counts_copies_within_the_device_and_touches_no_host_memory() {
+    let (code, out, err, json) = gpu_load(
+        Some("mock:50"),
+        &[
+            "--gpu-copy",
+            "d2d",
+            "--direction",
+            "both",
+            "--pattern",
+            "single",
+            "--bs",
+            "64K",
+            "--buffer",
+            "4M",
+            "--size",
+            "16M",
+            "--commands",
+            "1000",
+            "-q",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let j = json.unwrap();
+    assert_eq!(j["status"], "completed");
+    assert_eq!(u(&j, "/result/totals/commands"), 1000);
+    let g = &j["result"]["gpu"];
+    assert_eq!(g["copy"], "d2d", "{g}");
+    assert_eq!(u(g, "/device_to_device_copies"), 1000, "{g}");
+    assert_eq!(u(g, "/device_to_device_bytes"), 1000 * 65536, "{g}");
+    for host in [
+        "/device_to_host_copies",
+        "/device_to_host_bytes",
+        "/host_to_device_copies",
+        "/host_to_device_bytes",
+        "/host_dma_bytes",
+    ] {
+        assert_eq!(u(g, host), 0, "{host}: {g}");
+    }
+    assert!(
+        out.contains(
+            "copies: device to device, within GPU memory (--gpu-copy d2d): no host memory touched"
+        ),
+        "{out}"
+    );
+    // A host load of the same shape counts its DMA into host memory.
+    let (code, _, err, json) = gpu_load(
+        Some("mock:50"),
+        &[
+            "--direction",
+            "write",
+            "--pattern",
+            "single",
+            "--bs",
+            "64K",
+            "--buffer",
+            "4M",
+            "--size",
+            "16M",
+            "--commands",
+            "10",
+            "-q",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let g = &json.unwrap()["result"]["gpu"];
+    assert_eq!(g["copy"], "host", "{g}");
+    assert_eq!(u(g, "/host_dma_bytes"), 10 * 65536, "{g}");
+    assert_eq!(u(g, "/device_to_device_copies"), 0, "{g}");
+}
+
+#[test]
+fn gpu_copy_d2d_needs_the_gpu_engine_and_twice_the_size_in_gpu_memory() {
+    let mut cmd = common::dmalab();
+    cmd.args(["load", "--engine", "null", "--gpu-copy", "d2d", "--dry-run"]);
+    common::assert_usage_output(&cmd.output().unwrap(), "--gpu-copy");
+    // 10 GiB fits the mock's 16 GiB once, not twice.
+    refused(
+        gpu_run(
+            Some("mock"),
+            &["--gpu-copy", "d2d", "--size", "10G", "--dry-run"],
+        ),
+        &["--size", "twice (--gpu-copy d2d)"],
+    );
+}
+
+#[test]
+fn the_gpu_interference_example_runs_its_control_twins_at_the_measured_rate() {
+    // The example as shipped (control = "auto"), shortened for a test: one
+    // repetition, short victims on small buffers.
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/gpu-interference.toml");
+    let text = std::fs::read_to_string(&example).unwrap();
+    assert!(text.contains("\ncontrol = \"auto\"\n"), "{text}");
+    let mut short = text.clone();
+    for (from, to) in [
+        ("repetitions = 5", "repetitions = 1"),
+        ("warmup = \"1s\"", "warmup = \"100ms\""),
+        ("cooldown = \"500ms\"", "cooldown = \"0s\""),
+        ("buffer = \"1G\"", "buffer = \"128M\""),
+        ("size = \"256M\"", "size = \"8M\""),
+        ("runtime = \"2s\"", "runtime = \"300ms\""),
+    ] {
+        assert!(short.contains(from), "the example changed: {from}");
+        short = short.replace(from, to);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exp = dir.path().join("gpu.toml");
+    std::fs::write(&exp, short).unwrap();
+    let res = dir.path().join("gpu.jsonl");
+    let o = common::dmalab()
+        .current_dir(dir.path())
+        .env("DMALAB_GPU_DRIVER", "mock:25")
+        .args(["run", "-q", "-o"])
+        .arg(&res)
+        .arg(&exp)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let runs: Vec<Value> = std::fs::read_to_string(&res)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["record"] == "run")
+        .collect();
+    let loads: Vec<&str> = runs
+        .iter()
+        .filter(|r| r["victim"] == "latency")
+        .map(|r| r["load"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        loads,
+        [
+            "plain",
+            "d2h",
+            "h2d",
+            "both",
+            "d2h/control",
+            "h2d/control",
+            "both/control"
+        ],
+        "plain, loads, controls"
+    );
+    let mut controls = 0;
+    for r in runs.iter().filter(|r| r["control"].is_object()) {
+        controls += 1;
+        assert_eq!(r["status"], "completed", "{r}");
+        let c = &r["control"];
+        let of = c["of"].as_str().unwrap();
+        assert_eq!(r["load"], format!("{of}/control"));
+        assert_eq!(c["kind"], "twin");
+        // Paced at the rate its aggressor reached in the same repetition.
+        let target = f(c, "/target_cmd_per_s");
+        assert!(target > 0.0, "{c}");
+        let rate = u(c, "/rate_iops");
+        assert_eq!(rate, (target.round() as u64).max(1), "{c}");
+        let argv: Vec<&str> = r["aggressor"]["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        let rate_s = rate.to_string();
+        assert!(
+            argv.windows(2)
+                .any(|w| w == ["--rate-iops", rate_s.as_str()]),
+            "{argv:?}"
+        );
+        assert!(
+            argv.windows(2).any(|w| w == ["--gpu-copy", "d2d"]),
+            "{argv:?}"
+        );
+        for same in [["--engine", "gpu"], ["--iodepth", "4"], ["--bs", "64M"]] {
+            assert!(argv.windows(2).any(|w| w == same), "{same:?}: {argv:?}");
+        }
+        // The twin's own result: copies within the device, none with host
+        // memory (the record keeps the load document's `/result`).
+        let g = &r["aggressor"]["result"]["gpu"];
+        assert_eq!(g["copy"], "d2d", "{r}");
+        assert!(u(g, "/device_to_device_copies") > 0, "{g}");
+        assert_eq!(u(g, "/host_dma_bytes"), 0, "{g}");
+    }
+    // Three aggressors, two victims, one repetition.
+    assert_eq!(controls, 6);
 }
 
 #[test]

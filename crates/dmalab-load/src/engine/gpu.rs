@@ -17,6 +17,11 @@
 //!   follow `--device-offsets` inside `--region` of it.
 //! * `--gpu-wait spin|sleep|block` is how a worker waits for its copies
 //!   ([`GpuWait`]): the CPU the load generator itself takes.
+//! * `--gpu-copy d2d` ([`GpuCopy::D2d`]) makes every copy one between two
+//!   buffers in GPU memory (`cuMemcpyDtoDAsync`) through the same streams,
+//!   events, sizes, offsets and waits, with the host buffer neither
+//!   page-locked nor touched: the CPU side of the load without its DMA
+//!   into host memory (the control cycle of `dmalab run`).
 //! * `DMALAB_GPU_DRIVER=mock[:OPTIONS]` runs the engine on the mock driver
 //!   (a test hook; `dmalab_gpu::mock`).
 
@@ -30,14 +35,15 @@ use crate::target::TargetError;
 use dmalab_core::host::DeviceInfo;
 use dmalab_core::UsageError;
 use dmalab_gpu::queue::{CopyDir, CopyQueue, Gpu, HostRegistration};
-use dmalab_gpu::{GpuError, GpuFacts, GpuWait, Loaded};
+use dmalab_gpu::{GpuCopy, GpuError, GpuFacts, GpuWait, Loaded};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-/// The GPU engine's part of the plan (`--gpus`, `--gpu-wait`).
+/// The GPU engine's part of the plan (`--gpus`, `--gpu-wait`,
+/// `--gpu-copy`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuPlan {
@@ -47,23 +53,31 @@ pub struct GpuPlan {
     /// How each worker waits for its copies.
     #[serde(default)]
     pub wait: GpuWait,
+    /// What the copies move between: the host buffer and GPU memory, or
+    /// two buffers in GPU memory.
+    #[serde(default)]
+    pub copy: GpuCopy,
 }
 
 impl GpuPlan {
-    /// The plan of `--gpus LIST` and `--gpu-wait MODE` (None without
-    /// either); both are refused for engines other than `gpu`.
+    /// The plan of `--gpus LIST`, `--gpu-wait MODE` and `--gpu-copy WHAT`
+    /// (None without any); all are refused for engines other than `gpu`.
     pub fn from_flags(
         engine: EngineKind,
         gpus: Option<&str>,
         wait: Option<GpuWait>,
+        copy: Option<GpuCopy>,
     ) -> Result<Option<Self>, UsageError> {
-        if gpus.is_none() && wait.is_none() {
+        if gpus.is_none() && wait.is_none() && copy.is_none() {
             return Ok(None);
         }
         if engine != EngineKind::Gpu {
-            let (option, what) = match gpus {
-                Some(_) => ("--gpus", "GPUs"),
-                None => ("--gpu-wait", "a way to wait for GPU copies"),
+            let (option, what) = if gpus.is_some() {
+                ("--gpus", "GPUs")
+            } else if wait.is_some() {
+                ("--gpu-wait", "a way to wait for GPU copies")
+            } else {
+                ("--gpu-copy", "what GPU copies move between")
             };
             return Err(UsageError::new(
                 option,
@@ -76,6 +90,7 @@ impl GpuPlan {
                 None => Vec::new(),
             },
             wait: wait.unwrap_or_default(),
+            copy: copy.unwrap_or_default(),
         }))
     }
 }
@@ -95,13 +110,19 @@ pub struct GpuArgs {
     /// sleep (see docs/gpu.md).
     #[cfg_attr(feature = "clap", arg(long, value_enum, value_name = "MODE"))]
     pub gpu_wait: Option<GpuWait>,
+    /// What --engine gpu copies move between: host (the buffer and GPU
+    /// memory, as --direction says: the GPU's DMA into host memory) or d2d
+    /// (two buffers in GPU memory through the same streams and waits, the
+    /// host buffer untouched: the control of a host load). Default: host.
+    #[cfg_attr(feature = "clap", arg(long, value_enum, value_name = "WHAT"))]
+    pub gpu_copy: Option<GpuCopy>,
 }
 
 impl GpuArgs {
-    /// The engine's part of the plan (None without `--gpus` and
-    /// `--gpu-wait`).
+    /// The engine's part of the plan (None without `--gpus`, `--gpu-wait`
+    /// and `--gpu-copy`).
     pub fn plan(&self, engine: EngineKind) -> Result<Option<GpuPlan>, UsageError> {
-        GpuPlan::from_flags(engine, self.gpus.as_deref(), self.gpu_wait)
+        GpuPlan::from_flags(engine, self.gpus.as_deref(), self.gpu_wait, self.gpu_copy)
     }
 }
 
@@ -133,7 +154,11 @@ pub struct GpuRunFacts {
     /// `workers[].cpu`.
     #[serde(default)]
     pub wait: Option<GpuWait>,
-    /// Bytes of the device buffer on each GPU.
+    /// What the copies moved between (`--gpu-copy`; absent in results
+    /// older than the flag, whose copies were all `host`).
+    #[serde(default)]
+    pub copy: GpuCopy,
+    /// Bytes of the device buffer on each GPU (two of them for `d2d`).
     pub device_buffer_bytes: u64,
     /// Where each worker ran.
     pub workers: Vec<WorkerPlacement>,
@@ -151,22 +176,40 @@ pub struct GpuRunFacts {
     /// Bytes of the completed host-to-device copies.
     #[serde(default)]
     pub host_to_device_bytes: u64,
+    /// Copies within GPU memory completed (`--gpu-copy d2d`).
+    #[serde(default)]
+    pub device_to_device_copies: u64,
+    /// Bytes of the completed copies within GPU memory.
+    #[serde(default)]
+    pub device_to_device_bytes: u64,
+    /// Bytes the GPUs moved into or out of host memory: the sum of both
+    /// host directions (0 for `d2d`: no host memory touched).
+    #[serde(default)]
+    pub host_dma_bytes: u64,
 }
 
 /// Completed copies of every worker, per direction: `[copies, bytes]`,
-/// device-to-host first.
+/// in [`CopyDir`]'s order.
 #[derive(Debug, Default)]
-struct CopyCounts([[AtomicU64; 2]; 2]);
+struct CopyCounts([[AtomicU64; 2]; 3]);
+
+fn dir_index(dir: CopyDir) -> usize {
+    match dir {
+        CopyDir::ToHost => 0,
+        CopyDir::ToDevice => 1,
+        CopyDir::WithinDevice => 2,
+    }
+}
 
 impl CopyCounts {
     fn add(&self, dir: CopyDir, bytes: u64) {
-        let d = &self.0[usize::from(dir == CopyDir::ToDevice)];
+        let d = &self.0[dir_index(dir)];
         d[0].fetch_add(1, Ordering::Relaxed);
         d[1].fetch_add(bytes, Ordering::Relaxed);
     }
 
     fn get(&self, dir: CopyDir) -> (u64, u64) {
-        let d = &self.0[usize::from(dir == CopyDir::ToDevice)];
+        let d = &self.0[dir_index(dir)];
         (d[0].load(Ordering::Relaxed), d[1].load(Ordering::Relaxed))
     }
 }
@@ -281,12 +324,18 @@ impl Driver for GpuDriver {
         };
         let facts = dmalab_gpu::queue::inspect(&*loaded.cuda, &gpus, &loaded.sysfs)
             .map_err(|e| usage(option, e))?;
+        let copy = plan.gpu.as_ref().map(|g| g.copy).unwrap_or_default();
+        // Copies within the device read from a second buffer of --size.
+        let (buffers, twice) = match copy {
+            GpuCopy::Host => (1, ""),
+            GpuCopy::D2d => (2, " twice (--gpu-copy d2d)"),
+        };
         for f in &facts {
-            if plan.target_size_bytes > f.memory_bytes {
+            if plan.target_size_bytes.saturating_mul(buffers) > f.memory_bytes {
                 return Err(UsageError::new(
                     "--size",
                     format!(
-                        "{} bytes do not fit GPU {} ({}, {} bytes of memory); use a smaller --size",
+                        "{} bytes{twice} do not fit GPU {} ({}, {} bytes of memory); use a smaller --size",
                         plan.target_size_bytes, f.index, f.name, f.memory_bytes
                     ),
                 ));
@@ -298,6 +347,7 @@ impl Driver for GpuDriver {
             gpus: facts,
             streams_per_worker: plan.iodepth,
             wait: Some(plan.gpu.as_ref().map(|g| g.wait).unwrap_or_default()),
+            copy,
             device_buffer_bytes: plan.target_size_bytes,
             ..GpuRunFacts::default()
         };
@@ -307,8 +357,13 @@ impl Driver for GpuDriver {
     fn prepare(&mut self, plan: &mut Plan) -> Result<(), TargetError> {
         let loaded = self.loaded()?.clone();
         for f in &self.facts.gpus {
-            let gpu = Gpu::open(loaded.cuda.clone(), f.clone(), plan.target_size_bytes)
-                .map_err(|e| usage("--size", e))?;
+            let gpu = Gpu::open_for(
+                loaded.cuda.clone(),
+                f.clone(),
+                plan.target_size_bytes,
+                self.facts.copy,
+            )
+            .map_err(|e| usage("--size", e))?;
             self.gpus.push(Arc::new(gpu));
         }
         let list: Vec<String> = self
@@ -328,6 +383,19 @@ impl Driver for GpuDriver {
                 detail: "no GPU was prepared".into(),
             });
         };
+        let wait = self.facts.wait.unwrap_or_default();
+        if self.facts.copy == GpuCopy::D2d {
+            // No host memory is page-locked or touched: the twin of a load
+            // leaves the buffer as the CPU wrote it.
+            self.place(spec, &gpu.facts);
+            let q = CopyQueue::new_within_device(gpu, spec.iodepth, wait).map_err(engine_error)?;
+            return Ok(Box::new(GpuEngine::new(
+                q,
+                spec,
+                GpuCopy::D2d,
+                &self.counts,
+            )));
+        }
         let reg = {
             let mut weak = self.reg.lock().unwrap_or_else(|p| p.into_inner());
             match weak.upgrade() {
@@ -346,17 +414,13 @@ impl Driver for GpuDriver {
             }
         };
         self.place(spec, &gpu.facts);
-        let wait = self.facts.wait.unwrap_or_default();
         let q = CopyQueue::new(gpu, reg, spec.iodepth, wait).map_err(engine_error)?;
-        Ok(Box::new(GpuEngine {
+        Ok(Box::new(GpuEngine::new(
             q,
-            pieces: spec.pieces.clone(),
-            lens: vec![0; spec.iodepth as usize],
-            dirs: vec![None; spec.iodepth as usize],
-            counts: self.counts.clone(),
-            immediate: Vec::new(),
-            done: Vec::with_capacity(spec.iodepth as usize),
-        }))
+            spec,
+            GpuCopy::Host,
+            &self.counts,
+        )))
     }
 
     fn header(&self) -> String {
@@ -378,6 +442,9 @@ impl Driver for GpuDriver {
             "workers wait for copies: {} (--gpu-wait)\n",
             self.facts.wait.unwrap_or_default().as_str()
         ));
+        if self.facts.copy == GpuCopy::D2d {
+            s.push_str("copies: device to device, within GPU memory (--gpu-copy d2d): no host memory touched\n");
+        }
         let placed = self.placed.lock().unwrap_or_else(|p| p.into_inner());
         for w in &placed.1 {
             s.push_str(&format!("warning: {w}\n"));
@@ -410,6 +477,9 @@ impl Driver for GpuDriver {
         f.warnings = placed.1.clone();
         (f.device_to_host_copies, f.device_to_host_bytes) = self.counts.get(CopyDir::ToHost);
         (f.host_to_device_copies, f.host_to_device_bytes) = self.counts.get(CopyDir::ToDevice);
+        (f.device_to_device_copies, f.device_to_device_bytes) =
+            self.counts.get(CopyDir::WithinDevice);
+        f.host_dma_bytes = f.device_to_host_bytes + f.host_to_device_bytes;
         serde_json::to_value(f).ok().map(|v| ("gpu", v))
     }
 }
@@ -471,6 +541,8 @@ fn host_ranges(pieces: &[BufferPiece]) -> Vec<(*mut u8, usize)> {
 /// One worker's queue: a [`CopyQueue`] over the shared buffer's pieces.
 struct GpuEngine {
     q: CopyQueue,
+    /// `d2d`: every copy within GPU memory, the pieces unused.
+    copy: GpuCopy,
     pieces: Vec<BufferPiece>,
     lens: Vec<i32>,
     /// The direction of each slot's copy (None: no copy queued there).
@@ -478,6 +550,31 @@ struct GpuEngine {
     counts: Arc<CopyCounts>,
     immediate: Vec<Completion>,
     done: Vec<u32>,
+}
+
+impl GpuEngine {
+    fn new(q: CopyQueue, spec: &EngineSpec, copy: GpuCopy, counts: &Arc<CopyCounts>) -> Self {
+        Self {
+            q,
+            copy,
+            pieces: spec.pieces.clone(),
+            lens: vec![0; spec.iodepth as usize],
+            dirs: vec![None; spec.iodepth as usize],
+            counts: counts.clone(),
+            immediate: Vec::new(),
+            done: Vec::with_capacity(spec.iodepth as usize),
+        }
+    }
+
+    /// Marks `slot` as holding a copy of `len` bytes in direction `dir`.
+    fn queued(&mut self, slot: u32, dir: CopyDir, len: u32) {
+        if let Some(l) = self.lens.get_mut(slot as usize) {
+            *l = len as i32;
+        }
+        if let Some(d) = self.dirs.get_mut(slot as usize) {
+            *d = Some(dir);
+        }
+    }
 }
 
 impl Engine for GpuEngine {
@@ -494,6 +591,15 @@ impl Engine for GpuEngine {
                 return Ok(());
             }
         };
+        if self.copy == GpuCopy::D2d {
+            // Either direction becomes one copy within the device at the
+            // same device offset and size: the same calls on the CPU.
+            self.q
+                .submit_within_device(slot, cmd.dev_offset, cmd.len as usize)
+                .map_err(engine_error)?;
+            self.queued(slot, CopyDir::WithinDevice, cmd.len);
+            return Ok(());
+        }
         let bad = |what: &str| {
             EngineError::io(
                 format!("GPU copy in slot {slot}"),
@@ -519,12 +625,7 @@ impl Engine for GpuEngine {
                 .submit(slot, dir, host, cmd.dev_offset, cmd.len as usize)
         }
         .map_err(engine_error)?;
-        if let Some(l) = self.lens.get_mut(slot as usize) {
-            *l = cmd.len as i32;
-        }
-        if let Some(d) = self.dirs.get_mut(slot as usize) {
-            *d = Some(dir);
-        }
+        self.queued(slot, dir, cmd.len);
         Ok(())
     }
 
@@ -576,27 +677,33 @@ mod tests {
     #[test]
     fn gpus_are_only_for_the_gpu_engine() {
         assert_eq!(
-            GpuPlan::from_flags(EngineKind::Gpu, Some("1,0"), None).unwrap(),
+            GpuPlan::from_flags(EngineKind::Gpu, Some("1,0"), None, None).unwrap(),
             Some(GpuPlan {
                 gpus: vec![0, 1],
-                wait: GpuWait::default()
+                wait: GpuWait::default(),
+                copy: GpuCopy::Host,
             })
         );
         assert_eq!(
-            GpuPlan::from_flags(EngineKind::Gpu, None, Some(GpuWait::Sleep)).unwrap(),
+            GpuPlan::from_flags(EngineKind::Gpu, None, Some(GpuWait::Sleep), None).unwrap(),
             Some(GpuPlan {
                 gpus: vec![],
-                wait: GpuWait::Sleep
+                wait: GpuWait::Sleep,
+                copy: GpuCopy::Host,
             })
         );
         assert_eq!(
-            GpuPlan::from_flags(EngineKind::Null, None, None).unwrap(),
+            GpuPlan::from_flags(EngineKind::Null, None, None, None).unwrap(),
             None
         );
-        let e = GpuPlan::from_flags(EngineKind::IoUring, Some("0"), None).unwrap_err();
+        let e = GpuPlan::from_flags(EngineKind::IoUring, Some("0"), None, None).unwrap_err();
         assert_eq!(e.option, "--gpus");
-        let e = GpuPlan::from_flags(EngineKind::Null, None, Some(GpuWait::Spin)).unwrap_err();
+        let e = GpuPlan::from_flags(EngineKind::Null, None, Some(GpuWait::Spin), None).unwrap_err();
         assert_eq!(e.option, "--gpu-wait");
+        let p = GpuPlan::from_flags(EngineKind::Gpu, None, None, Some(GpuCopy::D2d)).unwrap();
+        assert_eq!(p.map(|p| p.copy), Some(GpuCopy::D2d));
+        let e = GpuPlan::from_flags(EngineKind::Null, None, None, Some(GpuCopy::D2d)).unwrap_err();
+        assert_eq!(e.option, "--gpu-copy");
     }
 
     #[test]
@@ -607,6 +714,9 @@ mod tests {
         c.add(CopyDir::ToHost, 4096);
         assert_eq!(c.get(CopyDir::ToHost), (2, 8192));
         assert_eq!(c.get(CopyDir::ToDevice), (1, 8192));
+        c.add(CopyDir::WithinDevice, 512);
+        assert_eq!(c.get(CopyDir::WithinDevice), (1, 512));
+        assert_eq!(c.get(CopyDir::ToHost), (2, 8192));
     }
 
     #[test]
