@@ -103,7 +103,7 @@ pub fn evidence_summary(runs: &[&RunRecord]) -> Option<EvidenceSummary> {
     let ev: Vec<&crate::record::VictimEvidence> = runs
         .iter()
         .filter(|r| r.status == RunStatus::Completed)
-        .filter_map(|r| r.victim_evidence.as_ref())
+        .filter_map(|r| r.victim_evidence.as_deref())
         .collect();
     if ev.is_empty() {
         return None;

@@ -297,15 +297,17 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ddio: Option<crate::ddio_axis::DdioRecord>,
     /// For a control cycle: whose control it is and the rate it was paced
-    /// at.
+    /// at. (This and the next two are boxed: a report holds every run, and
+    /// inline they would make each record about a third larger, present
+    /// or not.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub control: Option<ControlRecord>,
+    pub control: Option<Box<ControlRecord>>,
     /// What the victim's process and CPUs went through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub victim_evidence: Option<VictimEvidence>,
+    pub victim_evidence: Option<Box<VictimEvidence>>,
     /// The quiet-host check before the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub quiet: Option<QuietCheck>,
+    pub quiet: Option<Box<QuietCheck>>,
 }
 
 /// What a control cycle stood in for.
@@ -403,10 +405,11 @@ impl Results {
     /// those groups host by host, so every figure and statistic (slowdown
     /// against the same host's plain runs included) is made per host and
     /// the hosts stand side by side. A file without hosts comes back as it
-    /// is.
-    pub fn grouped_by_host(&self) -> Results {
+    /// is. It takes the file by value and relabels in place: a copy would
+    /// hold every run twice while the report renders.
+    pub fn grouped_by_host(mut self) -> Results {
         if self.header.hosts.is_empty() {
-            return self.clone();
+            return self;
         }
         let label = |host: &str, c: &str| format!("{host} · {c}");
         let mut names: Vec<&str> = Vec::new();
@@ -416,17 +419,17 @@ impl Results {
                 names.push(&h.name);
             }
         }
-        let mut out = self.clone();
-        out.header.configurations = names
+        let configurations = names
             .iter()
             .flat_map(|h| self.header.configurations.iter().map(move |c| label(h, c)))
             .collect();
-        for r in &mut out.runs {
+        self.header.configurations = configurations;
+        for r in &mut self.runs {
             if let Some(h) = &r.host {
                 r.configuration = label(h, &r.configuration);
             }
         }
-        out
+        self
     }
 }
 
@@ -464,8 +467,11 @@ struct Kind<'a> {
 
 /// Drops from a run what the report does not use: of the victim's document
 /// its latency summary and counters stay, of the aggressor's its `bw_bytes`
-/// and counters.
+/// and counters; the victim's command line and the experiment's hash (the
+/// header has it) go.
 fn slim(r: &mut RunRecord) {
+    r.victim_argv = Vec::new();
+    r.experiment_hash = String::new();
     fn keep(
         doc: Option<&serde_json::Value>,
         keys: &[(&str, Option<serde_json::Value>)],
@@ -491,6 +497,7 @@ fn slim(r: &mut RunRecord) {
 fn read_with(path: &Path, keep: Keep) -> Result<Results, RunError> {
     use std::io::BufRead;
     let file = std::fs::File::open(path).map_err(|e| open_error(path, e))?;
+    let file_len = file.metadata().map_err(|e| open_error(path, e))?.len();
     let mut inp = std::io::BufReader::with_capacity(1 << 16, file);
     let mut header = None;
     let mut runs = Vec::new();
@@ -523,7 +530,15 @@ fn read_with(path: &Path, keep: Keep) -> Result<Results, RunError> {
         let kind: Kind = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
         match kind.record.as_deref() {
             Some("header") if header.is_none() => {
-                header = Some(serde_json::from_str(text).map_err(|e| bad(e.to_string()))?)
+                let h: Header = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+                // Room for the planned runs at once: grown by doubling, the
+                // vector would hold up to twice the records' room, and
+                // while it moves, three times. The plan is input, so no
+                // more than the file's remaining bytes could hold (a run
+                // record is well over 256 bytes).
+                let room = file_len.saturating_sub(complete_len) / 256;
+                runs.reserve_exact(h.planned_runs.min(room as usize));
+                header = Some(h);
             }
             Some("header") => {}
             Some("run") => {
@@ -630,7 +645,7 @@ mod tests {
         let res = read(&p).unwrap();
         assert_eq!(res.header.hosts.len(), 3);
         assert_eq!(res.runs[2].host.as_deref(), Some("n2"));
-        let g = res.grouped_by_host();
+        let g = res.clone().grouped_by_host();
         assert_eq!(
             g.header.configurations,
             ["n1 · a", "n1 · b", "n2 · a", "n2 · b"]

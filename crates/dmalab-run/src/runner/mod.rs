@@ -257,19 +257,19 @@ fn one_run(
             ),
             ..Default::default()
         });
-        rec.quiet = Some(q);
+        rec.quiet = Some(Box::new(q));
         return Ok(rec);
     }
-    rec.quiet = Some(q);
+    rec.quiet = Some(Box::new(q));
     let started_agg = match p.aggressor {
         None => None,
         Some(i) if p.control => match control_plan(exp, p, rates) {
             Ok((a, ctl, cr)) => {
-                rec.control = Some(cr);
+                rec.control = Some(Box::new(cr));
                 Some(start_aggressor(exp, opts, val, a, p, dir.path(), Some(ctl)))
             }
             Err(why) => {
-                rec.control = Some(ControlRecord {
+                rec.control = Some(Box::new(ControlRecord {
                     of: exp.aggressors[i].name.clone(),
                     kind: match exp.aggressors[i].control {
                         Some(Control::Aggressor(_)) => "aggressor",
@@ -278,7 +278,7 @@ fn one_run(
                     .into(),
                     target_cmd_per_s: None,
                     rate_iops: None,
-                });
+                }));
                 rec.status = RunStatus::Failed;
                 rec.failure = Some(Failure {
                     reason: format!("control '{}': {why}", rec.load),
@@ -321,7 +321,7 @@ fn one_run(
     );
     let vo = run_victim(exp, opts, val, v, dir.path(), &mut w);
     rec.victim_wall_ns = w.wall_ns();
-    rec.victim_evidence = w.victim_evidence();
+    rec.victim_evidence = w.victim_evidence().map(Box::new);
     let evidence = w.evidence();
     rec.value = vo.value;
     rec.victim_result = vo.result;
