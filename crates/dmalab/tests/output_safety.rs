@@ -832,7 +832,14 @@ fn two_host_changing_page_runs_the_second_is_refused_with_the_pid() {
         .stderr(std::fs::File::create(&first_err).unwrap())
         .spawn()
         .unwrap();
-    let ledger = PathBuf::from(format!("/run/dmalab/page-{}.json", first.id()));
+    // Page's changes are steps in the one ledger, the process's own file
+    // (the layout's constants, not a name copied here: the old
+    // `page-PID.json` was never written again and this waited 60 s).
+    let ledger = Path::new(dmalab_core::ledger::STATE_DIR).join(format!(
+        "{}{}.json",
+        dmalab_core::ledger::PREFIX,
+        first.id()
+    ));
     let t0 = Instant::now();
     while !std::fs::read_to_string(&ledger)
         .unwrap_or_default()
