@@ -10,6 +10,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+/// Undoing a swap or a zram device is the ledger's: one swapoff and one
+/// zram removal for page and for `cleanup`.
+pub use dmalab_core::ledger::step::{swapoff, zram_remove};
+
 const ZRAM_CONTROL: &str = "/sys/class/zram-control";
 
 /// True when this kernel can add zram devices on demand.
@@ -43,33 +47,6 @@ pub fn zram_configure(id: u32, size_bytes: u64, algorithm: Option<&str>) -> io::
         fs::write(dir.join("comp_algorithm"), a)?;
     }
     fs::write(dir.join("disksize"), size_bytes.to_string())
-}
-
-/// Resets and removes zram device `id`. Ok(false) if it no longer exists.
-pub fn zram_remove(id: u32) -> io::Result<bool> {
-    let dir = PathBuf::from(format!("/sys/block/zram{id}"));
-    if !dir.exists() {
-        return Ok(false);
-    }
-    // reset frees the memory and fails with EBUSY while the device is open.
-    let mut last = None;
-    for _ in 0..50 {
-        match fs::write(dir.join("reset"), "1") {
-            Ok(()) => {
-                last = None;
-                break;
-            }
-            Err(e) => {
-                last = Some(e);
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-        }
-    }
-    if let Some(e) = last {
-        return Err(e);
-    }
-    fs::write(Path::new(ZRAM_CONTROL).join("hot_remove"), id.to_string())?;
-    Ok(true)
 }
 
 /// Writes a version-1 Linux swap header (what mkswap writes) at the start
@@ -119,16 +96,6 @@ pub fn swapon_highest(path: &Path) -> io::Result<i32> {
         return Err(io::Error::last_os_error());
     }
     Ok(prio)
-}
-
-/// swapoff `path`.
-pub fn swapoff(path: &Path) -> io::Result<()> {
-    let c = cpath(path)?;
-    // SAFETY: c is a valid NUL-terminated path that outlives the call.
-    if unsafe { libc::swapoff(c.as_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// Filesystems that cannot hold a swap file (no bmap/swap_activate).
