@@ -511,14 +511,20 @@ pub fn text_table(cells: &[Cell]) -> String {
             flags.join(","),
         ]);
     }
-    let mut widths = [0usize; 11];
-    for r in &rows {
+    align(&rows)
+}
+
+/// Rows as left-aligned columns two spaces apart, trailing blanks trimmed
+/// (the statistics and the attribution tables).
+fn align<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for r in rows {
         for (i, c) in r.iter().enumerate() {
             widths[i] = widths[i].max(c.chars().count());
         }
     }
     let mut out = String::new();
-    for r in &rows {
+    for r in rows {
         let line: Vec<String> = r
             .iter()
             .enumerate()
@@ -584,23 +590,7 @@ pub fn attribution_table(cells: &[Cell]) -> Option<String> {
     if rows.len() == 1 {
         return None;
     }
-    let mut widths = [0usize; 8];
-    for r in &rows {
-        for (i, c) in r.iter().enumerate() {
-            widths[i] = widths[i].max(c.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for r in &rows {
-        let line: Vec<String> = r
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
-    Some(out)
+    Some(align(&rows))
 }
 
 #[cfg(test)]
