@@ -204,16 +204,8 @@ fn fleet_submits_runs_merges_and_reports_on_a_real_slurm() {
             } else {
                 "2"
             };
-            let argv: Vec<&str> = r["aggressor"]["argv"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|a| a.as_str().unwrap())
-                .collect();
-            assert!(
-                argv.windows(2).any(|p| p == ["--workers", workers]),
-                "{argv:?}"
-            );
+            let argv: Vec<&str> = common::aggressor_argv(r);
+            assert!(common::has_flag(&argv, "--workers", workers), "{argv:?}");
         }
     }
 

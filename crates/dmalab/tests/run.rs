@@ -510,13 +510,8 @@ duration = "1.2s"
     for (r, w) in rs[1..].iter().zip(["1", "2"]) {
         assert_eq!(r["status"], "completed", "{r}");
         assert_eq!(r["sweep_value"], w);
-        let argv: Vec<&str> = r["aggressor"]["argv"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap())
-            .collect();
-        assert!(argv.windows(2).any(|p| p == ["--workers", w]), "{argv:?}");
+        let argv: Vec<&str> = common::aggressor_argv(r);
+        assert!(common::has_flag(&argv, "--workers", w), "{argv:?}");
         assert!(
             argv.contains(&"--live-stats") && argv.contains(&"--cpus-allowed"),
             "{argv:?}"

@@ -228,22 +228,13 @@ run = {SPIN_VICTIM}
         assert_eq!(c["of"], "burn");
         assert_eq!(c["kind"], "twin");
         let rate = c["rate_iops"].as_u64().unwrap();
-        let argv: Vec<&str> = r["aggressor"]["argv"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap())
-            .collect();
+        let argv: Vec<&str> = common::aggressor_argv(r);
         let rate_s = rate.to_string();
         assert!(
-            argv.windows(2)
-                .any(|w| w == ["--rate-iops", rate_s.as_str()]),
+            common::has_flag(&argv, "--rate-iops", rate_s.as_str()),
             "the twin is paced at the measured rate: {argv:?}"
         );
-        assert!(
-            argv.windows(2).any(|w| w == ["--engine", "null"]),
-            "{argv:?}"
-        );
+        assert!(common::has_flag(&argv, "--engine", "null"), "{argv:?}");
     }
     let a = attribution(dir.path(), "spin", "burn");
     assert_no_dma_effect(dir.path(), &runs, "spin", "burn", &a);

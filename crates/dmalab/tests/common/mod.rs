@@ -13,6 +13,21 @@ use std::path::PathBuf;
 pub mod guest;
 pub mod rdma_peer;
 
+/// The argv a `dmalab run` record says its aggressor was started with.
+pub fn aggressor_argv(run: &serde_json::Value) -> Vec<&str> {
+    run["aggressor"]["argv"]
+        .as_array()
+        .expect("the record has an aggressor argv")
+        .iter()
+        .map(|a| a.as_str().expect("argv entries are strings"))
+        .collect()
+}
+
+/// True when `argv` holds `flag` directly followed by `value`.
+pub fn has_flag(argv: &[&str], flag: &str, value: &str) -> bool {
+    argv.windows(2).any(|w| w == [flag, value])
+}
+
 /// True when the prerequisite is present. When it is not: under
 /// `DMALAB_CI=1` panics, otherwise prints why the test is skipped and
 /// returns false (the caller returns early).
