@@ -244,6 +244,12 @@ impl Queue {
             *self.word(i) &= !(1 << (i % 64));
         }
         self.len -= 1;
+        if self.len == 0 {
+            // An empty queue is in order whatever came before: without this
+            // one early arrival would send every later plan to the full scan.
+            self.sorted = true;
+            self.last_arrive = 0;
+        }
     }
 }
 
@@ -1324,5 +1330,11 @@ mod tests {
         let (tb, ta) = (d.completion(b), d.completion(a));
         assert!(tb < ta, "the earlier arrival goes first: {tb} {ta}");
         assert_eq!(d.stats().reads, 2);
+        // Both served: the queue is empty and in order again, so the next
+        // requests take the bank shortcut.
+        assert!(d.rq.sorted, "an emptied queue is in order");
+        let (c, _) = d.read(0, 2_000_000);
+        assert!(d.rq.sorted);
+        d.completion(c);
     }
 }
