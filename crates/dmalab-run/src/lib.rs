@@ -11,6 +11,7 @@
 //!   result files side by side.
 
 pub mod analysis;
+pub mod child;
 pub mod compare;
 pub mod ddio_axis;
 pub mod error;
