@@ -23,5 +23,6 @@ pub mod record;
 pub mod report;
 pub mod runner;
 pub mod stats;
+pub mod views;
 
 pub use error::{ExpError, RunError};

@@ -288,9 +288,8 @@ fn dmalab_victim(opts: &RunOptions, t: &Timed, k: &VictimKind, w: &mut Window) -
         Err(o) => return *o,
         Ok(s) => s,
     };
-    let doc = std::fs::read(&out)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+    let bytes = std::fs::read(&out).unwrap_or_default();
+    let doc = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
     let Some(doc) = doc else {
         return fail(
             format!("victim '{}' exited 0 but wrote no result document", v.name),
@@ -300,14 +299,12 @@ fn dmalab_victim(opts: &RunOptions, t: &Timed, k: &VictimKind, w: &mut Window) -
         );
     };
     let result = doc.get("result").cloned();
-    let mut found = lookup_number(&doc, &v.metric);
-    if v.metric_is_default {
-        for alt in v.kind.metric_fallbacks() {
-            if found.is_err() {
-                found = lookup_number(&doc, alt).map_err(|_| found.clone().unwrap_err());
-            }
-        }
-    }
+    // The kind's own figure through its typed view; a `metric = "/..."`
+    // the file names is a pointer the user chose into the document.
+    let found = match crate::views::default_figure(&v.kind, &bytes) {
+        Some(f) if v.metric_is_default => f,
+        _ => lookup_number(&doc, &v.metric),
+    };
     outcome(found, result, argv)
 }
 
