@@ -58,19 +58,6 @@ impl Flag {
     pub fn long(&self) -> String {
         format!("--{}", self.key.replace('_', "-"))
     }
-
-    /// The arguments this flag adds to a command line.
-    pub fn args(&self) -> Vec<String> {
-        if self.switch {
-            return vec![self.long()];
-        }
-        let mut out = Vec::new();
-        for v in &self.values {
-            out.push(self.long());
-            out.push(v.clone());
-        }
-        out
-    }
 }
 
 /// What an aggressor runs.
@@ -267,18 +254,10 @@ impl VictimKind {
         }
     }
 
-    /// Pointers tried, in order, when the default metric is not in a
-    /// result (e.g. a latency probe run in clock-only mode).
-    pub fn metric_fallbacks(&self) -> &'static [&'static str] {
-        match self {
-            VictimKind::ProbeLatency => &["/result/clock/mean_ns"],
-            _ => &[],
-        }
-    }
-
-    /// Default figure: JSON pointer (into the child's result document, or
-    /// into the runner's own measurement for exec/redis/idle), unit, and
-    /// which direction is better.
+    /// Default figure: its name as a JSON pointer (into the child's result
+    /// document, read through [`crate::views`], or into the runner's own
+    /// measurement for exec/redis/idle), unit, and which direction is
+    /// better.
     pub fn default_metric(&self) -> (&'static str, &'static str, Better) {
         match self {
             VictimKind::ProbeLatency => ("/result/per_access/mean_ns", "ns", Better::Lower),
@@ -1660,7 +1639,7 @@ size = "64M"
         .unwrap();
         let a = &e.aggressors[0];
         assert_eq!(a.kind, AggressorKind::Load);
-        let args: Vec<String> = a.flags.iter().flat_map(|f| f.args()).collect();
+        let args = ChildCommand::Load.argv(&a.flags).unwrap();
         assert_eq!(
             args,
             ["--pattern", "random", "--max-blocks", "8", "--burst"]
@@ -1676,14 +1655,27 @@ size = "64M"
             ]
         );
         let f = e.aggressor_flags(a, &e.configurations[3], None);
-        let args: Vec<String> = f.iter().flat_map(|f| f.args()).collect();
-        assert!(args.ends_with(&[
-            "--buffer".into(),
-            "1G".into(),
-            "--cache".into(),
-            "always".into()
-        ]));
-        assert_eq!(e.victims[0].flags[0].args(), ["--size", "64M"]);
+        let args = ChildCommand::Load.argv(&f).unwrap();
+        assert_eq!(
+            args,
+            [
+                "--pattern",
+                "random",
+                "--max-blocks",
+                "8",
+                "--buffer",
+                "1G",
+                "--cache",
+                "always",
+                "--burst"
+            ]
+        );
+        assert_eq!(
+            ChildCommand::ProbeLatency
+                .argv(&e.victims[0].flags)
+                .unwrap(),
+            ["--size", "64M"]
+        );
     }
 
     /// Issue 14 item 8: a `[matrix]` of 10^6 configurations was expanded in
