@@ -9,6 +9,7 @@
 
 pub mod buffer;
 pub mod check;
+pub mod child;
 pub mod engine;
 pub mod limiter;
 pub mod live;

@@ -11,6 +11,7 @@
 //! - [`xml`]: pmbench's XML report format, export and import.
 
 pub mod cgroup;
+pub mod child;
 pub mod config;
 pub mod devguard;
 pub mod pattern;

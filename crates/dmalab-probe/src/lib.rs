@@ -16,6 +16,7 @@
 
 pub mod access;
 pub mod bandwidth;
+pub mod child;
 pub mod kernels;
 pub mod latency;
 pub mod loaded;

@@ -4,11 +4,12 @@
 //! The fixed structure (`[experiment]`, `[cpus]`, `[sweep]`, the reserved
 //! keys of `[[aggressor]]` and `[[victim]]`) is checked here. The remaining
 //! keys of a dmalab aggressor or victim are that command's flags
-//! (`max_blocks = 8` becomes `--max-blocks 8`); which flags exist is for the
-//! command itself to say, so the runner checks them against the child's
-//! `--help` before the first run (see `runner::validate`), keeping this crate
-//! independent of the other commands' option lists.
+//! (`max_blocks = 8` becomes `--max-blocks 8`); which keys exist is for the
+//! command's config to say (its library owns it, see [`crate::child`]), and
+//! every key, override and swept flag is checked against it here, with its
+//! line, before anything runs.
 
+use crate::child::ChildCommand;
 use crate::error::ExpError;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -56,19 +57,6 @@ impl Flag {
     /// The flag's long name: `max_blocks` -> `--max-blocks`.
     pub fn long(&self) -> String {
         format!("--{}", self.key.replace('_', "-"))
-    }
-
-    /// The arguments this flag adds to a command line.
-    pub fn args(&self) -> Vec<String> {
-        if self.switch {
-            return vec![self.long()];
-        }
-        let mut out = Vec::new();
-        for v in &self.values {
-            out.push(self.long());
-            out.push(v.clone());
-        }
-        out
     }
 }
 
@@ -187,11 +175,11 @@ pub fn control_flags(flags: &[Flag], rate_iops: Option<u64>) -> Result<Vec<Flag>
 }
 
 impl AggressorKind {
-    /// The dmalab subcommand words, or None for exec.
-    pub fn subcommand(&self) -> Option<Vec<&'static str>> {
+    /// The dmalab command it runs, or None for exec.
+    pub fn child(&self) -> Option<ChildCommand> {
         match self {
-            AggressorKind::Load => Some(vec!["load"]),
-            AggressorKind::ProbeBandwidth => Some(vec!["probe", "bandwidth"]),
+            AggressorKind::Load => Some(ChildCommand::Load),
+            AggressorKind::ProbeBandwidth => Some(ChildCommand::ProbeBandwidth),
             AggressorKind::Exec { .. } => None,
         }
     }
@@ -256,28 +244,20 @@ impl VictimKind {
         }
     }
 
-    /// The dmalab subcommand words, or None.
-    pub fn subcommand(&self) -> Option<Vec<&'static str>> {
+    /// The dmalab command it runs, or None.
+    pub fn child(&self) -> Option<ChildCommand> {
         match self {
-            VictimKind::ProbeLatency => Some(vec!["probe", "latency"]),
-            VictimKind::ProbeBandwidth => Some(vec!["probe", "bandwidth"]),
-            VictimKind::Page => Some(vec!["page"]),
+            VictimKind::ProbeLatency => Some(ChildCommand::ProbeLatency),
+            VictimKind::ProbeBandwidth => Some(ChildCommand::ProbeBandwidth),
+            VictimKind::Page => Some(ChildCommand::Page),
             _ => None,
         }
     }
 
-    /// Pointers tried, in order, when the default metric is not in a
-    /// result (e.g. a latency probe run in clock-only mode).
-    pub fn metric_fallbacks(&self) -> &'static [&'static str] {
-        match self {
-            VictimKind::ProbeLatency => &["/result/clock/mean_ns"],
-            _ => &[],
-        }
-    }
-
-    /// Default figure: JSON pointer (into the child's result document, or
-    /// into the runner's own measurement for exec/redis/idle), unit, and
-    /// which direction is better.
+    /// Default figure: its name as a JSON pointer (into the child's result
+    /// document, read through [`crate::views`], or into the runner's own
+    /// measurement for exec/redis/idle), unit, and which direction is
+    /// better.
     pub fn default_metric(&self) -> (&'static str, &'static str, Better) {
         match self {
             VictimKind::ProbeLatency => ("/result/per_access/mean_ns", "ns", Better::Lower),
@@ -541,6 +521,26 @@ fn flag_from(ctx: &Ctx, owner: &str, key: &str, v: &RawValue) -> Result<Option<F
     Ok(Some(flag))
 }
 
+/// The keys of a dmalab command's table, each a flag its config takes,
+/// in file order.
+fn child_flags(
+    ctx: &Ctx,
+    owner: &str,
+    cmd: ChildCommand,
+    map: &BTreeMap<String, RawValue>,
+) -> Result<Vec<Flag>, ExpError> {
+    let mut flags = Vec::new();
+    for (k, v) in map {
+        if let Some(f) = flag_from(ctx, owner, k, v)? {
+            cmd.check_flag(&f)
+                .map_err(|why| ctx.err(v.span().start, format!("{owner}: {why}")))?;
+            flags.push(f);
+        }
+    }
+    flags.sort_by_key(|f| f.line);
+    Ok(flags)
+}
+
 /// Takes a string key out of a raw table.
 fn take_str(
     ctx: &Ctx,
@@ -766,7 +766,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
         sweep.is_some(),
         &mut warnings,
     )?;
-    Ok(Experiment {
+    let exp = Experiment {
         path: path.to_path_buf(),
         text: text.to_string(),
         hash: hex(&Sha256::digest(text.as_bytes())),
@@ -782,7 +782,71 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
         victims,
         configurations,
         sweep,
-    })
+    };
+    check_children(&exp)?;
+    Ok(exp)
+}
+
+/// The configurations' overrides, and every dmalab child's flags as each
+/// run will give them: each override is a key of some aggressor's command,
+/// and each aggressor's flags, in every configuration and at every sweep
+/// value, are read into its command's config (the argv of its runs).
+fn check_children(exp: &Experiment) -> Result<(), ExpError> {
+    let err = |line: usize, msg: String| ExpError::new(&exp.path, Some(line), msg);
+    for c in &exp.configurations {
+        for f in &c.overrides {
+            let takers: Vec<ChildCommand> = exp
+                .aggressors
+                .iter()
+                .filter_map(|a| a.kind.child())
+                .filter(|cmd| cmd.kind_of(&f.key).is_some())
+                .collect();
+            if takers.is_empty() {
+                return Err(err(
+                    f.line,
+                    format!(
+                        "configuration '{}': key '{}': no aggressor's command has a flag {}",
+                        c.name,
+                        f.key,
+                        dmalab_core::child::long_flag(&f.key)
+                    ),
+                ));
+            }
+            for cmd in takers {
+                cmd.check_flag(f)
+                    .map_err(|why| err(f.line, format!("configuration '{}': {why}", c.name)))?;
+            }
+        }
+    }
+    for a in &exp.aggressors {
+        let Some(cmd) = a.kind.child() else {
+            continue;
+        };
+        let values: Vec<Option<&str>> = match &exp.sweep {
+            Some(s) if s.aggressor == a.name => s.values.iter().map(|v| Some(v.as_str())).collect(),
+            _ => vec![None],
+        };
+        for c in &exp.configurations {
+            for sv in &values {
+                cmd.argv(&exp.aggressor_flags(a, c, *sv)).map_err(|why| {
+                    err(
+                        a.line,
+                        format!(
+                            "aggressor '{}' in configuration '{}': {why}",
+                            a.name, c.name
+                        ),
+                    )
+                })?;
+            }
+        }
+    }
+    for v in &exp.victims {
+        if let Some(cmd) = v.kind.child() {
+            cmd.argv(&v.flags)
+                .map_err(|why| err(v.line, format!("victim '{}': {why}", v.name)))?;
+        }
+    }
+    Ok(())
 }
 
 /// `[experiment]`'s settings, defaults filled in.
@@ -950,15 +1014,9 @@ fn aggressor(
         }
     };
     let mut flags = Vec::new();
-    if matches!(kind, AggressorKind::Exec { .. }) {
-        reject_rest(ctx, &owner, &map, "name, command, run, control")?;
-    } else {
-        for (k, v) in &map {
-            if let Some(f) = flag_from(ctx, &owner, k, v)? {
-                flags.push(f);
-            }
-        }
-        flags.sort_by_key(|f| f.line);
+    match kind.child() {
+        None => reject_rest(ctx, &owner, &map, "name, command, run, control")?,
+        Some(cmd) => flags = child_flags(ctx, &owner, cmd, &map)?,
     }
     Ok((
         Aggressor {
@@ -1120,19 +1178,14 @@ fn victim(
         ),
     };
     let kind = victim_kind(ctx, &owner, &command, cmd_at, &mut map, start)?;
-    let mut flags = Vec::new();
-    if kind.subcommand().is_some() {
-        for (k, v) in &map {
-            if let Some(f) = flag_from(ctx, &owner, k, v)? {
-                flags.push(f);
-            }
-        }
-        flags.sort_by_key(|f| f.line);
-    }
+    let flags = match kind.child() {
+        Some(cmd) => child_flags(ctx, &owner, cmd, &map)?,
+        None => Vec::new(),
+    };
     let (dm, du, db) = kind.default_metric();
     let metric_is_default = metric.is_none();
     let metric = metric.map(|m| m.0).unwrap_or_else(|| dm.to_string());
-    if kind.subcommand().is_some() && !metric.starts_with('/') {
+    if kind.child().is_some() && !metric.starts_with('/') {
         return Err(ctx.err(start, format!("{owner}: metric '{metric}' must be a JSON pointer into the result document, e.g. \"{dm}\"")));
     }
     Ok(Victim {
@@ -1377,8 +1430,18 @@ fn sweep(ctx: &Ctx, s: Spanned<RawSweep>, aggressors: &[Aggressor]) -> Result<Sw
             format!("sweep.aggressor: no aggressor is named '{agg}'"),
         ));
     };
-    if a.kind.subcommand().is_none() {
+    let Some(cmd) = a.kind.child() else {
         return Err(ctx.err(s.aggressor.span().start, "sweep.aggressor: an exec aggressor has no flags to sweep; use a load or probe bandwidth aggressor"));
+    };
+    if cmd.kind_of(s.flag.get_ref()) != Some(dmalab_core::child::Kind::Values) {
+        return Err(ctx.err(
+            s.flag.span().start,
+            format!(
+                "sweep.flag: `dmalab {}` has no flag {} that takes a value",
+                cmd.name(),
+                dmalab_core::child::long_flag(s.flag.get_ref())
+            ),
+        ));
     }
     let values = s
         .values
@@ -1405,14 +1468,18 @@ fn sweep(ctx: &Ctx, s: Spanned<RawSweep>, aggressors: &[Aggressor]) -> Result<Sw
 impl Experiment {
     /// The flags an aggressor gets in a configuration (and at a sweep
     /// value): its own, with the configuration's overrides replacing or
-    /// adding keys the aggressor's command accepts.
+    /// adding keys the aggressor's command takes.
     pub fn aggressor_flags(
         &self,
         agg: &Aggressor,
         config: &Configuration,
         sweep_value: Option<&str>,
-        accepts: &dyn Fn(&Flag) -> bool,
     ) -> Vec<Flag> {
+        let accepts = |f: &Flag| {
+            agg.kind
+                .child()
+                .is_some_and(|c| c.kind_of(&f.key).is_some())
+        };
         let norm = |k: &str| k.replace('-', "_");
         let mut flags = agg.flags.clone();
         let mut put = |f: Flag| {
@@ -1572,7 +1639,7 @@ size = "64M"
         .unwrap();
         let a = &e.aggressors[0];
         assert_eq!(a.kind, AggressorKind::Load);
-        let args: Vec<String> = a.flags.iter().flat_map(|f| f.args()).collect();
+        let args = ChildCommand::Load.argv(&a.flags).unwrap();
         assert_eq!(
             args,
             ["--pattern", "random", "--max-blocks", "8", "--burst"]
@@ -1587,15 +1654,28 @@ size = "64M"
                 "buffer=1G,cache=always"
             ]
         );
-        let f = e.aggressor_flags(a, &e.configurations[3], None, &|_| true);
-        let args: Vec<String> = f.iter().flat_map(|f| f.args()).collect();
-        assert!(args.ends_with(&[
-            "--buffer".into(),
-            "1G".into(),
-            "--cache".into(),
-            "always".into()
-        ]));
-        assert_eq!(e.victims[0].flags[0].args(), ["--size", "64M"]);
+        let f = e.aggressor_flags(a, &e.configurations[3], None);
+        let args = ChildCommand::Load.argv(&f).unwrap();
+        assert_eq!(
+            args,
+            [
+                "--pattern",
+                "random",
+                "--max-blocks",
+                "8",
+                "--buffer",
+                "1G",
+                "--cache",
+                "always",
+                "--burst"
+            ]
+        );
+        assert_eq!(
+            ChildCommand::ProbeLatency
+                .argv(&e.victims[0].flags)
+                .unwrap(),
+            ["--size", "64M"]
+        );
     }
 
     /// Issue 14 item 8: a `[matrix]` of 10^6 configurations was expanded in
@@ -1641,6 +1721,50 @@ size = "64M"
     }
 
     const VICTIM: &str = "[[victim]]\nname=\"i\"\ncommand=\"idle\"\nduration=\"1s\"\n";
+
+    /// Issue 30: a key the child command does not take is refused while
+    /// the file is read (no child is run to learn its flags), with its
+    /// line, the key and the command; an override and a victim's key alike.
+    #[test]
+    fn keys_a_child_command_lacks_are_refused_when_the_file_is_read() {
+        let e = p(&format!(
+            "[[aggressor]]\nname=\"quick\"\niodeph=3\n{VICTIM}"
+        ))
+        .unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(
+            e.message
+                .starts_with("aggressor 'quick': unknown key 'iodeph' for dmalab load; it takes:"),
+            "{e}"
+        );
+        let e = p("[[victim]]\nname=\"v\"\ncommand=\"probe latency\"\nsize=\"8M\"\niodepth=4\n")
+            .unwrap_err();
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(
+            e.message
+                .starts_with("victim 'v': unknown key 'iodepth' for dmalab probe latency;"),
+            "{e}"
+        );
+        let e = p(&format!(
+            "[[aggressor]]\nname=\"b\"\ncommand=\"probe bandwidth\"\n[[configuration]]\nname=\"c\"\niodepth=4\n{VICTIM}"
+        ))
+        .unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(
+            e.message
+                .contains("no aggressor's command has a flag --iodepth"),
+            "{e}"
+        );
+        // The same key is fine for the command that takes it, dashes or not.
+        let e = p(&format!(
+            "[[aggressor]]\nname=\"quick\"\nmax-blocks=3\n{VICTIM}"
+        ))
+        .unwrap();
+        assert_eq!(
+            ChildCommand::Load.argv(&e.aggressors[0].flags).unwrap(),
+            ["--max-blocks", "3"]
+        );
+    }
 
     #[test]
     fn controls_resolve_per_aggressor_and_from_the_experiment() {

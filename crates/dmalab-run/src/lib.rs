@@ -11,6 +11,7 @@
 //!   result files side by side.
 
 pub mod analysis;
+pub mod child;
 pub mod compare;
 pub mod ddio_axis;
 pub mod error;
@@ -22,5 +23,6 @@ pub mod record;
 pub mod report;
 pub mod runner;
 pub mod stats;
+pub mod views;
 
 pub use error::{ExpError, RunError};

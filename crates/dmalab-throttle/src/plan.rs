@@ -132,12 +132,18 @@ fn from_experiment(
         })?,
     };
     // The session sets the probe's run time and interval itself.
-    let flags: Vec<String> = v
+    let kept: Vec<_> = v
         .flags
         .iter()
         .filter(|f| !["--runtime", "--interval"].contains(&f.long().as_str()))
-        .flat_map(|f| f.args())
+        .cloned()
         .collect();
+    let flags = match v.kind.child() {
+        Some(cmd) => cmd.argv(&kept).map_err(|why| {
+            UsageError::new("--experiment", format!("victim '{}': {why}", v.name))
+        })?,
+        None => Vec::new(),
+    };
     let victim = match &v.kind {
         dmalab_run::experiment::VictimKind::ProbeLatency => VictimSpec::ProbeLatency { args: flags },
         dmalab_run::experiment::VictimKind::ProbeBandwidth => {
@@ -191,12 +197,15 @@ fn from_experiment(
             ),
         ));
     }
-    let args: Vec<String> = a
+    let kept: Vec<_> = a
         .flags
         .iter()
         .filter(|f| !OWN_FLAGS.contains(&f.long().as_str()))
-        .flat_map(|f| f.args())
+        .cloned()
         .collect();
+    let args = dmalab_run::child::ChildCommand::Load
+        .argv(&kept)
+        .map_err(|why| UsageError::new("--experiment", format!("aggressor '{}': {why}", a.name)))?;
     Ok((victim, args))
 }
 
@@ -639,10 +648,11 @@ regex = "ops=([0-9]+)"
         o.aggressor = None;
         o.experiment = Some(p.clone());
         let (c, v) = resolve(&o).unwrap();
-        // The session sets rate and runtime itself.
+        // The session sets rate and runtime itself; the rest is written
+        // by `dmalab load`'s config, in its order.
         assert_eq!(
             c.aggressor_args,
-            vec!["--pattern", "random", "--size", "64M"]
+            vec!["--size", "64M", "--pattern", "random"]
         );
         assert!(matches!(v, VictimSpec::ProbeLatency { ref args } if args == &["--size", "64M"]));
         o.victim_name = Some("ops".into());

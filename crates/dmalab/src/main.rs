@@ -24,6 +24,8 @@ macro_rules! outln {
     };
 }
 
+#[cfg(test)]
+mod child_args;
 mod cmd;
 
 /// Writes to stdout, ignoring a closed pipe (and any other stdout error:

@@ -77,7 +77,32 @@ fn unknown_flag_of_a_dmalab_command_is_refused_with_its_line() {
             .current_dir(dir.path()),
         "e.toml:4:",
     );
-    assert!(err.contains("--no-such-flag"), "{err}");
+    // Refused while the file is read, naming the key and the command,
+    // from `dmalab load`'s own config (not from its --help).
+    assert!(
+        err.contains("aggressor 'random': unknown key 'no_such_flag' for dmalab load; it takes: target, engine,"),
+        "{err}"
+    );
+}
+
+/// A key the runner sets itself, a switch given a value, an override no
+/// aggressor's command takes, and a swept switch: each refused with exit
+/// 2 and its line, before anything runs.
+#[test]
+fn keys_a_child_command_cannot_take_are_refused_with_their_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = "\n[[victim]]\nname = \"a\"\ncommand = \"idle\"\nduration = \"1s\"\n";
+    for (agg, extra, at, want) in [
+        ("output = \"x.json\"", "", "e.toml:3:", "aggressor 'x': key 'output': dmalab run sets --output itself; remove it"),
+        ("keep = \"yes\"", "", "e.toml:3:", "aggressor 'x': key 'keep': --keep of dmalab load is a switch; write keep = true (or false)"),
+        ("bs = \"4K\"", "\n[[configuration]]\nname = \"c\"\niodeph = 4\n", "e.toml:12:", "configuration 'c': key 'iodeph': no aggressor's command has a flag --iodeph"),
+        ("bs = \"4K\"", "\n[sweep]\naggressor = \"x\"\nflag = \"keep\"\nvalues = [1]\n", "e.toml:12:", "sweep.flag: `dmalab load` has no flag --keep that takes a value"),
+    ] {
+        let text = format!("[[aggressor]]\nname = \"x\"\n{agg}\n{victim}{extra}");
+        let exp = write(dir.path(), "e.toml", &text);
+        let err = common::assert_usage_error([Path::new("run"), exp.as_path()], at);
+        assert!(err.contains(want), "{text}\n{err}");
+    }
 }
 
 /// Regression: a value the aggressor's command refuses through clap was

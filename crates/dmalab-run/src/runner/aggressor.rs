@@ -3,7 +3,6 @@
 //! document read.
 
 use super::spawn::{failure_from, killpg, spawn, tail, Spawned};
-use super::validate::Validated;
 use super::RunOptions;
 use crate::experiment::{Aggressor, AggressorKind, Experiment};
 use crate::livestats::{LiveStats, State};
@@ -50,7 +49,6 @@ pub(super) struct ControlArgs {
 pub(super) fn start_aggressor(
     exp: &Experiment,
     opts: &RunOptions,
-    val: &Validated,
     a: &Aggressor,
     p: &PlannedRun,
     dir: &Path,
@@ -58,7 +56,7 @@ pub(super) fn start_aggressor(
 ) -> Result<RunningAggressor, Box<(Failure, AggressorOutcome)>> {
     let live = dir.join("live-stats");
     let output = dir.join("aggressor.json");
-    let (argv, live_stats, out) = match aggressor_argv(exp, opts, val, a, p, &live, &output, ctl) {
+    let (argv, live_stats, out) = match aggressor_argv(exp, opts, a, p, &live, &output, ctl) {
         Ok(x) => x,
         Err(why) => {
             return Err(Box::new((
@@ -174,7 +172,6 @@ pub(super) fn stop_aggressor(mut ra: RunningAggressor) -> (AggressorOutcome, boo
 fn aggressor_argv(
     exp: &Experiment,
     opts: &RunOptions,
-    val: &Validated,
     a: &Aggressor,
     p: &PlannedRun,
     live: &Path,
@@ -201,10 +198,11 @@ fn aggressor_argv(
             Ok((argv, uses, None))
         }
         k => {
-            let w = k.subcommand().unwrap_or_default();
+            let Some(cmd) = k.child() else {
+                return Err("runs no dmalab command".into());
+            };
             let c = &exp.configurations[p.configuration];
-            let mut flags =
-                exp.aggressor_flags(a, c, p.sweep_value.as_deref(), &|f| val.accepts(&w, &f.key));
+            let mut flags = exp.aggressor_flags(a, c, p.sweep_value.as_deref());
             match ctl {
                 Some(ControlArgs { twin: true, .. }) => {
                     flags = crate::experiment::control_flags(&flags, rate)?;
@@ -212,7 +210,7 @@ fn aggressor_argv(
                 Some(ControlArgs {
                     twin: false,
                     rate_iops: Some(r),
-                }) if val.accepts(&w, "rate-iops") => {
+                }) if cmd.takes("rate_iops") => {
                     let norm = |k: &str| k.replace('-', "_");
                     flags.retain(|f| !matches!(norm(&f.key).as_str(), "rate" | "rate_iops"));
                     flags.push(crate::experiment::Flag {
@@ -225,14 +223,14 @@ fn aggressor_argv(
                 _ => {}
             }
             let mut argv = vec![opts.exe.display().to_string()];
-            argv.extend(w.iter().map(|s| s.to_string()));
-            argv.extend(flags.iter().flat_map(|f| f.args()));
+            argv.extend(cmd.words().iter().map(|s| s.to_string()));
+            argv.extend(cmd.argv(&flags)?);
             let has = |k: &str| flags.iter().any(|f| f.key.replace('_', "-") == k);
-            if val.accepts(&w, "cpus-allowed") && !has("cpus-allowed") {
+            if cmd.takes("cpus-allowed") && !has("cpus-allowed") {
                 argv.push("--cpus-allowed".into());
                 argv.push(dmalab_core::cpus::format_cpu_list(&exp.placement.aggressor));
             }
-            if val.accepts(&w, "runtime") && !has("runtime") {
+            if cmd.takes("runtime") && !has("runtime") {
                 let longest = exp
                     .victims
                     .iter()
@@ -242,12 +240,12 @@ fn aggressor_argv(
                 argv.push("--runtime".into());
                 argv.push(secs_arg(exp.warmup + longest + Duration::from_secs(120)));
             }
-            let live_stats = val.accepts(&w, "live-stats");
+            let live_stats = cmd.takes("live-stats");
             if live_stats {
                 argv.push("--live-stats".into());
                 argv.push(live.display().to_string());
             }
-            let out = val.accepts(&w, "output").then(|| {
+            let out = cmd.takes("output").then(|| {
                 argv.extend([
                     "--output".into(),
                     output.display().to_string(),

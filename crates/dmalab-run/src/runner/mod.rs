@@ -33,7 +33,6 @@ use evidence::Window;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
-use validate::Validated;
 use victim::run_victim;
 
 /// How `dmalab run` is asked to work.
@@ -196,7 +195,6 @@ fn control_plan<'e>(
 fn one_run(
     exp: &Experiment,
     opts: &RunOptions,
-    val: &Validated,
     p: &PlannedRun,
     rates: &Rates,
 ) -> Result<RunRecord, RunError> {
@@ -266,7 +264,7 @@ fn one_run(
         Some(i) if p.control => match control_plan(exp, p, rates) {
             Ok((a, ctl, cr)) => {
                 rec.control = Some(Box::new(cr));
-                Some(start_aggressor(exp, opts, val, a, p, dir.path(), Some(ctl)))
+                Some(start_aggressor(exp, opts, a, p, dir.path(), Some(ctl)))
             }
             Err(why) => {
                 rec.control = Some(Box::new(ControlRecord {
@@ -290,7 +288,6 @@ fn one_run(
         Some(i) => Some(start_aggressor(
             exp,
             opts,
-            val,
             &exp.aggressors[i],
             p,
             dir.path(),
@@ -319,7 +316,7 @@ fn one_run(
         vcpus,
         agg.as_ref().map(|a| a.pid()),
     );
-    let vo = run_victim(exp, opts, val, v, dir.path(), &mut w);
+    let vo = run_victim(exp, opts, v, dir.path(), &mut w);
     rec.victim_wall_ns = w.wall_ns();
     rec.victim_evidence = w.victim_evidence().map(Box::new);
     let evidence = w.evidence();
@@ -378,7 +375,7 @@ pub fn run(
     opts: &RunOptions,
     progress: &mut Progress,
 ) -> Result<Outcome, RunError> {
-    let val = validate::validate(exp, &opts.exe)?;
+    validate::validate(exp, &opts.exe)?;
     let runs = plan::expand(exp);
     let selected = select_configuration(exp, opts.configuration.as_deref())?;
     let in_selection = |p: &PlannedRun| selected.is_none_or(|c| p.configuration == c);
@@ -438,7 +435,7 @@ pub fn run(
         progress.begin(p.index, &label);
         let t0 = Instant::now();
         let ddio_rec = ddio.ensure(exp.configurations[p.configuration].ddio);
-        let mut rec = one_run(exp, opts, &val, p, &rates)?;
+        let mut rec = one_run(exp, opts, p, &rates)?;
         rec.ddio = ddio_rec;
         note_rate(exp, &mut rates, &rec);
         dmalab_core::output::append_json_line(&opts.results, &rec)

@@ -4,7 +4,6 @@
 
 use super::evidence::Window;
 use super::spawn::{failure_from, spawn, tail, wait_timeout_usage};
-use super::validate::Validated;
 use super::RunOptions;
 use crate::experiment::{Experiment, Victim, VictimKind};
 use crate::record::Failure;
@@ -134,7 +133,6 @@ impl Timed<'_> {
 pub(super) fn run_victim(
     exp: &Experiment,
     opts: &RunOptions,
-    val: &Validated,
     v: &Victim,
     dir: &Path,
     w: &mut Window,
@@ -156,7 +154,7 @@ pub(super) fn run_victim(
             counters,
         } => exec_victim(opts, &t, argv, regex.as_ref(), counters.as_deref(), w),
         VictimKind::Redis(r) => super::redis::redis_victim(&t, r, w),
-        k => dmalab_victim(opts, val, &t, k, w),
+        k => dmalab_victim(opts, &t, k, w),
     }
 }
 
@@ -251,21 +249,32 @@ fn regex_value(re: &Regex, out: &str) -> Result<f64, &'static str> {
 
 /// A dmalab command: its figure is `metric` (or a fallback of its kind)
 /// in the result document it writes.
-fn dmalab_victim(
-    opts: &RunOptions,
-    val: &Validated,
-    t: &Timed,
-    k: &VictimKind,
-    w: &mut Window,
-) -> VictimOutcome {
+fn dmalab_victim(opts: &RunOptions, t: &Timed, k: &VictimKind, w: &mut Window) -> VictimOutcome {
     let (v, dir) = (t.v, t.dir);
-    let words = k.subcommand().unwrap_or_default();
+    let Some(cmd) = k.child() else {
+        return fail(
+            format!("victim '{}': runs no dmalab command", v.name),
+            None,
+            Path::new(""),
+            vec![],
+        );
+    };
     let out = dir.join("victim.json");
     let mut argv = vec![opts.exe.display().to_string()];
-    argv.extend(words.iter().map(|s| s.to_string()));
-    argv.extend(v.flags.iter().flat_map(|f| f.args()));
+    argv.extend(cmd.words().iter().map(|s| s.to_string()));
+    match cmd.argv(&v.flags) {
+        Ok(a) => argv.extend(a),
+        Err(why) => {
+            return fail(
+                format!("victim '{}': {why}", v.name),
+                None,
+                Path::new(""),
+                argv,
+            )
+        }
+    }
     let has = |k: &str| v.flags.iter().any(|f| f.key.replace('_', "-") == k);
-    if val.accepts(&words, "cpus-allowed") && !has("cpus-allowed") {
+    if cmd.takes("cpus-allowed") && !has("cpus-allowed") {
         argv.push("--cpus-allowed".into());
         argv.push(dmalab_core::cpus::format_cpu_list(t.cpus));
     }
@@ -279,9 +288,8 @@ fn dmalab_victim(
         Err(o) => return *o,
         Ok(s) => s,
     };
-    let doc = std::fs::read(&out)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+    let bytes = std::fs::read(&out).unwrap_or_default();
+    let doc = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
     let Some(doc) = doc else {
         return fail(
             format!("victim '{}' exited 0 but wrote no result document", v.name),
@@ -291,14 +299,12 @@ fn dmalab_victim(
         );
     };
     let result = doc.get("result").cloned();
-    let mut found = lookup_number(&doc, &v.metric);
-    if v.metric_is_default {
-        for alt in v.kind.metric_fallbacks() {
-            if found.is_err() {
-                found = lookup_number(&doc, alt).map_err(|_| found.clone().unwrap_err());
-            }
-        }
-    }
+    // The kind's own figure through its typed view; a `metric = "/..."`
+    // the file names is a pointer the user chose into the document.
+    let found = match crate::views::default_figure(&v.kind, &bytes) {
+        Some(f) if v.metric_is_default => f,
+        _ => lookup_number(&doc, &v.metric),
+    };
     outcome(found, result, argv)
 }
 
