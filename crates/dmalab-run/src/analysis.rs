@@ -2,7 +2,7 @@
 
 use crate::experiment::Better;
 use crate::plan::PLAIN;
-use crate::record::{Results, RunRecord};
+use crate::record::{ControlOrder, Results, RunRecord};
 use crate::stats::{self, Mwu, Summary};
 use dmalab_core::schema::RunStatus;
 use serde::{Deserialize, Serialize};
@@ -189,6 +189,43 @@ pub struct Attribution {
     pub dma_share_ci: (f64, f64),
     /// The verdict in plain words.
     pub verdict: String,
+    /// Control runs (completed) that ran after their load in the same
+    /// repetition, and before it: the order alternates by repetition so
+    /// that drift of the host cannot pass for attribution.
+    #[serde(default)]
+    pub control_order: ControlOrderCount,
+}
+
+/// How many control runs ran after and before their loads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlOrderCount {
+    /// Load, then control (files from before the order alternated count
+    /// here: that was their only order).
+    pub after_load: usize,
+    /// Control, then load.
+    pub before_load: usize,
+}
+
+impl ControlOrderCount {
+    /// Counts the completed control runs of `runs` by their order.
+    pub fn of(runs: &[&RunRecord]) -> Self {
+        let mut n = Self::default();
+        for r in runs.iter().filter(|r| r.status == RunStatus::Completed) {
+            match r.control.as_ref().and_then(|c| c.order) {
+                Some(ControlOrder::BeforeLoad) => n.before_load += 1,
+                _ => n.after_load += 1,
+            }
+        }
+        n
+    }
+
+    /// In words: `2 after the load, 1 before`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} after the load, {} before",
+            self.after_load, self.before_load
+        )
+    }
 }
 
 /// A ratio as a signed percentage: 1.05 -> `+5.00%`.
@@ -259,6 +296,7 @@ pub fn attribute(
         dma_share: share,
         dma_share_ci: share_ci,
         verdict,
+        control_order: ControlOrderCount::default(),
     })
 }
 
@@ -366,7 +404,10 @@ pub fn cells(res: &Results, noisy_cv_pct: f64) -> Vec<Cell> {
                         && r.sweep_value.is_none()
                 })
                 .collect();
-            attribute(&control_load, &v, &values(&control), &pv, first.better)
+            attribute(&control_load, &v, &values(&control), &pv, first.better).map(|mut a| {
+                a.control_order = ControlOrderCount::of(&control);
+                a
+            })
         } else {
             None
         };
@@ -590,7 +631,18 @@ pub fn attribution_table(cells: &[Cell]) -> Option<String> {
     if rows.len() == 1 {
         return None;
     }
-    Some(align(&rows))
+    let order = cells.iter().filter_map(|c| c.attribution.as_ref()).fold(
+        ControlOrderCount::default(),
+        |n, a| ControlOrderCount {
+            after_load: n.after_load + a.control_order.after_load,
+            before_load: n.before_load + a.control_order.before_load,
+        },
+    );
+    Some(format!(
+        "{}control order: {} (alternated by repetition, so drift of the host falls on loads and controls alike)\n",
+        align(&rows),
+        order.describe()
+    ))
 }
 
 #[cfg(test)]

@@ -93,8 +93,8 @@ pub fn section(cells: &[Cell]) -> (String, usize) {
     let mut body = String::new();
     let mut plots = 0;
     if !attributed.is_empty() {
-        body.push_str(r#"<h2>Attribution: DMA or the aggressor's CPU cost</h2><p class="meta">Each aggressor's control cycle runs the same CPU-side work (workers, iodepth, CPUs, pattern) paced at the command rate the aggressor reached in the same repetition, without moving data into host memory (docs/run.md). vs control = the load against its control (&gt;0: the DMA hurt); DMA share = (loaded − control) / (loaded − plain), with 95% bootstrap intervals, the samples resampled apart.</p>
-<div class="scroll"><table class="stats"><tr><th>configuration</th><th>victim</th><th>load</th><th>vs plain</th><th>control vs plain</th><th>vs control</th><th>DMA share</th><th>verdict</th></tr>
+        body.push_str(r#"<h2>Attribution: DMA or the aggressor's CPU cost</h2><p class="meta">Each aggressor's control cycle runs the same CPU-side work (workers, iodepth, CPUs, pattern) paced at the command rate the aggressor reached, without moving data into host memory (docs/run.md). Controls run after their loads in odd repetitions (paced at that repetition's rate) and before them in even ones (paced at the previous repetition's), so a slow drift of the host falls on loads and controls alike; <i>control order</i> counts the control runs each way. vs control = the load against its control (&gt;0: the DMA hurt); DMA share = (loaded − control) / (loaded − plain), with 95% bootstrap intervals, the samples resampled apart.</p>
+<div class="scroll"><table class="stats"><tr><th>configuration</th><th>victim</th><th>load</th><th>vs plain</th><th>control vs plain</th><th>vs control</th><th>DMA share</th><th>control order</th><th>verdict</th></tr>
 "#);
         for c in &attributed {
             let Some(a) = &c.attribution else { continue };
@@ -115,7 +115,7 @@ pub fn section(cells: &[Cell]) -> (String, usize) {
             };
             let _ = writeln!(
                 body,
-                r#"<tr><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td>{}</td><td>{} [{} – {}]</td><td>{} [{} – {}]</td><td>{} [{} – {}]</td><td class="l">{}</td></tr>"#,
+                r#"<tr><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td>{}</td><td>{} [{} – {}]</td><td>{} [{} – {}]</td><td>{} [{} – {}]</td><td class="l">{}</td><td class="l">{}</td></tr>"#,
                 esc(&c.configuration),
                 esc(&c.victim),
                 esc(&c.load),
@@ -129,6 +129,7 @@ pub fn section(cells: &[Cell]) -> (String, usize) {
                 share(a.dma_share),
                 share(a.dma_share_ci.0),
                 share(a.dma_share_ci.1),
+                esc(&a.control_order.describe()),
                 esc(&verdict)
             );
         }
