@@ -559,6 +559,17 @@ fn run_with_an_nvme_aggressor_has_a_flush_control_and_an_attribution() {
         ],
         "{runs:?}"
     );
+    // The quiet-host check and the victim's evidence, in every record.
+    for r in &runs {
+        assert!(r["quiet"]["window_ns"].as_u64() > Some(0), "{r}");
+        assert!(r["victim_evidence"]["window_ns"].as_u64() > Some(0), "{r}");
+        if r["load"] != "plain" {
+            assert!(
+                r["victim_evidence"]["aggressor_cpu_ns"].is_u64(),
+                "the aggressor's CPU time: {r}"
+            );
+        }
+    }
     let mut flushes_counted = 0;
     for r in &runs {
         if r["load"] == "plain" {

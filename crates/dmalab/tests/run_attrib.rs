@@ -318,6 +318,17 @@ duration = "400ms"
         ],
         "the runs as made"
     );
+    // The quiet-host check and the victim's evidence, in every record.
+    for r in &runs {
+        assert!(r["quiet"]["window_ns"].as_u64() > Some(0), "{r}");
+        assert!(r["victim_evidence"]["window_ns"].as_u64() > Some(0), "{r}");
+        if r["load"] != "plain" {
+            assert!(
+                r["victim_evidence"]["aggressor_cpu_ns"].is_u64(),
+                "the aggressor's CPU time: {r}"
+            );
+        }
+    }
     // The records say the order, and which repetition's rate paced each.
     let controls: Vec<&Value> = runs.iter().filter(|r| r["load"] == "rd/control").collect();
     let order: Vec<(&str, u64)> = controls
