@@ -577,6 +577,12 @@ fn align<const N: usize>(rows: &[[String; N]]) -> String {
     out
 }
 
+/// The n an attribution's intervals rest on: the fewer of the loaded and
+/// the control runs (as its verdict counts them).
+pub fn attribution_n(c: &Cell, a: &Attribution) -> usize {
+    c.values.len().min(a.control_n)
+}
+
 /// The attribution table (what `dmalab run` prints after the statistics
 /// when the experiment has control cycles): per loaded cell with a control,
 /// the slowdown against plain, the control's, the load's against its
@@ -602,26 +608,38 @@ pub fn attribution_table(cells: &[Cell]) -> Option<String> {
                 "-".into()
             }
         };
+        // At n <= 2 a bootstrap interval collapses: say so, as the
+        // statistics table does, instead of printing one.
+        let few = attribution_n(c, a) <= 2;
         rows.push([
             c.configuration.clone(),
             c.victim.clone(),
             c.load.clone(),
             match (c.slowdown, c.slowdown_ci) {
+                (Some(s), Some(_)) if c.values.len() <= 2 => format!("{} [n too small]", pct(s)),
                 (Some(s), Some(ci)) => format!("{} {}", pct(s), pct_ci(ci)),
                 _ => "-".into(),
             },
             pct(a.control_slowdown),
-            format!(
-                "{} {}",
-                pct(a.slowdown_vs_control),
-                pct_ci(a.slowdown_vs_control_ci)
-            ),
-            format!(
-                "{} [{}, {}]",
-                fmt_share(a.dma_share),
-                fmt_share(a.dma_share_ci.0),
-                fmt_share(a.dma_share_ci.1)
-            ),
+            if few {
+                format!("{} [n too small]", pct(a.slowdown_vs_control))
+            } else {
+                format!(
+                    "{} {}",
+                    pct(a.slowdown_vs_control),
+                    pct_ci(a.slowdown_vs_control_ci)
+                )
+            },
+            if few {
+                format!("{} [n too small]", fmt_share(a.dma_share))
+            } else {
+                format!(
+                    "{} [{}, {}]",
+                    fmt_share(a.dma_share),
+                    fmt_share(a.dma_share_ci.0),
+                    fmt_share(a.dma_share_ci.1)
+                )
+            },
             match &c.lost_cpu {
                 Some(l) => format!("{}; {l}", a.verdict),
                 None => a.verdict.clone(),
@@ -694,6 +712,50 @@ mod tests {
             "{}",
             a.verdict
         );
+    }
+
+    #[test]
+    fn attribution_table_prints_no_interval_at_n_2() {
+        let plain = [100.0, 101.0];
+        let loaded = [150.0, 151.0];
+        let control = [120.0, 119.0];
+        let cell = |values: &[f64], a: Option<Attribution>| {
+            let mut c: Cell = serde_json::from_value(serde_json::json!({
+                "configuration": "default", "victim": "v", "load": "r",
+                "unit": "ns", "better": "lower", "values": values,
+                "failed": 0, "summary": null, "noisy": false,
+            }))
+            .unwrap();
+            let (s, ci) = slowdown_of(values, &plain, Better::Lower);
+            c.slowdown = Some(s);
+            c.slowdown_ci = Some(ci);
+            c.attribution = a;
+            c
+        };
+        let a = attribute("r/control", &loaded, &control, &plain, Better::Lower);
+        let c2 = cell(&loaded, a);
+        let t = attribution_table(std::slice::from_ref(&c2)).unwrap();
+        let row = t.lines().nth(1).unwrap();
+        assert_eq!(row.matches("[n too small]").count(), 3, "{t}");
+        assert!(!row.contains(", "), "no interval printed: {t}");
+        // The report's table says the same.
+        let (html, _) = crate::report::attribution::section(&[c2]);
+        assert_eq!(html.matches("[n too small]").count(), 3, "{html}");
+        // With three runs each, the intervals are printed.
+        let plain3 = [100.0, 101.0, 99.0];
+        let loaded3 = [150.0, 151.0, 149.0];
+        let a = attribute(
+            "r/control",
+            &loaded3,
+            &[120.0, 119.0, 121.0],
+            &plain3,
+            Better::Lower,
+        );
+        let mut c = cell(&loaded3, a);
+        let (s, ci) = slowdown_of(&loaded3, &plain3, Better::Lower);
+        (c.slowdown, c.slowdown_ci) = (Some(s), Some(ci));
+        let t = attribution_table(&[c]).unwrap();
+        assert!(!t.contains("n too small"), "{t}");
     }
 
     #[test]

@@ -106,8 +106,18 @@ pub fn section(cells: &[Cell]) -> (String, usize) {
                 }
             };
             let vs_plain = match (c.slowdown, c.slowdown_ci) {
+                (Some(s), Some(_)) if c.values.len() <= 2 => format!("{} [n too small]", pct(s)),
                 (Some(s), Some((lo, hi))) => format!("{} [{} – {}]", pct(s), pct(lo), pct(hi)),
                 _ => String::new(),
+            };
+            // At n <= 2 a bootstrap interval collapses: said, not drawn.
+            let few = crate::analysis::attribution_n(c, a) <= 2;
+            let ci = |x: String, (lo, hi): (String, String)| {
+                if few {
+                    format!("{x} [n too small]")
+                } else {
+                    format!("{x} [{lo} – {hi}]")
+                }
             };
             let verdict = match &c.lost_cpu {
                 Some(l) => format!("{}; {l}", a.verdict),
@@ -115,7 +125,7 @@ pub fn section(cells: &[Cell]) -> (String, usize) {
             };
             let _ = writeln!(
                 body,
-                r#"<tr><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td>{}</td><td>{} [{} – {}]</td><td>{} [{} – {}]</td><td>{} [{} – {}]</td><td class="l">{}</td><td class="l">{}</td></tr>"#,
+                r#"<tr><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td>{}</td><td>{} [{} – {}]</td><td>{}</td><td>{}</td><td class="l">{}</td><td class="l">{}</td></tr>"#,
                 esc(&c.configuration),
                 esc(&c.victim),
                 esc(&c.load),
@@ -123,12 +133,17 @@ pub fn section(cells: &[Cell]) -> (String, usize) {
                 pct(a.control_slowdown),
                 pct(a.control_slowdown_ci.0),
                 pct(a.control_slowdown_ci.1),
-                pct(a.slowdown_vs_control),
-                pct(a.slowdown_vs_control_ci.0),
-                pct(a.slowdown_vs_control_ci.1),
-                share(a.dma_share),
-                share(a.dma_share_ci.0),
-                share(a.dma_share_ci.1),
+                esc(&ci(
+                    pct(a.slowdown_vs_control),
+                    (
+                        pct(a.slowdown_vs_control_ci.0),
+                        pct(a.slowdown_vs_control_ci.1)
+                    )
+                )),
+                esc(&ci(
+                    share(a.dma_share),
+                    (share(a.dma_share_ci.0), share(a.dma_share_ci.1))
+                )),
                 esc(&a.control_order.describe()),
                 esc(&verdict)
             );
