@@ -2,7 +2,7 @@
 
 use crate::experiment::Better;
 use crate::plan::PLAIN;
-use crate::record::{Results, RunRecord};
+use crate::record::{ControlOrder, Results, RunRecord};
 use crate::stats::{self, Mwu, Summary};
 use dmalab_core::schema::RunStatus;
 use serde::{Deserialize, Serialize};
@@ -189,6 +189,43 @@ pub struct Attribution {
     pub dma_share_ci: (f64, f64),
     /// The verdict in plain words.
     pub verdict: String,
+    /// Control runs (completed) that ran after their load in the same
+    /// repetition, and before it: the order alternates by repetition so
+    /// that drift of the host cannot pass for attribution.
+    #[serde(default)]
+    pub control_order: ControlOrderCount,
+}
+
+/// How many control runs ran after and before their loads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlOrderCount {
+    /// Load, then control (files from before the order alternated count
+    /// here: that was their only order).
+    pub after_load: usize,
+    /// Control, then load.
+    pub before_load: usize,
+}
+
+impl ControlOrderCount {
+    /// Counts the completed control runs of `runs` by their order.
+    pub fn of(runs: &[&RunRecord]) -> Self {
+        let mut n = Self::default();
+        for r in runs.iter().filter(|r| r.status == RunStatus::Completed) {
+            match r.control.as_ref().and_then(|c| c.order) {
+                Some(ControlOrder::BeforeLoad) => n.before_load += 1,
+                _ => n.after_load += 1,
+            }
+        }
+        n
+    }
+
+    /// In words: `2 after the load, 1 before`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} after the load, {} before",
+            self.after_load, self.before_load
+        )
+    }
 }
 
 /// A ratio as a signed percentage: 1.05 -> `+5.00%`.
@@ -259,6 +296,7 @@ pub fn attribute(
         dma_share: share,
         dma_share_ci: share_ci,
         verdict,
+        control_order: ControlOrderCount::default(),
     })
 }
 
@@ -366,7 +404,10 @@ pub fn cells(res: &Results, noisy_cv_pct: f64) -> Vec<Cell> {
                         && r.sweep_value.is_none()
                 })
                 .collect();
-            attribute(&control_load, &v, &values(&control), &pv, first.better)
+            attribute(&control_load, &v, &values(&control), &pv, first.better).map(|mut a| {
+                a.control_order = ControlOrderCount::of(&control);
+                a
+            })
         } else {
             None
         };
@@ -536,6 +577,12 @@ fn align<const N: usize>(rows: &[[String; N]]) -> String {
     out
 }
 
+/// The n an attribution's intervals rest on: the fewer of the loaded and
+/// the control runs (as its verdict counts them).
+pub fn attribution_n(c: &Cell, a: &Attribution) -> usize {
+    c.values.len().min(a.control_n)
+}
+
 /// The attribution table (what `dmalab run` prints after the statistics
 /// when the experiment has control cycles): per loaded cell with a control,
 /// the slowdown against plain, the control's, the load's against its
@@ -561,26 +608,38 @@ pub fn attribution_table(cells: &[Cell]) -> Option<String> {
                 "-".into()
             }
         };
+        // At n <= 2 a bootstrap interval collapses: say so, as the
+        // statistics table does, instead of printing one.
+        let few = attribution_n(c, a) <= 2;
         rows.push([
             c.configuration.clone(),
             c.victim.clone(),
             c.load.clone(),
             match (c.slowdown, c.slowdown_ci) {
+                (Some(s), Some(_)) if c.values.len() <= 2 => format!("{} [n too small]", pct(s)),
                 (Some(s), Some(ci)) => format!("{} {}", pct(s), pct_ci(ci)),
                 _ => "-".into(),
             },
             pct(a.control_slowdown),
-            format!(
-                "{} {}",
-                pct(a.slowdown_vs_control),
-                pct_ci(a.slowdown_vs_control_ci)
-            ),
-            format!(
-                "{} [{}, {}]",
-                fmt_share(a.dma_share),
-                fmt_share(a.dma_share_ci.0),
-                fmt_share(a.dma_share_ci.1)
-            ),
+            if few {
+                format!("{} [n too small]", pct(a.slowdown_vs_control))
+            } else {
+                format!(
+                    "{} {}",
+                    pct(a.slowdown_vs_control),
+                    pct_ci(a.slowdown_vs_control_ci)
+                )
+            },
+            if few {
+                format!("{} [n too small]", fmt_share(a.dma_share))
+            } else {
+                format!(
+                    "{} [{}, {}]",
+                    fmt_share(a.dma_share),
+                    fmt_share(a.dma_share_ci.0),
+                    fmt_share(a.dma_share_ci.1)
+                )
+            },
             match &c.lost_cpu {
                 Some(l) => format!("{}; {l}", a.verdict),
                 None => a.verdict.clone(),
@@ -590,7 +649,18 @@ pub fn attribution_table(cells: &[Cell]) -> Option<String> {
     if rows.len() == 1 {
         return None;
     }
-    Some(align(&rows))
+    let order = cells.iter().filter_map(|c| c.attribution.as_ref()).fold(
+        ControlOrderCount::default(),
+        |n, a| ControlOrderCount {
+            after_load: n.after_load + a.control_order.after_load,
+            before_load: n.before_load + a.control_order.before_load,
+        },
+    );
+    Some(format!(
+        "{}control order: {} (alternated by repetition, so drift of the host falls on loads and controls alike)\n",
+        align(&rows),
+        order.describe()
+    ))
 }
 
 #[cfg(test)]
@@ -642,6 +712,50 @@ mod tests {
             "{}",
             a.verdict
         );
+    }
+
+    #[test]
+    fn attribution_table_prints_no_interval_at_n_2() {
+        let plain = [100.0, 101.0];
+        let loaded = [150.0, 151.0];
+        let control = [120.0, 119.0];
+        let cell = |values: &[f64], a: Option<Attribution>| {
+            let mut c: Cell = serde_json::from_value(serde_json::json!({
+                "configuration": "default", "victim": "v", "load": "r",
+                "unit": "ns", "better": "lower", "values": values,
+                "failed": 0, "summary": null, "noisy": false,
+            }))
+            .unwrap();
+            let (s, ci) = slowdown_of(values, &plain, Better::Lower);
+            c.slowdown = Some(s);
+            c.slowdown_ci = Some(ci);
+            c.attribution = a;
+            c
+        };
+        let a = attribute("r/control", &loaded, &control, &plain, Better::Lower);
+        let c2 = cell(&loaded, a);
+        let t = attribution_table(std::slice::from_ref(&c2)).unwrap();
+        let row = t.lines().nth(1).unwrap();
+        assert_eq!(row.matches("[n too small]").count(), 3, "{t}");
+        assert!(!row.contains(", "), "no interval printed: {t}");
+        // The report's table says the same.
+        let (html, _) = crate::report::attribution::section(&[c2]);
+        assert_eq!(html.matches("[n too small]").count(), 3, "{html}");
+        // With three runs each, the intervals are printed.
+        let plain3 = [100.0, 101.0, 99.0];
+        let loaded3 = [150.0, 151.0, 149.0];
+        let a = attribute(
+            "r/control",
+            &loaded3,
+            &[120.0, 119.0, 121.0],
+            &plain3,
+            Better::Lower,
+        );
+        let mut c = cell(&loaded3, a);
+        let (s, ci) = slowdown_of(&loaded3, &plain3, Better::Lower);
+        (c.slowdown, c.slowdown_ci) = (Some(s), Some(ci));
+        let t = attribution_table(&[c]).unwrap();
+        assert!(!t.contains("n too small"), "{t}");
     }
 
     #[test]

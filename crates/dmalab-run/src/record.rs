@@ -326,6 +326,28 @@ pub struct ControlRecord {
     /// The `--rate-iops` the control was given (None: unpaced).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_iops: Option<u64>,
+    /// Whether it ran after its aggressor's run of the same repetition or
+    /// before it (None in files written before the order alternated: after).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<ControlOrder>,
+    /// The repetition whose loaded run measured `target_cmd_per_s`: the
+    /// same one after the load, an earlier one before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paced_by_repetition: Option<u32>,
+}
+
+/// Where a control cycle runs against its aggressor's run of the same
+/// repetition. Alternating the two (ABBA) keeps a slow drift of the host
+/// from favouring either side: with the control always second, a host that
+/// slowly gets busier would make every control look worse than its load,
+/// and the DMA look harmless.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ControlOrder {
+    /// Load, then control.
+    AfterLoad,
+    /// Control, then load.
+    BeforeLoad,
 }
 
 /// What makes a run that run: its host (in a merged file), its position in
