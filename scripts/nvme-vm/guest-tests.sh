@@ -38,6 +38,11 @@ case_run noop_1 $L --target /dev/ng0n1 --pattern noop --commands 60 --iodepth 4 
 case_run single_512_ioctl env DMALAB_NVME_PATH=ioctl $L --target /dev/ng0n1 --pattern single --bs 512 \
   --buffer 64K --direction write --device-offsets sequential --commands 100 --iodepth 8 \
   --output /results/single_512_ioctl.json
+# --- probe latency on QEMU's default CPU model, which has no rdtscp: the
+# fenced reads fall back to lfence+rdtsc+lfence (this died of SIGILL before).
+case_run probe_no_rdtscp /usr/dmalab/bin/dmalab probe latency --size 1M --runtime 300ms \
+  --output /results/probe_no_rdtscp.json
+
 # --- dmalab run: an NVMe aggressor and its control cycle ------------------
 # control = 'auto' twins the aggressor with --pattern flush (the same
 # passthrough path, no data blocks), paced at the rate the aggressor reached;

@@ -31,13 +31,22 @@ pub fn timing_lines(tsc: &TscInfo, timer: &TimerCost) -> String {
         _ => s.push_str("; CPUID gives no TSC frequency on this CPU"),
     }
     s.push_str(")\n");
+    // A CPU without rdtscp brackets with lfence+rdtsc+lfence and has no bare
+    // rdtscp pair to report (recorded as 0).
+    let (read, note, bare) = match timer.bare_rdtscp_pair_median_cycles {
+        0 => (
+            "lfence+rdtsc+lfence",
+            " (no rdtscp on this CPU)",
+            "-".to_string(),
+        ),
+        c => ("rdtscp+lfence", "", c.to_string()),
+    };
     let _ = writeln!(
         s,
-        "timer: rdtscp+lfence bracket {} cycles median (min {}) = {:.1} ns, subtracted from every sample; bare rdtscp pair {} cycles, bare rdtsc pair {} cycles; one rdtscp+lfence costs {:.0} cycles when repeated; TSC steps by {} cycle(s) = {:.1} ns (the resolution of a sample)",
+        "timer: {read} bracket{note} {} cycles median (min {}) = {:.1} ns, subtracted from every sample; bare rdtscp pair {bare} cycles, bare rdtsc pair {} cycles; one {read} costs {:.0} cycles when repeated; TSC steps by {} cycle(s) = {:.1} ns (the resolution of a sample)",
         timer.fenced_pair_median_cycles,
         timer.fenced_pair_min_cycles,
         timer.subtracted_ns,
-        timer.bare_rdtscp_pair_median_cycles,
         timer.bare_rdtsc_pair_median_cycles,
         timer.fenced_read_cost_cycles,
         timer.tsc_step_cycles,

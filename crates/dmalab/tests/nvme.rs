@@ -822,3 +822,22 @@ fn is_command_position(code: &str, word: &str) -> bool {
                 || (i >= 2 && tokens[i - 2] == "case_run"))
     })
 }
+
+/// `probe latency` on QEMU's default CPU model, which has no `rdtscp`: it
+/// measures with the fenced-`rdtsc` bracket and says so, instead of dying
+/// of SIGILL.
+#[test]
+fn probe_latency_runs_on_a_cpu_without_rdtscp() {
+    let Some(b) = boot() else { return };
+    let out = b.ok("probe_no_rdtscp");
+    let (_, _, err) = b.case("probe_no_rdtscp");
+    let text = format!("{out}{err}");
+    let doc = b.json("probe_no_rdtscp.json");
+    let timer = &doc["result"]["timer"];
+    assert_eq!(timer["bare_rdtscp_pair_median_cycles"], 0, "{timer}");
+    assert!(
+        timer["fenced_pair_median_cycles"].as_u64().unwrap() > 0,
+        "{timer}"
+    );
+    assert!(text.contains("no rdtscp on this CPU"), "{text}");
+}
