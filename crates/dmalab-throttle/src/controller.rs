@@ -187,8 +187,8 @@ const MODEL_P_UP: f64 = 3.0;
 /// (a linear plant: the cautious guess downwards).
 const MODEL_P_DOWN: f64 = 1.0;
 /// Model: the margin is at least this many standard deviations of the
-/// figure's noise (2.5: about 0.6% of intervals past the bound at the aim
-/// with normal noise).
+/// figure's noise (2: about 2% of intervals past the bound at the aim with
+/// normal noise; more costs rate on a plant whose budget is small).
 const MODEL_NOISE_MARGIN: f64 = 2.0;
 /// Model: an observation this many standard deviations (or 15% of the
 /// budget, if more) away from the others at its rate means the plant
@@ -209,7 +209,7 @@ const MODEL_DEADBAND: f64 = 1.03;
 /// `e = c x r^p` (a straight line in log-log), fitted locally: the point
 /// whose interference is nearest the aim and a partner at least 10% away
 /// in rate give `p`, held to [0.5, 4]. The aim is `e* = s0 - margin`,
-/// `margin = max(model_margin x s0, 2.5 sigma)`, sigma the figure's noise
+/// `margin = max(model_margin x s0, 2 sigma)`, sigma the figure's noise
 /// measured at repeated rates (the feedback: a noisier victim is given
 /// more room). An interference below the noise floor is not measurable:
 /// it counts as the floor (an upper estimate), and while nothing is
