@@ -15,6 +15,9 @@
 # 3 = 1 MiB marker namespace (see guest-lib.sh). Inside the guest they are
 # /dev/ng0n1../dev/ng0n3 (generic) and /dev/nvme0n1.. (block).
 #
+# NUMA: two nodes of 512 MiB, CPU 0 on node 0 and CPU 1 on node 1 (buffer
+# placement is checked on node 1 against the guest kernel's numa_maps).
+#
 # Leaves in DIR: console.log, trace.log (QEMU trace events), results/ (what
 # the job wrote to /results), ns1.img ns2.img.
 set -euo pipefail
@@ -58,6 +61,8 @@ rm -f "$out/ns3.img"; truncate -s 1M "$out/ns3.img"
 append="console=ttyS0 rdinit=/usr/dmalab/init loglevel=1 panic=-1"
 args=(
   -accel tcg -m 1G -smp 2 -nodefaults -no-reboot
+  -object memory-backend-ram,id=mem0,size=512M -numa node,nodeid=0,cpus=0,memdev=mem0
+  -object memory-backend-ram,id=mem1,size=512M -numa node,nodeid=1,cpus=1,memdev=mem1
   -kernel "$kernel" -initrd "$out/initrd.img"
   -device nvme,serial=dmalab-vm-0001,id=nvme0
   -drive "file=$out/ns1.img,if=none,id=nvm1,format=raw"
