@@ -132,6 +132,18 @@ impl PlacementRecord {
         ))
     }
 
+    /// True when io_uring may register these pages as fixed buffers: the
+    /// kernel's registration takes anonymous, tmpfs and hugetlbfs memory
+    /// only (6.1 refuses every other file mapping, a DAX device included,
+    /// with EOPNOTSUPP), so anything else runs unregistered.
+    pub fn io_uring_registrable(&self) -> bool {
+        match self.backing {
+            Backing::Anonymous => true,
+            Backing::File => self.long_term_pins,
+            Backing::DaxDevice => false,
+        }
+    }
+
     /// The nodes the buffer occupies, as text (`node 1`, `nodes 0,1`).
     pub fn nodes_text(&self) -> String {
         let list: Vec<String> = self.nodes.iter().map(|n| n.node.to_string()).collect();
@@ -442,7 +454,7 @@ impl Mapping {
         m.spec = spec.clone();
         m.len = len_usize;
         if let (Some(node), Backing::Anonymous) = (spec.membind, m.backing) {
-            numa::mbind_bind(m.map, m.map_len, node).map_err(|e| {
+            numa::mbind_bind(m.map as usize, m.map_len, node).map_err(|e| {
                 usage(
                     MEMBIND,
                     format!(

@@ -213,9 +213,9 @@ impl DmaBuffer {
             _ => 4096,
         };
         let placement = mapping.verify(verify_page)?;
-        if !placement.long_term_pins {
+        if !placement.io_uring_registrable() {
             eprintln!(
-                "dmalab: note: the kernel does not let a device pin the pages of a file on this filesystem for long (page cache, or filesystem DAX): the buffer is not registered, and each command's pages are pinned while it is in flight"
+                "dmalab: note: io_uring registers only anonymous, tmpfs and hugetlbfs memory (not page-cache, filesystem-DAX or device-DAX pages): the buffer is not registered, and each command's pages are pinned while it is in flight"
             );
         }
         let buf = DmaBuffer {

@@ -171,7 +171,8 @@ pub fn run_observed(
             writes: plan.writes_storage(),
             worker: i,
             cpus: cpus.clone(),
-            buffer_locked: buffer.locked_bytes == buffer.len() && buffer.placement.long_term_pins,
+            buffer_locked: buffer.locked_bytes == buffer.len()
+                && buffer.placement.io_uring_registrable(),
         };
         let driver = driver.clone();
         let (opened, go, setup_error, start_cell, shared, stop, abort, live, buffer) = (

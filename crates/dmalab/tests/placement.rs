@@ -351,6 +351,58 @@ fn guest_load_and_serve_buffers_sit_on_node_1_as_the_kernel_sees_them() {
 }
 
 #[test]
+fn guest_load_and_serve_buffers_sit_on_the_nvdimm_as_device_dax() {
+    let Some(g) = guest() else { return };
+    // The raw namespace became /dev/dax0.0 on node 1 (the kernel's word:
+    // its target_node), 2 MiB aligned.
+    let log = g.read("devdax.log");
+    assert!(log.contains("/dev/dax0.0"), "{log}");
+    let want = |j: &Value, pages: u64| {
+        let p = placement(j);
+        assert_eq!(p["backing"], "dax_device", "{p}");
+        assert_eq!(p["dax"], true, "{p}");
+        assert_eq!(p["map_sync"], true, "{p}");
+        assert_eq!(p["buffer_file_created"], false, "{p}");
+        assert_eq!(
+            p["nodes"],
+            serde_json::json!([{"node": 1, "pages": pages}]),
+            "{p}"
+        );
+    };
+    // load: io_uring cannot register device-DAX pages (6.1): unregistered.
+    assert_eq!(
+        g.read("load_dax/rc").trim(),
+        "0",
+        "{}",
+        g.read("load_dax/stderr")
+    );
+    let j = g.json("load_dax/load.json");
+    want(&j, 1024);
+    assert_eq!(placement(&j)["membind"], 1);
+    assert!(j["result"]["totals"]["commands"].as_u64().unwrap() > 0);
+    assert!(g.read("load_dax/stderr").contains("not registered"));
+    // The process maps the device itself (numa_maps has no per-node count
+    // for device pages: the node is the device's).
+    assert!(g.read("load_dax/numa_maps").contains("file=/dev/dax0.0"));
+    // rdma serve: rxe registers it as the served memory region.
+    assert_eq!(
+        g.read("serve_dax/rc").trim(),
+        "130",
+        "{}",
+        g.read("serve_dax/stderr")
+    );
+    want(&g.json("serve_dax/serve.json"), 1024);
+    assert!(g.read("serve_dax/numa_maps").contains("file=/dev/dax0.0"));
+    // Refused: not named with --allow-destroy; asked on node 0.
+    let (rc, _, err) = g.case("dax_not_allowed");
+    let line = common::assert_usage_stderr(Some(rc), &err, "--buffer-file");
+    assert!(line.contains("--allow-destroy=/dev/dax0.0"), "{line}");
+    let (rc, _, err) = g.case("dax_wrong_node");
+    let line = common::assert_usage_stderr(Some(rc), &err, "--membind");
+    assert!(line.contains("512 on node 1"), "{line}");
+}
+
+#[test]
 fn guest_refuses_a_node_that_does_not_exist() {
     let Some(g) = guest() else { return };
     for case in ["load_node7", "serve_node7"] {

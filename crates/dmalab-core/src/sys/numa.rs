@@ -39,11 +39,12 @@ fn nodemask(node: usize) -> Vec<libc::c_ulong> {
     mask
 }
 
-/// Binds the pages of `[addr, addr + len)` (page aligned, inside one of our
-/// mappings) to `node` with `mbind(MPOL_BIND)`; pages faulted in afterwards
-/// come from that node or the fault fails. Pages already present are not
-/// moved (no `MPOL_MF_MOVE`): bind before the first touch.
-pub fn mbind_bind(addr: *mut u8, len: usize, node: usize) -> std::io::Result<()> {
+/// Binds the pages of `[addr, addr + len)` (a page-aligned address inside
+/// one of our mappings; an address, not a pointer: nothing is read or
+/// written through it) to `node` with `mbind(MPOL_BIND)`; pages faulted in
+/// afterwards come from that node or the fault fails. Pages already present
+/// are not moved (no `MPOL_MF_MOVE`): bind before the first touch.
+pub fn mbind_bind(addr: usize, len: usize, node: usize) -> std::io::Result<()> {
     let mask = nodemask(node);
     // SAFETY: mbind only changes the memory policy of the given range of
     // this process (it reads `maxnode` bits from a mask we own); it touches
@@ -131,7 +132,7 @@ mod tests {
         // Not touched yet: the kernel reports each page absent.
         let before = page_nodes(p, len, 4096).unwrap();
         assert!(before.iter().all(|&s| s == -libc::ENOENT), "{before:?}");
-        mbind_bind(p, len, node).unwrap();
+        mbind_bind(p as usize, len, node).unwrap();
         // SAFETY: the mapping is ours and `len` bytes long.
         unsafe { std::ptr::write_bytes(p, 1, len) };
         let after = page_nodes(p, len, 4096).unwrap();
