@@ -87,6 +87,9 @@ pub struct Plan {
     pub iodepth: u32,
     /// Page size of the buffer.
     pub hugepages: HugePages,
+    /// Where the buffer's pages live (`--membind`, `--buffer-file`).
+    #[serde(default)]
+    pub placement: dmalab_core::placement::PlacementSpec,
     /// The buffer is locked in memory (always true).
     pub mlock: bool,
     /// Cache mode.
@@ -236,6 +239,7 @@ impl Plan {
                 ),
             ));
         }
+        self.validate_placement()?;
         self.validate_rate()?;
         if self.runtime_ns == Some(0) {
             return Err(UsageError::new("--runtime", "must be longer than 0"));
@@ -253,6 +257,20 @@ impl Plan {
             ));
         }
         Ok(())
+    }
+
+    /// The buffer's placement: a node with memory, a buffer file that may
+    /// be used. A buffer file brings its own pages, so it takes no
+    /// `--hugepages`.
+    fn validate_placement(&self) -> Result<(), UsageError> {
+        let p = &self.placement;
+        if p.buffer_file.is_some() && self.hugepages != HugePages::None {
+            return Err(UsageError::new(
+                "--buffer-file",
+                "a buffer file brings its own pages (a DAX device maps in its own alignment); drop --hugepages",
+            ));
+        }
+        p.validate(self.stream.buffer_bytes)
     }
 
     fn validate_rate(&self) -> Result<(), UsageError> {
@@ -332,6 +350,7 @@ mod tests {
             cpus_allowed_policy: CpuPolicy::Shared,
             iodepth: 16,
             hugepages: HugePages::None,
+            placement: Default::default(),
             mlock: true,
             cache: CacheMode::None,
             rate: RateSpec {

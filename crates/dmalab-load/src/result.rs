@@ -235,6 +235,9 @@ pub struct LoadResult {
     /// raised (then the buffer was not registered with io_uring either).
     #[serde(default)]
     pub buffer_locked_bytes: u64,
+    /// Where the buffer's pages are (what backs them, the node(s) the
+    /// kernel put them on), read after they were faulted in.
+    pub buffer_placement: dmalab_core::placement::PlacementRecord,
     /// Under a rate limit: how late each command was submitted after its
     /// due time, nanoseconds (large values mean the host could not keep the
     /// pace: CPU contention or hypervisor steal, not the device).
@@ -330,6 +333,9 @@ impl LoadResult {
             fmt_ns(self.cpu.cpu_ns_per_command),
             self.cpu.cpu_pct
         ));
+        if let Some(l) = self.buffer_placement.line() {
+            s.push_str(&format!("  buffer    {l}\n"));
+        }
         for w in &self.workers {
             s.push_str(&format!(
                 "  worker {:<3} cpus {:<8} {:>12}/s  {:>10.0} commands/s  usr {}  sys {}\n",

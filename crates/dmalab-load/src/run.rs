@@ -123,6 +123,7 @@ pub fn run_observed(
         plan.stream.piece_bytes,
         plan.hugepages,
         plan.fill,
+        &plan.placement,
     )?);
     if plan.cache == CacheMode::Once {
         buffer.touch(0, buffer.len());
@@ -170,7 +171,8 @@ pub fn run_observed(
             writes: plan.writes_storage(),
             worker: i,
             cpus: cpus.clone(),
-            buffer_locked: buffer.locked_bytes == buffer.len(),
+            buffer_locked: buffer.locked_bytes == buffer.len()
+                && buffer.placement.io_uring_registrable(),
         };
         let driver = driver.clone();
         let (opened, go, setup_error, start_cell, shared, stop, abort, live, buffer) = (
@@ -414,6 +416,7 @@ pub fn run_observed(
         first_error,
         reserved_huge_pages: buffer.reserved_huge_pages,
         buffer_locked_bytes: buffer.locked_bytes,
+        buffer_placement: buffer.placement.clone(),
         trace: trace_summary,
         pacing_lateness_ns: record.then(|| late_hist.summary()),
         buffer_sha256: plan.buffer_checksum.then(|| buffer_sha256(&buffer)),

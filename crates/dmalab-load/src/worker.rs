@@ -368,7 +368,14 @@ mod tests {
             queued_at_ns: queued.clone(),
         };
         let live = LiveStats::create(None).unwrap();
-        let buffer = DmaBuffer::new(1 << 20, 1 << 20, HugePages::None, Fill::Zero).unwrap();
+        let buffer = DmaBuffer::new(
+            1 << 20,
+            1 << 20,
+            HugePages::None,
+            Fill::Zero,
+            &Default::default(),
+        )
+        .unwrap();
         let out = worker_loop(
             0,
             &[],

@@ -217,8 +217,15 @@ pub fn bandwidth(plan: &BandwidthPlan, r: &BandwidthResult) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "dmalab probe bandwidth: {} traffic, {} per array per thread on {} pages, {} thread(s) on CPU {}, delay {} cycles/line",
+        "dmalab probe bandwidth: {} traffic{}, {} per array per thread on {} pages, {} thread(s) on CPU {}, delay {} cycles/line",
         plan.traffic.name(),
+        match plan.access {
+            crate::bandwidth::Access::Sequential => String::new(),
+            crate::bandwidth::Access::Random => format!(
+                " at random {}-byte blocks",
+                plan.granularity_bytes
+            ),
+        },
         fmt_bytes(plan.size_bytes as f64),
         plan.pages.name(),
         plan.cpus.len(),

@@ -183,7 +183,9 @@ pub struct EngineSpec {
     pub cpus: Vec<usize>,
     /// The buffer is locked in memory. When it is not (the locked-memory
     /// limit was too low), an engine must not pin it either: registering
-    /// it would be charged against the same limit.
+    /// it would be charged against the same limit. Also false when io_uring
+    /// cannot register the buffer's pages (a `--buffer-file` that is not on
+    /// tmpfs: `PlacementRecord::io_uring_registrable`).
     pub buffer_locked: bool,
 }
 

@@ -33,3 +33,22 @@ impl OutputArgs {
         Ok(())
     }
 }
+
+/// Puts `--buffer-file` under the command's guard, before its outputs: a
+/// file (or a new path) is checked like every file dmalab writes, and no
+/// output may name it; a DAX device is protected from the outputs (what
+/// may be mapped is the placement's own check).
+pub fn guard_buffer_file(
+    guard: &mut OutputGuard,
+    path: Option<&std::path::Path>,
+) -> Result<(), dmalab_core::UsageError> {
+    use std::os::unix::fs::FileTypeExt;
+    let Some(p) = path else {
+        return Ok(());
+    };
+    if std::fs::metadata(p).is_ok_and(|m| m.file_type().is_char_device()) {
+        guard.protect("--buffer-file", p);
+        return Ok(());
+    }
+    guard.check("--buffer-file", p, Accept::RegularFile)
+}

@@ -95,6 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(t) = &target.path {
         guard.protect("--target", t);
     }
+    super::common::guard_buffer_file(&mut guard, plan.placement.buffer_file.as_deref())?;
     a.output.check(&mut guard)?;
     if let Some(o) = &a.trace {
         guard.check("--trace", o, Accept::FileOrStream)?;
