@@ -1,4 +1,5 @@
-//! Just enough SVG plotting for the report: axes (linear or log), bars with
+//! Just enough SVG plotting for the reports (run, throttle, result
+//! documents): axes (linear or log), bars with
 //! dots and error bars, lines, step curves, legends. Inline, no scripts.
 
 use std::fmt::Write;
@@ -231,3 +232,49 @@ impl Canvas {
         )
     }
 }
+
+/// Bandwidth in decimal units, so that axis ticks (0.5, 1, 1.5 GB/s) read
+/// as round numbers.
+pub fn bw_fmt(v: f64) -> String {
+    let (d, u) = if v >= 1e9 {
+        (1e9, "GB/s")
+    } else if v >= 1e6 {
+        (1e6, "MB/s")
+    } else if v >= 1e3 {
+        (1e3, "kB/s")
+    } else {
+        (1.0, "B/s")
+    };
+    let x = v / d;
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{x:.0} {u}")
+    } else {
+        format!("{x:.2} {u}").replace("0 ", " ")
+    }
+}
+
+/// A command rate with its unit (`12k/s`).
+pub fn rate_fmt(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.1}M/s", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.0}k/s", v / 1e3)
+    } else {
+        format!("{v:.0}/s")
+    }
+}
+
+/// The report's stylesheet (also used by the throttle report).
+pub const STYLE: &str = r#"
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1200px;color:#222;padding:0 16px}
+h1{font-size:1.5em;margin-bottom:4px}h2{font-size:1.2em;margin-top:32px;border-bottom:1px solid #ddd}
+.meta{color:#555;font-size:.9em}.meta td{padding:1px 12px 1px 0}
+figure{margin:12px 0 20px 0}figcaption{font-size:.85em;color:#555;max-width:900px}
+svg.plot{background:#fff;border:1px solid #e3e3e3;max-width:100%;height:auto}
+svg .title{font-size:13px;font-weight:600}svg .tick{font-size:11px;fill:#444}svg .small{font-size:10px;fill:#333}
+svg .label{font-size:12px;fill:#333}svg .grid{stroke:#eee}svg .frame{fill:none;stroke:#999}
+svg .dot{fill:#111;fill-opacity:.75}svg .whisker{stroke:#111;stroke-width:1.3}
+div.scroll{overflow-x:auto}table.stats{border-collapse:collapse;font-size:.8em}table.stats th,table.stats td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
+table.stats th{background:#f4f4f4}table.stats td.l{text-align:left}tr.noisy td{background:#fff6e0}td.sig{font-weight:600}
+pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:.85em}
+"#;
