@@ -15,6 +15,7 @@
 pub mod analysis;
 pub mod compare;
 pub mod ddio_axis;
+pub mod document;
 pub mod draw;
 pub mod error;
 pub mod experiment;

@@ -1,8 +1,8 @@
 //! The bar plots: each victim's figure per configuration and load.
 
-use super::{color, label, load_labels, short_value, Figures};
+use super::{color, label, load_labels, metric_words, Figures};
 use crate::analysis::{fmt_value, Cell};
-use crate::draw::{esc, nice_max, Canvas, Scale};
+use crate::draw::{esc, tick, AxisUnit, Canvas, Scale};
 use crate::experiment::Better;
 use crate::record::Results;
 use std::fmt::Write;
@@ -41,35 +41,29 @@ fn bar_plot(res: &Results, victim: &str, cells: &[&Cell]) -> Option<String> {
         })
         .fold(0.0f64, f64::max);
     let width = (220.0 + configs.len() as f64 * (loads.len() as f64 * 46.0 + 40.0)).max(640.0);
-    let mut cv = Canvas::new(
-        width,
-        340.0,
-        Scale::Linear(0.0, 1.0),
-        Scale::Linear(0.0, nice_max(max)),
-    );
     let unit = meta.unit.clone();
+    let uy = AxisUnit::for_unit(&unit, max);
+    let nx = AxisUnit::NONE;
+    let mut cv = Canvas::with_units(
+        width,
+        360.0,
+        Scale::Linear(0.0, 1.0),
+        uy.linear_to(max),
+        &nx,
+        &uy,
+    );
     let better = if meta.better == Better::Lower {
         "lower is better"
     } else {
         "higher is better"
     };
+    let words = metric_words(&meta.metric);
     cv.axes(
-        &format!(
-            "{victim}: {} per configuration ({better})",
-            if meta.metric == "wall_s" {
-                "run time"
-            } else {
-                meta.metric.rsplit('/').next().unwrap_or("")
-            }
-        ),
+        &format!("{victim}: {words} per configuration ({better})"),
         "configuration",
-        &format!(
-            "{} [{}]",
-            meta.metric.rsplit('/').next().unwrap_or(""),
-            unit
-        ),
+        &uy.title(&words),
         &|_| String::new(),
-        &|v| short_value(v, &unit),
+        &|v| tick(v),
         false,
     );
     let group_w = 1.0 / configs.len() as f64;
@@ -99,7 +93,7 @@ fn bar_plot(res: &Results, victim: &str, cells: &[&Cell]) -> Option<String> {
                 (x0, bw),
                 col,
                 (c.as_str(), l.as_str()),
-                &unit,
+                (&unit, meta.better),
                 &mut k,
             );
         }
@@ -115,14 +109,16 @@ fn bar_plot(res: &Results, victim: &str, cells: &[&Cell]) -> Option<String> {
 
 /// One bar of a bar plot at `x0` and `bw` wide: the mean with its 95%
 /// interval, each run as a dot (`k` numbers the dots for their jitter),
-/// and the change against plain; `names` are the configuration and load.
+/// and the change of the figure itself against plain (bandwidth -44%: the
+/// slowdown factor is the statistics table's, labelled as such); `names`
+/// are the configuration and load.
 fn draw_bar(
     cv: &mut Canvas,
     cell: &Cell,
     (x0, bw): (f64, f64),
     col: &str,
     names: (&str, &str),
-    unit: &str,
+    (unit, better): (&str, Better),
     k: &mut usize,
 ) {
     if let Some(s) = &cell.summary {
@@ -164,13 +160,13 @@ fn draw_bar(
             esc(&fmt_value(*v, unit))
         );
     }
-    if let Some(s) = cell.slowdown {
+    if let Some(c) = cell.slowdown.and_then(|s| figure_change(s, better)) {
         let _ = write!(
             cv.body,
-            r##"<text x="{:.1}" y="{:.1}" class="small" text-anchor="middle">{:+.1}%</text>"##,
+            r##"<text x="{:.1}" y="{:.1}" class="small" text-anchor="middle">{}</text>"##,
             x0 + bw / 2.0,
             cv.py(0.0) - 4.0,
-            (s - 1.0) * 100.0
+            signed_pct(c)
         );
     }
 }
@@ -180,15 +176,55 @@ pub(super) fn victim_bars(res: &Results, cells: &[Cell], figs: &mut Figures) -> 
     let h = &res.header;
     let mut section = String::new();
     for v in &h.victims {
+        // An idle victim's figure is the duration it was told to sleep: a
+        // bar of it says nothing (its counters are its result).
+        if v.command == "idle" {
+            continue;
+        }
         let vc: Vec<&Cell> = cells.iter().filter(|c| c.victim == v.name).collect();
         figs.fig(
             &mut section,
             bar_plot(res, &v.name, &vc),
-            &format!("Bars: mean of completed runs; dots: each run; whiskers: 95% bootstrap interval of the mean; labels: change against plain. Figure: {} ({}).", v.metric, v.command),
+            &format!("Bars: mean of completed runs; dots: each run; whiskers: 95% bootstrap interval of the mean; labels: change of the figure itself against plain. Figure: {} ({}).", v.metric, v.command),
         );
     }
     if section.is_empty() {
         return section;
     }
     format!("<h2>Victims under load</h2>\n{section}")
+}
+
+/// The change of the figure itself (loaded/plain - 1) from a slowdown
+/// factor, which is loaded/plain for lower-is-better figures and
+/// plain/loaded for higher-is-better ones; None for a factor of zero.
+pub(super) fn figure_change(slowdown: f64, better: Better) -> Option<f64> {
+    match better {
+        Better::Lower => Some(slowdown - 1.0),
+        Better::Higher if slowdown > 0.0 => Some(1.0 / slowdown - 1.0),
+        Better::Higher => None,
+    }
+}
+
+/// A change as a signed percentage with a true minus sign: `−44.4%`.
+pub(super) fn signed_pct(c: f64) -> String {
+    format!(
+        "{}{:.1}%",
+        if c < 0.0 { "\u{2212}" } else { "+" },
+        (c * 100.0).abs()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bandwidth_that_fell_reads_as_a_fall() {
+        // quick.toml: 19.92 -> 11.07 GiB/s; the slowdown factor of a
+        // higher-is-better figure is plain/loaded = 1.80.
+        let c = figure_change(19.92 / 11.07, Better::Higher).unwrap();
+        assert_eq!(signed_pct(c), "\u{2212}44.4%");
+        let c = figure_change(1.5, Better::Lower).unwrap();
+        assert_eq!(signed_pct(c), "+50.0%");
+    }
 }

@@ -142,6 +142,36 @@ fn hist_plot(res: &Results, victim: &str, config: &str) -> Option<String> {
     Some(cv.finish(&format!("histogram: {victim} {config}")))
 }
 
+/// The latency distributions of every load, overlaid as CDFs.
+fn cdf(res: &Results, victim: &str, config: &str) -> Option<String> {
+    let labels = load_labels(res);
+    let series: Vec<(String, String, crate::draw::Buckets)> = labels
+        .iter()
+        .map(|l| {
+            let runs: Vec<&RunRecord> = res
+                .runs
+                .iter()
+                .filter(|r| {
+                    r.victim == victim
+                        && r.configuration == config
+                        && label(&r.load, &r.sweep_value) == *l
+                        && r.status == RunStatus::Completed
+                })
+                .collect();
+            let b = merged_buckets(&runs)
+                .into_iter()
+                .map(|(lo, (hi, c))| (lo, hi, c))
+                .collect();
+            (l.clone(), color(&labels, l).to_string(), b)
+        })
+        .collect();
+    crate::draw::cdf_plot(
+        &format!("{victim} in {config}: latency, cumulative, plain against load"),
+        &series,
+        &format!("cdf: {victim} {config}"),
+    )
+}
+
 /// Latency histograms per victim and configuration.
 pub(super) fn latency_histograms(res: &Results, figs: &mut Figures) -> String {
     let h = &res.header;
@@ -149,6 +179,7 @@ pub(super) fn latency_histograms(res: &Results, figs: &mut Figures) -> String {
     for v in &h.victims {
         for c in &h.configurations {
             figs.fig(&mut section, hist_plot(res, &v.name, c), "Histogram buckets of every completed run merged per load, as share of all accesses; latency on a log scale.");
+            figs.fig(&mut section, cdf(res, &v.name, c), "The same buckets as cumulative curves, one per load: the share of accesses at or below each latency (overlaid histograms are hard to read; these are not).");
         }
     }
     if section.is_empty() {

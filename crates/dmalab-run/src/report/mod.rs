@@ -7,6 +7,7 @@ pub mod attribution;
 mod bars;
 pub mod counters;
 pub mod csv;
+pub mod document;
 mod failed;
 mod histograms;
 mod stats_table;
@@ -14,7 +15,7 @@ mod summary;
 mod sweep;
 
 use crate::analysis;
-use crate::draw::{bw_fmt, esc, PALETTE};
+use crate::draw::{esc, PALETTE};
 use crate::plan::PLAIN;
 use crate::record::Results;
 use std::fmt::Write;
@@ -54,20 +55,27 @@ fn color(loads: &[String], load: &str) -> &'static str {
     PALETTE[i % PALETTE.len()]
 }
 
-fn short_value(v: f64, unit: &str) -> String {
-    match unit {
-        "B/s" => bw_fmt(v),
-        "ns" => dmalab_core::units::fmt_ns(v),
-        "s" if v != 0.0 && v.abs() < 1.0 => format!("{:.0} ms", v * 1e3),
-        "s" => format!("{v:.1} s"),
-        _ => {
-            if v.abs() >= 1e4 || (v != 0.0 && v.abs() < 1e-2) {
-                format!("{v:.2e}")
-            } else {
-                format!("{}", (v * 1000.0).round() / 1000.0)
-            }
+/// A victim's figure in words for an axis title, from its JSON pointer:
+/// `/result/bw_bytes` -> "bandwidth", `/result/total/all/mean_ns` -> "mean
+/// latency", `wall_s` -> "run time". The unit goes in the title beside it.
+pub fn metric_words(metric: &str) -> String {
+    let leaf = metric.rsplit('/').next().unwrap_or(metric);
+    let words = match leaf {
+        "wall_s" | "wall_ns" | "elapsed_ns" | "runtime_ns" => "run time",
+        "bw_bytes" | "data_bw_bytes" => "bandwidth",
+        "mean_ns" => "mean latency",
+        "iops" | "cmd_per_s" => "command rate",
+        "ops_per_s" => "operations per second",
+        other => {
+            let stem = other
+                .strip_suffix("_ns")
+                .or_else(|| other.strip_suffix("_bytes"))
+                .or_else(|| other.strip_suffix("_s"))
+                .unwrap_or(other);
+            return stem.replace('_', " ");
         }
-    }
+    };
+    words.to_string()
 }
 
 /// Renders the report.

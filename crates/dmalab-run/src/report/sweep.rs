@@ -1,28 +1,33 @@
 //! The sweep plots and each victim's figure against the aggressor's
 //! bandwidth.
 
-use super::{short_value, Figures};
-use crate::analysis;
-use crate::draw::{bw_fmt, esc, nice_max, rate_fmt, Canvas, Scale, PALETTE};
+use super::{metric_words, Figures};
+use crate::analysis::{self, fmt_value};
+use crate::draw::{bw_fmt, esc, rate_fmt, tick, AxisUnit, Canvas, PALETTE};
 use crate::plan::PLAIN;
 use crate::record::Results;
+use crate::stats;
 use dmalab_core::schema::RunStatus;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// A named, coloured set of (x, y, group) points; the line goes through
-/// the mean point of each group.
+/// the mean point of each group. Groups are numbered in plot order (plain
+/// 0, then each swept value or load): a missing number is a gap in the data.
 type Series = (String, String, Vec<(f64, f64, u64)>);
 
-/// An XY plot of points (one per run) with a line through per-x means.
-#[allow(clippy::too_many_arguments)]
+/// What an axis shows, in words, and the unit of its data (`B/s`, `ns`,
+/// `s`, `commands/s` or anything else, drawn as is).
+type Axis<'a> = (&'a str, &'a str);
+
+/// An XY plot of points (one per run) with, when `line_through_means`, a
+/// line through each group's mean that breaks where a group has no data,
+/// and the 95% bootstrap interval of each mean as an error bar.
 fn xy_plot(
     title: &str,
-    xlabel: &str,
-    ylabel: &str,
+    (xwhat, xunit): Axis,
+    (ywhat, yunit): Axis,
     series: &[Series],
-    fx: &dyn Fn(f64) -> String,
-    fy: &dyn Fn(f64) -> String,
     line_through_means: bool,
     aria: &str,
 ) -> Option<String> {
@@ -36,43 +41,64 @@ fn xy_plot(
     }
     let xmax = pts.iter().map(|p| p.0).fold(0.0, f64::max);
     let ymax = pts.iter().map(|p| p.1).fold(0.0, f64::max);
-    let mut cv = Canvas::new(
-        720.0,
-        320.0,
-        Scale::Linear(0.0, nice_max(xmax)),
-        Scale::Linear(0.0, nice_max(ymax)),
+    let (ux, uy) = (
+        AxisUnit::for_unit(xunit, xmax),
+        AxisUnit::for_unit(yunit, ymax),
     );
-    cv.axes(title, xlabel, ylabel, fx, fy, true);
+    let mut cv = Canvas::with_units(
+        720.0,
+        360.0,
+        ux.linear_to(xmax),
+        uy.linear_to(ymax),
+        &ux,
+        &uy,
+    );
+    cv.axes(
+        title,
+        &ux.title(xwhat),
+        &uy.title(ywhat),
+        &|v| tick(v),
+        &|v| tick(v),
+        true,
+    );
     for (name, col, p) in series {
         if line_through_means {
-            let mut by_g: BTreeMap<u64, (f64, f64, usize)> = BTreeMap::new();
+            let mut by_g: BTreeMap<u64, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
             for (x, y, g) in p {
-                let e = by_g.entry(*g).or_insert((0.0, 0.0, 0));
-                e.0 += x;
-                e.1 += y;
-                e.2 += 1;
+                let e = by_g.entry(*g).or_default();
+                e.0.push(*x);
+                e.1.push(*y);
             }
-            let mut means: Vec<(f64, f64)> = by_g
-                .values()
-                .map(|(x, s, n)| (x / *n as f64, s / *n as f64))
-                .collect();
-            means.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let d: Vec<String> = means
-                .iter()
-                .enumerate()
-                .map(|(i, (x, y))| {
-                    format!(
-                        "{}{:.1},{:.1}",
-                        if i == 0 { "M" } else { "L" },
-                        cv.px(*x),
-                        cv.py(*y)
-                    )
-                })
-                .collect();
+            let mut d = String::new();
+            let mut prev: Option<u64> = None;
+            for (g, (xs, ys)) in &by_g {
+                let (x, y) = (stats::mean(xs), stats::mean(ys));
+                let (px, py) = (cv.px(x), cv.py(y));
+                let join = prev.is_some_and(|q| q + 1 == *g);
+                let _ = write!(d, "{}{px:.1},{py:.1} ", if join { "L" } else { "M" });
+                prev = Some(*g);
+                if ys.len() >= 2 {
+                    let (lo, hi) = stats::bootstrap_mean_ci(ys, 2000, 1);
+                    let _ = write!(
+                        cv.body,
+                        r##"<path d="M{px:.1},{:.1} L{px:.1},{:.1} M{:.1},{:.1} L{:.1},{:.1} M{:.1},{:.1} L{:.1},{:.1}" class="whisker" stroke="{col}"/>"##,
+                        cv.py(lo),
+                        cv.py(hi),
+                        px - 4.0,
+                        cv.py(lo),
+                        px + 4.0,
+                        cv.py(lo),
+                        px - 4.0,
+                        cv.py(hi),
+                        px + 4.0,
+                        cv.py(hi)
+                    );
+                }
+            }
             let _ = write!(
                 cv.body,
                 r##"<path d="{}" fill="none" stroke="{col}" stroke-width="2"/>"##,
-                d.join(" ")
+                d.trim_end()
             );
         }
         for (x, y, _) in p {
@@ -82,8 +108,8 @@ fn xy_plot(
                 cv.px(*x),
                 cv.py(*y),
                 esc(name),
-                esc(&fx(*x)),
-                esc(&fy(*y))
+                esc(&value_text(*x, xunit)),
+                esc(&value_text(*y, yunit))
             );
         }
     }
@@ -94,6 +120,16 @@ fn xy_plot(
             .collect::<Vec<_>>(),
     );
     Some(cv.finish(aria))
+}
+
+/// A value with its unit, for a tooltip.
+fn value_text(v: f64, unit: &str) -> String {
+    match unit {
+        "B/s" => bw_fmt(v),
+        "commands/s" => rate_fmt(v),
+        "" => tick(v),
+        u => fmt_value(v, u),
+    }
 }
 
 /// Sweep: the aggressor's bandwidth and command rate against the swept
@@ -120,9 +156,12 @@ pub(super) fn sweep_plots(res: &Results, figs: &mut Figures) -> String {
                 continue;
             };
             let Ok(x) = sv.parse::<f64>() else { continue };
-            pb.push((x, bwv, x.to_bits()));
+            // Groups in sweep order, so that a value without data breaks
+            // the line instead of being bridged.
+            let g = s.values.iter().position(|v| v == sv).unwrap_or(0) as u64;
+            pb.push((x, bwv, g));
             if let Some(c) = cmdv {
-                pc.push((x, c, x.to_bits()));
+                pc.push((x, c, g));
             }
         }
         let col = PALETTE[(ci + 1) % PALETTE.len()].to_string();
@@ -134,8 +173,8 @@ pub(super) fn sweep_plots(res: &Results, figs: &mut Figures) -> String {
     let flag = s.flag.clone();
     figs.fig(
         &mut section,
-        xy_plot(&format!("aggressor '{}': data bandwidth against --{}", s.aggressor, flag), &flag, "data bandwidth", &bw, &|v| format!("{v}"), &bw_fmt, true, "sweep bandwidth"),
-        "Data bytes the aggressor completed while each victim ran, per second (from its live-stats file); one dot per run, line through the means.",
+        xy_plot(&format!("aggressor '{}': data bandwidth against --{}", s.aggressor, flag), (&format!("--{flag}"), ""), ("aggressor data bandwidth", "B/s"), &bw, true, "sweep bandwidth"),
+        "Data bytes the aggressor completed while each victim ran, per second (from its live-stats file); one dot per run, line through the means, error bars: 95% bootstrap interval of each mean; the line breaks where a value has no data.",
     );
     figs.fig(
         &mut section,
@@ -144,11 +183,9 @@ pub(super) fn sweep_plots(res: &Results, figs: &mut Figures) -> String {
                 "aggressor '{}': command rate against --{}",
                 s.aggressor, flag
             ),
-            &flag,
-            "commands per second",
+            (&format!("--{flag}"), ""),
+            ("aggressor command rate", "commands/s"),
             &cmd,
-            &|v| format!("{v}"),
-            &rate_fmt,
             true,
             "sweep command rate",
         ),
@@ -194,20 +231,17 @@ pub(super) fn figure_against_bandwidth(res: &Results, figs: &mut Figures) -> Str
                 series.push((c.clone(), PALETTE[(ci + 1) % PALETTE.len()].to_string(), p));
             }
         }
-        let unit = v.unit.clone();
         figs.fig(
             &mut section,
             xy_plot(
                 &format!("{}: figure against the aggressor's bandwidth", v.name),
-                "aggressor data bandwidth during the run",
-                &format!("{} [{}]", v.metric.rsplit('/').next().unwrap_or(""), v.unit),
+                ("aggressor data bandwidth during the run", "B/s"),
+                (&metric_words(&v.metric), &v.unit),
                 &series,
-                &bw_fmt,
-                &|x| short_value(x, &unit),
-                true,
+                h.sweep.is_some(),
                 &format!("latency vs bandwidth: {}", v.name),
             ),
-            "Each run's figure against the bandwidth the aggressor delivered while it ran (plain runs at zero).",
+            if h.sweep.is_some() { "Each run's figure against the bandwidth the aggressor delivered while it ran (plain runs at zero); line through the means of each swept value, error bars: 95% bootstrap interval of each mean; the line breaks where a value has no data." } else { "Each run's figure against the bandwidth the aggressor delivered while it ran (plain runs at zero); no line: the loads are different aggressors, not points of one curve." },
         );
     }
     if section.is_empty() {
