@@ -40,7 +40,7 @@ pub fn render(docs: &[Doc]) -> DocReport {
     let command = docs.first().map(|d| d.command.clone()).unwrap_or_default();
     let mut figs = Figures::default();
     let mut body = String::new();
-    let mut place = |body: &mut String, _name: &str, svg: Option<String>, caption: &str| {
+    let mut place = |body: &mut String, svg: Option<String>, caption: &str| {
         figs.fig(body, svg, caption);
     };
     let _ = write!(
@@ -84,10 +84,9 @@ pub fn render(docs: &[Doc]) -> DocReport {
             .enumerate()
             .map(|(i, c)| (c.to_string(), colour(i), buckets_of(&r["total"][c]["lat"])))
             .collect();
-        place(&mut lat, "page-histogram-by-fault-class", draw::histogram_plot("access latency by fault class", &series, "histogram by fault class"), "Share of all accesses in each latency bucket, one outline per fault class (hit, minor, major), as pmbench plots them.");
+        place(&mut lat, draw::histogram_plot("access latency by fault class", &series, "histogram by fault class"), "Share of all accesses in each latency bucket, one outline per fault class (hit, minor, major), as pmbench plots them.");
         place(
             &mut lat,
-            "page-cdf-by-fault-class",
             draw::cdf_plot(
                 "access latency by fault class, cumulative",
                 &series,
@@ -108,18 +107,15 @@ pub fn render(docs: &[Doc]) -> DocReport {
                 (d.name.clone(), colour(i), buckets_of(&lat))
             })
             .collect();
-        let slug = ptr.trim_matches('/').replace('/', "-");
         if docs.len() == 1 {
             place(
                 &mut lat,
-                &format!("histogram-{slug}"),
                 draw::histogram_plot(words, &series, &format!("histogram {words}")),
                 "Share of accesses in each latency bucket, log-log.",
             );
         }
         place(
             &mut lat,
-            &format!("cdf-{slug}"),
             draw::cdf_plot(
                 &format!("{words}, cumulative"),
                 &series,
@@ -140,7 +136,7 @@ pub fn render(docs: &[Doc]) -> DocReport {
             .enumerate()
             .map(|(i, d)| (d.name.clone(), colour(i), samples(&d.value, "bw_bytes")))
             .collect();
-        place(&mut series, "load-bandwidth-per-second", draw::line_plot("data bandwidth per second", ("time", "s"), ("data bandwidth", "B/s"), &bw, &[], "bandwidth per second"), "Data bytes completed in each interval of the live series, per second; the line breaks where an interval is missing.");
+        place(&mut series, draw::line_plot("data bandwidth per second", ("time", "s"), ("data bandwidth", "B/s"), &bw, &[], "bandwidth per second"), "Data bytes completed in each interval of the live series, per second; the line breaks where an interval is missing.");
         let iops: Vec<Line> = docs
             .iter()
             .enumerate()
@@ -160,7 +156,6 @@ pub fn render(docs: &[Doc]) -> DocReport {
             .collect();
         place(
             &mut series,
-            "load-commands-per-second",
             draw::line_plot(
                 "commands per second (rate windows)",
                 ("time", "s"),
@@ -212,7 +207,6 @@ pub fn render(docs: &[Doc]) -> DocReport {
                 .collect();
             place(
                 &mut series,
-                &format!("stat-{id}"),
                 draw::line_plot(
                     &format!("{id} per second"),
                     ("time", "s"),
@@ -246,15 +240,15 @@ pub fn render(docs: &[Doc]) -> DocReport {
                     .collect::<Vec<_>>()
             })
             .collect();
-        place(&mut series, "sim-time-per-scheme", draw::bar_plot("simulated time per scheme (lower is better)", ("simulated time", "ns"), &bars, "sim schemes"), "Simulated time of the trace under each coherence scheme; one bar per file. A single simulation has no spread, so no error bars.");
+        place(&mut series, draw::bar_plot("simulated time per scheme (lower is better)", ("simulated time", "ns"), &bars, "sim schemes"), "Simulated time of the trace under each coherence scheme; one bar per file. A single simulation has no spread, so no error bars.");
     }
     if !series.is_empty() {
         let _ = write!(body, "<h2>Over time and per scheme</h2>\n{series}");
     }
     for d in docs {
-        let _ = write!(
+        let _ = writeln!(
             body,
-            "<h2>Configuration: {}</h2><pre>{}</pre>\n",
+            "<h2>Configuration: {}</h2><pre>{}</pre>",
             esc(&d.name),
             esc(&serde_json::to_string_pretty(&d.value["config"]).unwrap_or_default())
         );
