@@ -6,7 +6,7 @@
 
 use crate::session::{Config, LoopResult, ThrottleResult};
 use dmalab_core::units::fmt_bytes;
-use dmalab_run::report::svg::{esc, nice_max, Canvas, Scale, PALETTE};
+use dmalab_run::draw::{esc, nice_max, Canvas, Scale, PALETTE};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -351,7 +351,7 @@ pub fn html(doc: &serde_json::Value) -> Result<(String, usize), String> {
     let html = format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"generator\" content=\"dmalab {}\"><title>dmalab throttle report</title><style>{}</style></head>\n<body data-plots=\"{plots}\">\n{body}</body></html>\n",
         esc(doc["tool"]["version"].as_str().unwrap_or("")),
-        dmalab_run::report::STYLE
+        dmalab_run::draw::STYLE
     );
     Ok((html, plots))
 }

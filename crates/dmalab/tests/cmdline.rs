@@ -10,6 +10,7 @@ mod common;
 mod bounds;
 mod cli;
 mod ddio;
+mod doc_report;
 mod gpu;
 mod info;
 mod run;

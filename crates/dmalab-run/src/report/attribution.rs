@@ -6,8 +6,8 @@
 //! on its CPUs, the aggressor's CPU time), with the lost-CPU note beside
 //! the slowdown where the evidence shows it.
 
-use super::svg::{esc, nice_max, Canvas, Scale, PALETTE};
 use crate::analysis::{fmt_value, Cell};
+use crate::draw::{esc, nice_max, Canvas, Scale, PALETTE};
 use crate::plan::PLAIN;
 use std::fmt::Write;
 
