@@ -844,21 +844,29 @@ fn io_uring_result_says_which_submission_path_ran() {
         "single",
         "--buffer",
         "64K",
-        "--iodepth",
-        "8",
         "--commands",
         "3000",
         "-q",
     ];
     // The defaults, then a descriptor per command with one command per enter.
     for (extra, register, batch) in [
-        (&[][..], true, 2),
+        (&["--iodepth", "8"][..], true, 2),
+        // The default batch at --iodepth 1 is that one command (it was
+        // refused as more than the queue).
+        (&["--iodepth", "1"][..], true, 1),
         (
-            &["--register-files", "false", "--submit-batch", "1"][..],
+            &[
+                "--iodepth",
+                "8",
+                "--register-files",
+                "false",
+                "--submit-batch",
+                "1",
+            ][..],
             false,
             1,
         ),
-        (&["--submit-batch", "8"][..], true, 8),
+        (&["--iodepth", "8", "--submit-batch", "8"][..], true, 8),
     ] {
         let mut a = base.to_vec();
         a.extend_from_slice(extra);

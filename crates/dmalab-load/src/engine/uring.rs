@@ -71,9 +71,10 @@ pub struct UringArgs {
 
 impl UringArgs {
     /// The engine's part of the plan: Some for `--engine io_uring` (its
-    /// defaults filled in, so the result says what was used), None for
-    /// the other engines, which refuse these flags.
-    pub fn plan(&self, engine: EngineKind) -> Result<Option<UringPlan>, UsageError> {
+    /// defaults filled in for a queue of `iodepth`, so the result says
+    /// what was used), None for the other engines, which refuse these
+    /// flags.
+    pub fn plan(&self, engine: EngineKind, iodepth: u32) -> Result<Option<UringPlan>, UsageError> {
         if engine != EngineKind::IoUring {
             let given = [
                 ("--sqpoll-cpu", self.sqpoll_cpu.is_some()),
@@ -102,7 +103,11 @@ impl UringArgs {
             sqpoll_cpu: self.sqpoll_cpu,
             iopoll: self.iopoll,
             register_files: self.register_files.unwrap_or(true),
-            submit_batch: self.submit_batch.unwrap_or(MAX_UNPLUGGED as u32),
+            // The default batch never exceeds the queue (at --iodepth 1 a
+            // batch is the one command).
+            submit_batch: self
+                .submit_batch
+                .unwrap_or((MAX_UNPLUGGED as u32).min(iodepth.max(1))),
         }))
     }
 }
