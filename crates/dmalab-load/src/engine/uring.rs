@@ -61,20 +61,21 @@ pub struct UringArgs {
     /// every command (false).
     #[cfg_attr(feature = "clap", arg(long, value_name = "BOOL", action = clap::ArgAction::Set))]
     pub register_files: Option<bool>,
-    /// --engine io_uring: commands queued before one io_uring_enter hands
-    /// them to the kernel (1..=--iodepth). Default 2: a larger batch is
-    /// plugged, and the block layer merges adjacent commands into fewer,
-    /// larger requests than dmalab counts.
+    /// --engine io_uring: commands queued that make the worker submit
+    /// them at once; fewer go in with its next wait for completions (one
+    /// io_uring_enter for both). Default 2: a larger batch is plugged, and
+    /// the block layer merges adjacent commands into fewer, larger requests
+    /// than dmalab counts; 1 costs a second io_uring_enter per command at
+    /// --iodepth 1.
     #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
     pub submit_batch: Option<u32>,
 }
 
 impl UringArgs {
     /// The engine's part of the plan: Some for `--engine io_uring` (its
-    /// defaults filled in for a queue of `iodepth`, so the result says
-    /// what was used), None for the other engines, which refuse these
-    /// flags.
-    pub fn plan(&self, engine: EngineKind, iodepth: u32) -> Result<Option<UringPlan>, UsageError> {
+    /// defaults filled in, so the result says what was used), None for
+    /// the other engines, which refuse these flags.
+    pub fn plan(&self, engine: EngineKind) -> Result<Option<UringPlan>, UsageError> {
         if engine != EngineKind::IoUring {
             let given = [
                 ("--sqpoll-cpu", self.sqpoll_cpu.is_some()),
@@ -103,11 +104,10 @@ impl UringArgs {
             sqpoll_cpu: self.sqpoll_cpu,
             iopoll: self.iopoll,
             register_files: self.register_files.unwrap_or(true),
-            // The default batch never exceeds the queue (at --iodepth 1 a
-            // batch is the one command).
-            submit_batch: self
-                .submit_batch
-                .unwrap_or((MAX_UNPLUGGED as u32).min(iodepth.max(1))),
+            // Not clamped to --iodepth: at --iodepth 1 a batch of 2 never
+            // fills, so the command goes in with the reap's wait, one
+            // io_uring_enter per command (a batch of 1 costs two).
+            submit_batch: self.submit_batch.unwrap_or(MAX_UNPLUGGED as u32),
         }))
     }
 }
@@ -139,19 +139,11 @@ impl Default for UringPlan {
 
 impl UringPlan {
     /// Checks the options against the plan and the target: the poller's
-    /// CPU exists and is no worker's, a batch fits the queue, IOPOLL only
-    /// on a block device with poll queues (`io_poll` under `sys`, the
-    /// device's sysfs directory).
+    /// CPU exists and is no worker's, IOPOLL only on a block device with
+    /// poll queues (`io_poll` under `sys`, the device's sysfs directory).
+    /// A batch larger than the queue never fills: every command then goes
+    /// in with the reap's wait.
     pub fn check(&self, plan: &Plan, sys: Option<&Path>) -> Result<(), UsageError> {
-        if self.submit_batch > plan.iodepth {
-            return Err(UsageError::new(
-                "--submit-batch",
-                format!(
-                    "{} is more than --iodepth {}; give at most the queue depth",
-                    self.submit_batch, plan.iodepth
-                ),
-            ));
-        }
         if let Some(cpu) = self.sqpoll_cpu {
             let online = dmalab_core::cpus::allowed_cpus();
             if !online.is_empty() && !online.contains(&cpu) {

@@ -283,7 +283,7 @@ impl LoadArgs {
             region_from_target: self.region.is_none(),
             gpu: self.gpu.plan(self.engine)?,
             rdma,
-            uring: self.uring.plan(self.engine, self.iodepth)?,
+            uring: self.uring.plan(self.engine)?,
         })
     }
 }
