@@ -125,6 +125,9 @@ pub struct Plan {
     /// `--engine rdma`'s own flags.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rdma: Option<crate::engine::rdma::RdmaPlan>,
+    /// `--engine io_uring`'s submission path (None: the defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uring: Option<crate::engine::uring::UringPlan>,
 }
 
 impl Plan {
@@ -372,6 +375,7 @@ mod tests {
             region_from_target: false,
             gpu: None,
             rdma: None,
+            uring: None,
         }
     }
 

@@ -190,6 +190,11 @@ pub struct CpuResult {
     pub cpu_ns_per_command: f64,
     /// (usr + sys) / runtime, percent of one CPU.
     pub cpu_pct: f64,
+    /// (usr + sys) in seconds per GiB of data moved (None without data):
+    /// the workers' own cost of the DMA they cause. An engine's kernel
+    /// threads (io_uring's SQPOLL poller) are in its facts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s_per_gib: Option<f64>,
 }
 
 /// The result of `dmalab load`.

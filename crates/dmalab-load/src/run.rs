@@ -65,6 +65,17 @@ impl Shared {
     }
 }
 
+/// Tells the run's sampling loop that a worker thread has ended, however
+/// it ends (a panic included: the signal is sent on drop).
+struct DoneSignal(std::sync::mpsc::Sender<()>);
+
+impl Drop for DoneSignal {
+    fn drop(&mut self) {
+        // The receiver only goes when the run is over.
+        let _ = self.0.send(());
+    }
+}
+
 /// What a caller does at a run's milestones, on the run's own clock (so
 /// hardware counters start after set-up, are sampled with the load's
 /// per-second samples and stop after the last completion).
@@ -161,6 +172,7 @@ pub fn run_observed(
     let record = plan.rate.limited();
     let deadline = plan.runtime_ns.unwrap_or(u64::MAX);
     let mut handles = Vec::new();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     for i in 0..n {
         let cpus = plan.worker_cpus(i);
         let spec = EngineSpec {
@@ -190,9 +202,11 @@ pub fn run_observed(
         let realtime = plan.realtime_priority;
         let trace = trace.clone();
         let poisson = plan.rate.arrival == Arrival::Poisson;
+        let done = DoneSignal(done_tx.clone());
         let h = std::thread::Builder::new()
             .name(format!("dmalab-load-{i}"))
             .spawn(move || -> Option<WorkerOut> {
+                let _done = done;
                 let mut err = None;
                 if !cpus.is_empty() {
                     if let Err(e) = dmalab_core::cpus::pin_current_thread(&cpus) {
@@ -250,6 +264,8 @@ pub fn run_observed(
             .map_err(|e| RunError::Other(format!("cannot start worker thread: {e}")))?;
         handles.push(h);
     }
+    // Only the workers hold senders now.
+    drop(done_tx);
     opened.wait();
     let failed = setup_error.lock().ok().and_then(|mut s| s.take());
     if failed.is_some() {
@@ -260,9 +276,11 @@ pub fn run_observed(
         obs.started();
     }
     let clock = MonoClock::new();
+    // Right after the clock's zero: workers stamp live-stats updates as
+    // this plus their own clock's reading.
+    live.set_running(monotonic_ns());
     let mut steal = dmalab_core::host::StealMeter::start();
     let _ = start_cell.set(clock);
-    live.set_running(monotonic_ns());
     go.wait();
 
     // Per-second samples while the workers run.
@@ -271,7 +289,8 @@ pub fn run_observed(
     let mut last_t = 0u64;
     let mut next = 1_000_000_000u64;
     if failed.is_none() {
-        while !handles.iter().all(|h| h.is_finished()) {
+        let mut running = n;
+        while running > 0 {
             let now = clock.now_ns();
             if now >= next {
                 // Stamp the sample when the counters were read (a loaded
@@ -287,8 +306,15 @@ pub fn run_observed(
                 next += 1_000_000_000;
                 continue;
             }
-            // Short naps: notice finished workers quickly.
-            std::thread::sleep(Duration::from_nanos((next - now).min(10_000_000)));
+            // Asleep until the next sample or a worker's end: a loop of
+            // short naps woke this thread 100 times a second, on the
+            // workers' CPUs when they share them.
+            match done_rx.recv_timeout(Duration::from_nanos(next - now)) {
+                Ok(()) => running -= 1,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                // Every worker's signal is gone: all have ended.
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => running = 0,
+            }
         }
     }
     let mut outs = Vec::new();
@@ -408,6 +434,8 @@ pub fn run_observed(
                 0.0
             },
             cpu_pct: 100.0 * cpu_total / runtime_ns as f64,
+            cpu_s_per_gib: (totals.data_bytes > 0)
+                .then(|| cpu_total / 1e9 / (totals.data_bytes as f64 / (1u64 << 30) as f64)),
         },
         workers,
         samples,

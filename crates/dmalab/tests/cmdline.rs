@@ -7,6 +7,7 @@
 
 mod common;
 
+mod benchstat;
 mod bounds;
 mod cli;
 mod ddio;

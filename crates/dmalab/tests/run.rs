@@ -412,10 +412,11 @@ fn fake_aggressor_entry() {
         return;
     };
     let live = LiveStats::create(Some(Path::new(&path))).unwrap();
-    live.set_running(monotonic_ns());
+    let start = monotonic_ns();
+    live.set_running(start);
     loop {
         std::thread::sleep(Duration::from_millis(10));
-        live.add(1 << 20, 256, 256);
+        live.add(1 << 20, 256, 256, monotonic_ns() - start);
     }
 }
 

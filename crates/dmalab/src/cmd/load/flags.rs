@@ -9,6 +9,7 @@ use dmalab_core::{cpus, UsageError};
 use dmalab_load::buffer::{Fill, HugePages};
 use dmalab_load::engine::gpu::GpuArgs;
 use dmalab_load::engine::rdma::RdmaArgs;
+use dmalab_load::engine::uring::UringArgs;
 use dmalab_load::engine::{EngineKind, TargetInfo, TargetRequest};
 use dmalab_load::limiter::{Arrival, RateSpec};
 use dmalab_load::pattern::{DeviceOffsets, Pattern, StreamConfig};
@@ -185,6 +186,8 @@ pub struct LoadArgs {
     #[command(flatten)]
     pub gpu: GpuArgs,
     #[command(flatten)]
+    pub uring: UringArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
@@ -320,6 +323,7 @@ impl LoadArgs {
             region_from_target: self.region.is_none(),
             gpu: self.gpu.plan(self.engine)?,
             rdma,
+            uring: self.uring.plan(self.engine)?,
         })
     }
 }
