@@ -485,7 +485,8 @@ mod tests {
         };
         let live = LiveStats::create(None).unwrap();
         live.set_running(1);
-        let buffer = DmaBuffer::new(4096, 4096, HugePages::None, Fill::Zero).unwrap();
+        let buffer =
+            DmaBuffer::new(4096, 4096, HugePages::None, Fill::Zero, &Default::default()).unwrap();
         let out = worker_loop(
             0,
             &[],
