@@ -367,10 +367,12 @@ impl Aggressor {
                     tail(&a.stderr)
                 )));
             }
-            let l = dmalab_run::livestats::LiveStats::open(&live).ok().flatten();
+            let l = dmalab_core::livestats::Reader::open(&live).ok().flatten();
             let c = RateControl::open(&ctl).ok().flatten();
             if let (Some(l), Some(c)) = (l, c) {
-                if l.snapshot().state == dmalab_run::livestats::State::Running {
+                if l.snapshot()
+                    .is_ok_and(|s| s.state == dmalab_core::livestats::State::Running)
+                {
                     return Ok((a, LoadActuator::new(c, l)));
                 }
             }

@@ -6,9 +6,9 @@ use super::spawn::{failure_from, killpg, spawn, tail, Spawned};
 use super::validate::Validated;
 use super::RunOptions;
 use crate::experiment::{Aggressor, AggressorKind, Experiment};
-use crate::livestats::{LiveStats, State};
 use crate::plan::PlannedRun;
 use crate::record::{AggressorOutcome, Failure};
+use dmalab_core::livestats::{Reader as LiveStats, State};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -270,7 +270,7 @@ fn wait_for_load(sp: &mut Spawned, live: &Path) -> Result<Arc<LiveStats>, String
             return Err(format!("exited before it started its load ({st})"));
         }
         if let Ok(Some(ls)) = LiveStats::open(live) {
-            if ls.snapshot().state != State::Starting {
+            if ls.snapshot().is_ok_and(|s| s.state != State::Starting) {
                 return Ok(Arc::new(ls));
             }
         }
