@@ -6,6 +6,7 @@
 //! Every command builds a [`schema::ResultDoc`] and hands it to
 //! [`output::write_result`]; nothing else serialises results.
 
+pub mod child;
 pub mod cpus;
 pub mod error;
 pub mod hist;

@@ -10,7 +10,6 @@ use crate::victim::{stop_group, tail, Figures, NoFigure, Victim, VictimSpec};
 use dmalab_core::ratecontrol::RateControl;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -337,7 +336,7 @@ impl Aggressor {
         let ctl = dir.join("aggressor.rate");
         let stderr = dir.join("aggressor.stderr");
         let mut cmd = Command::new(exe);
-        crate::victim::die_with_parent(&mut cmd);
+        dmalab_core::child::prepare(&mut cmd, &crate::victim::setup());
         let child = cmd
             .arg("load")
             .args(args)
@@ -353,7 +352,6 @@ impl Aggressor {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).map_err(io("aggressor stderr file"))?)
-            .process_group(0)
             .spawn()
             .map_err(io("cannot start the aggressor (dmalab load)"))?;
         let mut a = Aggressor { child, stderr };

@@ -128,20 +128,7 @@ pub(super) fn stop_aggressor(mut ra: RunningAggressor) -> (AggressorOutcome, boo
     let status = match early {
         Some(s) => Some(s),
         None => {
-            killpg(ra.sp.pid, libc::SIGINT);
-            let t0 = Instant::now();
-            loop {
-                match ra.sp.child.try_wait() {
-                    Ok(Some(s)) => break Some(s),
-                    Ok(None) if t0.elapsed() < Duration::from_secs(15) => {
-                        std::thread::sleep(Duration::from_millis(20))
-                    }
-                    _ => {
-                        killpg(ra.sp.pid, libc::SIGKILL);
-                        break ra.sp.child.wait().ok();
-                    }
-                }
-            }
+            dmalab_core::child::stop_group(&mut ra.sp.child, libc::SIGINT, Duration::from_secs(15))
         }
     };
     killpg(ra.sp.pid, libc::SIGKILL);
