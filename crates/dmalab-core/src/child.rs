@@ -213,9 +213,12 @@ mod tests {
         let mut cmd = Command::new("sleep");
         cmd.arg("100");
         prepare(&mut cmd, &Setup::tied());
-        let child = cmd.spawn().unwrap();
+        let mut child = cmd.spawn().unwrap();
         println!("child-pid {}", child.id());
         std::thread::sleep(Duration::from_secs(100));
+        // Only reached if nobody killed this process.
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     fn alive(pid: u32) -> bool {

@@ -6,7 +6,7 @@
 use crate::actuator::{Actuator, IoMax, IoMaxKey, LoadActuator};
 use crate::controller::{Controller, Params};
 use crate::slo::{Slo, Stat};
-use crate::victim::{stop_group, tail, Figures, NoFigure, Victim, VictimSpec};
+use crate::victim::{stop_group, Figures, NoFigure, Victim, VictimSpec, TAIL_LINES};
 use dmalab_core::ratecontrol::RateControl;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -362,7 +362,7 @@ impl Aggressor {
                 return Err(SessionError::Child(format!(
                     "the aggressor (dmalab load {}) ended before it ran ({st}): {}",
                     args.join(" "),
-                    tail(&a.stderr)
+                    dmalab_core::child::tail_line(&a.stderr, TAIL_LINES)
                 )));
             }
             let l = dmalab_core::livestats::Reader::open(&live).ok().flatten();
@@ -378,7 +378,7 @@ impl Aggressor {
                 stop_group(&mut a.child);
                 return Err(SessionError::Child(format!(
                     "the aggressor did not start within 120 s: {}",
-                    tail(&a.stderr)
+                    dmalab_core::child::tail_line(&a.stderr, TAIL_LINES)
                 )));
             }
             std::thread::sleep(Duration::from_millis(20));

@@ -348,7 +348,10 @@ impl Victim {
             Err(RecvTimeoutError::Timeout) => Err(NoFigure::Timeout),
             Err(RecvTimeoutError::Disconnected) => {
                 let _ = self.child.wait();
-                Err(NoFigure::Ended(tail(&self.stderr)))
+                Err(NoFigure::Ended(dmalab_core::child::tail_line(
+                    &self.stderr,
+                    TAIL_LINES,
+                )))
             }
         }
     }
@@ -516,10 +519,8 @@ pub fn setup() -> dmalab_core::child::Setup {
     }
 }
 
-/// The last lines of a child's stderr file, on one line.
-pub fn tail(path: &Path) -> String {
-    dmalab_core::child::tail_line(path, 5)
-}
+/// How many of a child's last stderr lines an error message quotes.
+pub const TAIL_LINES: usize = 5;
 
 /// SIGTERM to the child's process group, a grace period, then SIGKILL.
 pub fn stop_group(child: &mut Child) {
