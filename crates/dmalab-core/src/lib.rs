@@ -18,6 +18,7 @@ pub mod livestats;
 pub mod lock;
 pub mod output;
 pub mod placement;
+pub mod process;
 pub mod ratecontrol;
 pub mod safefile;
 pub mod safety;

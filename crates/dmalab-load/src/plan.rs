@@ -231,10 +231,10 @@ impl Plan {
         }
         if s.region_bytes < command_bytes {
             return Err(UsageError::new(
-                match (self.region_from_target, self.rdma.is_some()) {
-                    (true, true) => "--rdma-remote-buffer",
-                    (true, false) => "--size",
-                    (false, _) => "--region",
+                if self.region_from_target {
+                    self.engine.size_option()
+                } else {
+                    "--region"
                 },
                 format!(
                     "the target region ({} bytes) is smaller than one command ({command_bytes} bytes)",
@@ -307,7 +307,7 @@ impl Plan {
                 ));
             }
             dmalab_core::ratecontrol::check_replaceable(p)
-                .map_err(|m| UsageError::new("--rate-control", m))?;
+                .map_err(|m| UsageError::new("--rate-control", m.to_string()))?;
         }
         Ok(())
     }
@@ -470,6 +470,27 @@ mod tests {
     }
 
     #[test]
+    fn too_small_a_whole_target_names_the_engines_size_flag() {
+        let mut p = plan();
+        // One block of target, and commands of up to four.
+        p.stream.region_bytes = 4096;
+        p.target_size_bytes = 4096;
+        p.region_from_target = true;
+        // The flag comes from the engine, not from which engine fields the
+        // plan happens to carry.
+        for (kind, flag) in [
+            (EngineKind::Rdma, "--rdma-remote-buffer"),
+            (EngineKind::IoUring, "--size"),
+            (EngineKind::Null, "--size"),
+        ] {
+            p.engine = kind;
+            assert_eq!(option_of(&p), flag, "{kind:?}");
+        }
+        p.region_from_target = false;
+        assert_eq!(option_of(&p), "--region");
+    }
+
+    #[test]
     fn both_is_refused_by_every_engine_but_gpu() {
         let mut p = plan();
         p.direction = Direction::Both;
@@ -484,7 +505,9 @@ mod tests {
             EngineKind::Rdma,
         ] {
             p.engine = kind;
-            let e = crate::engine::driver(kind).preflight(&p).unwrap_err();
+            let e = crate::engine::driver(kind, &Default::default())
+                .preflight(&p)
+                .unwrap_err();
             assert_eq!(e.option, "--direction", "{kind:?}");
             let text = e.to_string();
             assert!(
@@ -494,7 +517,7 @@ mod tests {
             );
         }
         p.engine = EngineKind::Gpu;
-        let e = crate::engine::driver(EngineKind::Gpu)
+        let e = crate::engine::driver(EngineKind::Gpu, &Default::default())
             .preflight(&p)
             .unwrap_err();
         assert_ne!(e.option, "--direction", "{e}");
@@ -502,7 +525,7 @@ mod tests {
         for d in [Direction::Write, Direction::Read] {
             p.direction = d;
             p.engine = EngineKind::Null;
-            crate::engine::driver(EngineKind::Null)
+            crate::engine::driver(EngineKind::Null, &Default::default())
                 .preflight(&p)
                 .unwrap();
         }

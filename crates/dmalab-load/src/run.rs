@@ -7,11 +7,11 @@ use crate::buffer::DmaBuffer;
 use crate::check::{check_rate_schedule, RateCheck};
 use crate::engine::{self, Command, Driver, EngineSpec};
 use crate::limiter::{Arrival, Clock, Limiter, MonoClock, RateChange, RateSpec};
-use crate::live::LiveStats;
 use crate::pattern::PatternStream;
 use crate::result::{CpuResult, LoadResult, Rates, Sample, Totals, TraceResult};
 use crate::worker::{worker_loop, WorkerOut};
 use dmalab_core::hist::LatHist;
+use dmalab_core::livestats::Writer as LiveStats;
 use dmalab_core::schema::CpuUsage;
 use dmalab_core::sys::clock::monotonic_ns;
 use dmalab_trace::TraceWriter;
@@ -37,9 +37,56 @@ pub enum RunError {
     /// The pattern stream.
     #[error(transparent)]
     Stream(#[from] crate::pattern::StreamError),
-    /// Anything else.
-    #[error("{0}")]
-    Other(String),
+    /// `--live-stats`: the page could not be created.
+    #[error("--live-stats: cannot create {path}: {cause}")]
+    LiveStats {
+        /// The file.
+        path: String,
+        /// Why (printed in the message, so not a `source()`).
+        cause: std::io::Error,
+    },
+    /// `--trace`: the trace file could not be created or written.
+    #[error("--trace: cannot {what} {path}: {cause}")]
+    Trace {
+        /// `create` or `write`.
+        what: &'static str,
+        /// The file.
+        path: String,
+        /// Why (printed in the message, so not a `source()`).
+        cause: dmalab_trace::TraceError,
+    },
+    /// `--trace`: a worker still held the trace writer after the run.
+    #[error("--trace: the writer is still shared")]
+    TraceShared,
+    /// `--rate-control`: the page could not be created.
+    #[error("--rate-control: cannot create {0}")]
+    RateControl(dmalab_core::ratecontrol::RateControlError),
+    /// A worker could not be pinned to its CPUs.
+    #[error("worker {worker}: cannot pin to CPUs {cpus:?}: {cause}")]
+    Pin {
+        /// Which worker.
+        worker: usize,
+        /// The CPUs.
+        cpus: Vec<usize>,
+        /// Why (printed in the message, so not a `source()`).
+        cause: std::io::Error,
+    },
+    /// A worker could not switch to SCHED_FIFO (`--realtime`).
+    #[error("worker {worker}: cannot switch to SCHED_FIFO priority {priority}: {cause}; --realtime needs root or CAP_SYS_NICE")]
+    Realtime {
+        /// Which worker.
+        worker: usize,
+        /// The priority asked for.
+        priority: i32,
+        /// Why (printed in the message, so not a `source()`).
+        cause: std::io::Error,
+    },
+    /// A worker thread could not be started.
+    #[error("cannot start worker thread: {0}")]
+    Thread(std::io::Error),
+    /// A worker thread panicked.
+    #[error("a worker thread panicked")]
+    Panicked,
 }
 
 /// The stream and limiter all workers share, plus the command/block limits.
@@ -120,15 +167,16 @@ pub fn run_observed(
     obs: &mut dyn Observer,
 ) -> Result<LoadResult, RunError> {
     let stream = PatternStream::new(plan.stream.clone())?;
-    let live = LiveStats::create(plan.live_stats.as_deref()).map_err(|e| {
-        RunError::Other(format!(
-            "--live-stats: cannot create {}: {e}",
-            plan.live_stats
+    let live =
+        LiveStats::create(plan.live_stats.as_deref()).map_err(|cause| RunError::LiveStats {
+            path: plan
+                .live_stats
                 .as_deref()
                 .unwrap_or(std::path::Path::new(""))
                 .display()
-        ))
-    })?;
+                .to_string(),
+            cause,
+        })?;
     let buffer = Arc::new(DmaBuffer::new(
         plan.stream.buffer_bytes,
         plan.stream.piece_bytes,
@@ -140,8 +188,12 @@ pub fn run_observed(
         buffer.touch(0, buffer.len());
     }
     let trace = match &plan.trace {
-        Some(p) => Some(Arc::new(TraceWriter::create(p).map_err(|e| {
-            RunError::Other(format!("--trace: cannot create {}: {e}", p.display()))
+        Some(p) => Some(Arc::new(TraceWriter::create(p).map_err(|cause| {
+            RunError::Trace {
+                what: "create",
+                path: p.display().to_string(),
+                cause,
+            }
         })?)),
         None => None,
     };
@@ -152,7 +204,7 @@ pub fn run_observed(
             rate_iops: plan.rate.rate_iops,
         };
         let ctl = dmalab_core::ratecontrol::RateControl::create(p, initial)
-            .map_err(|e| RunError::Other(format!("--rate-control: cannot create {e}")))?;
+            .map_err(RunError::RateControl)?;
         limiter = limiter.with_control(Arc::new(ctl));
     }
     let shared = Arc::new(Mutex::new(Shared {
@@ -209,20 +261,25 @@ pub fn run_observed(
                 let _done = done;
                 let mut err = None;
                 if !cpus.is_empty() {
-                    if let Err(e) = dmalab_core::cpus::pin_current_thread(&cpus) {
-                        err = Some(RunError::Other(format!(
-                            "worker {i}: cannot pin to CPUs {cpus:?}: {e}"
-                        )));
+                    if let Err(cause) = dmalab_core::cpus::pin_current_thread(&cpus) {
+                        err = Some(RunError::Pin {
+                            worker: i,
+                            cpus: cpus.clone(),
+                            cause,
+                        });
                     }
                 }
                 if let (None, Some(prio)) = (&err, realtime) {
-                    let param = libc::sched_param { sched_priority: prio };
+                    let param = libc::sched_param {
+                        sched_priority: prio,
+                    };
                     // SAFETY: plain struct by pointer; 0 = the calling thread.
                     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-                        err = Some(RunError::Other(format!(
-                            "worker {i}: cannot switch to SCHED_FIFO priority {prio}: {}; --realtime needs root or CAP_SYS_NICE",
-                            std::io::Error::last_os_error()
-                        )));
+                        err = Some(RunError::Realtime {
+                            worker: i,
+                            priority: prio,
+                            cause: std::io::Error::last_os_error(),
+                        });
                     }
                 }
                 // SAFETY: prctl with an integer argument; precise sleeps for pacing.
@@ -261,7 +318,7 @@ pub fn run_observed(
                     poisson,
                 ))
             })
-            .map_err(|e| RunError::Other(format!("cannot start worker thread: {e}")))?;
+            .map_err(RunError::Thread)?;
         handles.push(h);
     }
     // Only the workers hold senders now.
@@ -322,7 +379,7 @@ pub fn run_observed(
         match h.join() {
             Ok(Some(o)) => outs.push(o),
             Ok(None) => {}
-            Err(_) => return Err(RunError::Other("a worker thread panicked".into())),
+            Err(_) => return Err(RunError::Panicked),
         }
     }
     live.set_finished();
@@ -334,11 +391,12 @@ pub fn run_observed(
     }
     let mut trace_summary = None;
     if let (Some(w), Some(p)) = (trace, &plan.trace) {
-        let w = Arc::into_inner(w)
-            .ok_or_else(|| RunError::Other("--trace: the writer is still shared".into()))?;
-        let sum = w
-            .finish()
-            .map_err(|e| RunError::Other(format!("--trace: cannot write {}: {e}", p.display())))?;
+        let w = Arc::into_inner(w).ok_or(RunError::TraceShared)?;
+        let sum = w.finish().map_err(|cause| RunError::Trace {
+            what: "write",
+            path: p.display().to_string(),
+            cause,
+        })?;
         trace_summary = Some(TraceResult {
             path: p.display().to_string(),
             transfers: sum.transfers,

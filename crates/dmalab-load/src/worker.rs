@@ -4,10 +4,10 @@
 use crate::buffer::DmaBuffer;
 use crate::engine::{self, Command, Completion, Op};
 use crate::limiter::Clock;
-use crate::live::LiveStats;
 use crate::result::{Rates, Totals, WorkerResult};
 use crate::run::Shared;
 use dmalab_core::hist::LatHist;
+use dmalab_core::livestats::Writer as LiveStats;
 use dmalab_core::schema::CpuUsage;
 use dmalab_trace::{DmaDir, TraceWriter};
 use std::sync::atomic::{AtomicBool, Ordering};

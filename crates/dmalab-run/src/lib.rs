@@ -4,7 +4,7 @@
 //! - [`experiment`]: the TOML experiment file, checked with line numbers.
 //! - [`plan`]: the runs it makes, in order (plain, then each load, repeated).
 //! - [`runner`]: child processes, pinning, evidence from the aggressor's
-//!   live-stats file ([`livestats`]), one fsynced record per run
+//!   live-stats file (`dmalab_core::livestats`), one fsynced record per run
 //!   ([`record`]), resume.
 //! - [`stats`] and [`analysis`]: statistics per cell.
 //! - [`report`]: the self-contained HTML report and CSV, a leaf that
@@ -20,7 +20,6 @@ pub mod document;
 pub mod draw;
 pub mod error;
 pub mod experiment;
-pub mod livestats;
 pub mod plan;
 pub mod progress;
 pub mod record;

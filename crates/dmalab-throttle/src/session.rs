@@ -6,11 +6,10 @@
 use crate::actuator::{Actuator, IoMax, IoMaxKey, LoadActuator};
 use crate::controller::{Controller, Params};
 use crate::slo::{Slo, Stat};
-use crate::victim::{stop_group, tail, Figures, NoFigure, Victim, VictimSpec};
+use crate::victim::{stop_group, Figures, NoFigure, Victim, VictimSpec, TAIL_LINES};
 use dmalab_core::ratecontrol::RateControl;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -437,7 +436,7 @@ impl Aggressor {
         let ctl = dir.join("aggressor.rate");
         let stderr = dir.join("aggressor.stderr");
         let mut cmd = Command::new(exe);
-        crate::victim::die_with_parent(&mut cmd);
+        dmalab_core::process::prepare(&mut cmd, &crate::victim::setup());
         let child = cmd
             .arg("load")
             .args(args)
@@ -453,7 +452,6 @@ impl Aggressor {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).map_err(io("aggressor stderr file"))?)
-            .process_group(0)
             .spawn()
             .map_err(io("cannot start the aggressor (dmalab load)"))?;
         let mut a = Aggressor { child, stderr };
@@ -464,13 +462,15 @@ impl Aggressor {
                 return Err(SessionError::Child(format!(
                     "the aggressor (dmalab load {}) ended before it ran ({st}): {}",
                     args.join(" "),
-                    tail(&a.stderr)
+                    dmalab_core::process::tail_line(&a.stderr, TAIL_LINES)
                 )));
             }
-            let l = dmalab_run::livestats::LiveStats::open(&live).ok().flatten();
+            let l = dmalab_core::livestats::Reader::open(&live).ok().flatten();
             let c = RateControl::open(&ctl).ok().flatten();
             if let (Some(l), Some(c)) = (l, c) {
-                if l.snapshot().state == dmalab_run::livestats::State::Running {
+                if l.snapshot()
+                    .is_ok_and(|s| s.state == dmalab_core::livestats::State::Running)
+                {
                     return Ok((a, LoadActuator::new(c, l)));
                 }
             }
@@ -478,7 +478,7 @@ impl Aggressor {
                 stop_group(&mut a.child);
                 return Err(SessionError::Child(format!(
                     "the aggressor did not start within 120 s: {}",
-                    tail(&a.stderr)
+                    dmalab_core::process::tail_line(&a.stderr, TAIL_LINES)
                 )));
             }
             std::thread::sleep(Duration::from_millis(20));

@@ -95,6 +95,7 @@ fn main() -> ExitCode {
     }
     // The internal page worker reports to its parent, which expects 0.
     let internal = matches!(&cli.command, Command::Page(a) if a.is_worker());
+    cmd::seams::install_verbs_library();
     let result = match cli.command {
         Command::Load(a) => cmd::load::run(a),
         Command::Info(a) => cmd::info::run(a),

@@ -422,7 +422,7 @@ fn sigint_stops_the_copies_and_keeps_the_result() {
         .env("DMALAB_GPU_DRIVER", "mock:5");
     let (j, snap) = common::interrupt_running_load(cmd, dir.path(), "gpu");
     assert_eq!(snap.commands, u(&j, "/result/totals/commands"));
-    assert_eq!(snap.bytes, u(&j, "/result/totals/data_bytes"));
+    assert_eq!(snap.data_bytes, u(&j, "/result/totals/data_bytes"));
 }
 
 #[test]

@@ -406,7 +406,7 @@ fn sigint_reaps_and_still_writes_the_summary() {
     let (j, snap) = common::interrupt_running_load(cmd, dir.path(), "io_uring");
     assert_eq!(j["result"]["interrupted"], true);
     assert_eq!(snap.commands, u(&j, "/result/totals/commands"));
-    assert_eq!(snap.bytes, u(&j, "/result/totals/data_bytes"));
+    assert_eq!(snap.data_bytes, u(&j, "/result/totals/data_bytes"));
     assert_eq!(snap.blocks, u(&j, "/result/totals/blocks"));
     assert!(snap.started_ns > 0 && snap.updated_ns >= snap.started_ns);
     assert!(!t.exists(), "created target left behind after SIGINT");

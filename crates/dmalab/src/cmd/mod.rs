@@ -13,6 +13,7 @@ pub mod probe;
 pub mod rdma;
 pub mod report;
 pub mod run;
+pub mod seams;
 pub mod sim;
 pub mod stat;
 pub mod throttle;

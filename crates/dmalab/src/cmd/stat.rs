@@ -25,7 +25,7 @@ use dmalab_counters::perfstat::{self, Form, RepeatSummary, StatOptions, StatPlan
 use dmalab_counters::session::{CounterReport, CountersMode, Request, Scope, Session};
 use dmalab_counters::Roots;
 use serde::Serialize;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -345,7 +345,13 @@ fn run_once(
     cmd.args(args);
     // Its own group (pgid = its pid, set before it is held), so that the
     // signals dmalab forwards reach its children as well.
-    cmd.process_group(0);
+    dmalab_core::process::prepare(
+        &mut cmd,
+        &dmalab_core::process::Setup {
+            own_group: true,
+            ..Default::default()
+        },
+    );
     let held = dmalab_counters::child::spawn_held(cmd).context("dmalab stat: fork")?;
     let scope = match cpus {
         Some(c) => Scope::Cpus(c.clone()),

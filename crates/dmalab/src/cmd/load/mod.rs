@@ -31,7 +31,7 @@ struct Checked {
 /// the plan's rules, the counters asked for, the engine's preflight. It
 /// creates nothing (see [`Driver`]).
 fn checked(a: &flags::LoadArgs) -> anyhow::Result<Checked> {
-    let mut driver = engine::driver(a.engine);
+    let mut driver = engine::driver(a.engine, &super::seams::engines());
     let target = driver.inspect(&a.target_request()?)?;
     let plan = a.plan(&target)?;
     plan.validate()?;
