@@ -1,5 +1,5 @@
 //! Child processes: spawned in their own process group, pinned, killed
-//! with the parent (all three: `dmalab_core::child`); waited for with a
+//! with the parent (all three: `dmalab_core::process`); waited for with a
 //! timeout; the tail of what they wrote.
 
 use crate::record::Failure;
