@@ -9,6 +9,7 @@ mod common;
 
 mod bounds;
 mod cli;
+mod conventions;
 mod ddio;
 mod gpu;
 mod info;
