@@ -595,7 +595,6 @@ fn gpu_copy_d2d_counts_copies_within_the_device_and_touches_no_host_memory() {
             "16M",
             "--commands",
             "1000",
-            "-q",
         ],
     );
     assert_eq!(code, 0, "{err}");
