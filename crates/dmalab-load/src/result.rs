@@ -143,13 +143,14 @@ pub struct Sample {
 
 impl Sample {
     /// The stderr line: `  3.000 s  12345 blocks/s  48.22 MiB/s  12345 commands/s`,
-    /// then `  steal 20 ms` when the hypervisor took time from a CPU.
+    /// then `  steal 20 ms` when the hypervisor took time from a CPU. The
+    /// rate is in the summary's unit (binary, scaled to the figure).
     pub fn line(&self) -> String {
         format!(
-            "{:8.3} s  {:>10.0} blocks/s  {:>10.2} MiB/s  {:>10.0} commands/s{}",
+            "{:8.3} s  {:>10.0} blocks/s  {:>13}  {:>10.0} commands/s{}",
             self.t_s,
             self.blocks_per_s,
-            self.bw_bytes / (1 << 20) as f64,
+            dmalab_core::units::fmt_rate(self.bw_bytes),
             self.iops,
             if self.steal_ns > 0 {
                 format!("  steal {} ms", self.steal_ns / 1_000_000)

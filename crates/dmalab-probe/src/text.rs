@@ -10,8 +10,9 @@ use dmalab_core::sys::tsc::{TimerCost, TscInfo};
 use dmalab_core::units::{fmt_bytes, fmt_ns};
 use std::fmt::Write;
 
+/// A bandwidth in the output unit every command uses (binary).
 fn gbs(b: f64) -> String {
-    format!("{:.2} GB/s", b / 1e9)
+    dmalab_core::units::fmt_rate(b)
 }
 
 /// The TSC and timer lines.
@@ -260,7 +261,7 @@ pub fn bandwidth(plan: &BandwidthPlan, r: &BandwidthResult) -> String {
 pub fn loaded_header() -> String {
     format!(
         "{:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
-        "delay_cyc", "load_GB/s", "mean", "p50", "p99", "p99.9"
+        "delay_cyc", "load_GiB/s", "mean", "p50", "p99", "p99.9"
     )
 }
 
@@ -270,7 +271,7 @@ pub fn loaded_line(p: &LoadedPoint) -> String {
     format!(
         "{:>12} {:>12.2} {:>10} {:>10} {:>10} {:>10}",
         p.delay_cycles.map_or("idle".into(), |d| d.to_string()),
-        p.bw_bytes / 1e9,
+        p.bw_bytes / (1u64 << 30) as f64,
         fmt_ns(p.latency.mean_ns),
         q(50.0),
         q(99.0),

@@ -7,6 +7,7 @@
 
 use crate::analysis::{self, fmt_value, Cell};
 use crate::error::RunError;
+use crate::experiment::Better;
 use crate::record::{self, Results};
 use crate::stats;
 use serde_json::Value;
@@ -183,8 +184,20 @@ fn cell_rows(ca: &[Cell], cb: &[Cell]) -> Vec<[String; 6]> {
             x.summary.as_ref().map(|s| s.mean),
             y.summary.as_ref().map(|s| s.mean),
         );
+        // The change of the figure itself, and whether that is worse or
+        // better by the figure's direction (a bandwidth that fell is worse).
         let change = match (ma, mb) {
-            (Some(a), Some(b)) if a != 0.0 => format!("{:+.2}%", (b / a - 1.0) * 100.0),
+            (Some(a), Some(b)) if a != 0.0 => {
+                let s = match x.better {
+                    Better::Lower => b / a,
+                    Better::Higher => a / b,
+                };
+                format!(
+                    "{:+.2}% {}",
+                    (b / a - 1.0) * 100.0,
+                    analysis::Change::of_slowdown(s).word()
+                )
+            }
             _ => String::new(),
         };
         let m = stats::mann_whitney(&y.values, &x.values, None);

@@ -10,6 +10,7 @@ mod common;
 mod benchstat;
 mod bounds;
 mod cli;
+mod conventions;
 mod ddio;
 mod doc_report;
 mod gpu;

@@ -329,7 +329,7 @@ fn loaded_latency_sweep_produces_a_table() {
         .success();
     let stdout = String::from_utf8_lossy(&a.get_output().stdout).into_owned();
     assert!(
-        stdout.contains("load_GB/s") && stdout.contains("idle"),
+        stdout.contains("load_GiB/s") && stdout.contains("idle"),
         "{stdout}"
     );
     let v = json(&out);

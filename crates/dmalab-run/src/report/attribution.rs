@@ -11,9 +11,9 @@ use crate::draw::{esc, nice_max, Canvas, Scale, PALETTE};
 use crate::plan::PLAIN;
 use std::fmt::Write;
 
-/// A ratio as a signed percentage.
-fn pct(r: f64) -> String {
-    format!("{:+.2}%", (r - 1.0) * 100.0)
+/// A change of the figure, percent, with its sign.
+fn pct(x: f64) -> String {
+    format!("{x:+.2}%")
 }
 
 /// One plot: plain, control and loaded bars for one cell.
@@ -93,7 +93,7 @@ pub fn section(cells: &[Cell]) -> (String, usize) {
     let mut body = String::new();
     let mut plots = 0;
     if !attributed.is_empty() {
-        body.push_str(r#"<h2>Attribution: DMA or the aggressor's CPU cost</h2><p class="meta">Each aggressor's control cycle runs the same CPU-side work (workers, iodepth, CPUs, pattern) paced at the command rate the aggressor reached, without moving data into host memory (docs/run.md). Controls run after their loads in odd repetitions (paced at that repetition's rate) and before them in even ones (paced at the previous repetition's), so a slow drift of the host falls on loads and controls alike; <i>control order</i> counts the control runs each way. vs control = the load against its control (&gt;0: the DMA hurt); DMA share = (loaded − control) / (loaded − plain), with 95% bootstrap intervals, the samples resampled apart.</p>
+        body.push_str(r#"<h2>Attribution: DMA or the aggressor's CPU cost</h2><p class="meta">Each aggressor's control cycle runs the same CPU-side work (workers, iodepth, CPUs, pattern) paced at the command rate the aggressor reached, without moving data into host memory (docs/run.md). Controls run after their loads in odd repetitions (paced at that repetition's rate) and before them in even ones (paced at the previous repetition's), so a slow drift of the host falls on loads and controls alike; <i>control order</i> counts the control runs each way. Changes are of the figure itself (a bandwidth that fell is negative); vs control = the load against its control (worse: the DMA hurt); DMA share = (loaded − control) / (loaded − plain), with 95% bootstrap intervals, the samples resampled apart.</p>
 <div class="scroll"><table class="stats"><tr><th>configuration</th><th>victim</th><th>load</th><th>vs plain</th><th>control vs plain</th><th>vs control</th><th>DMA share</th><th>control order</th><th>verdict</th></tr>
 "#);
         for c in &attributed {
@@ -105,7 +105,7 @@ pub fn section(cells: &[Cell]) -> (String, usize) {
                     "–".into()
                 }
             };
-            let vs_plain = match (c.slowdown, c.slowdown_ci) {
+            let vs_plain = match (c.change_pct, c.change_pct_ci) {
                 (Some(s), Some(_)) if c.values.len() <= 2 => format!("{} [n too small]", pct(s)),
                 (Some(s), Some((lo, hi))) => format!("{} [{} – {}]", pct(s), pct(lo), pct(hi)),
                 _ => String::new(),
@@ -130,14 +130,14 @@ pub fn section(cells: &[Cell]) -> (String, usize) {
                 esc(&c.victim),
                 esc(&c.load),
                 esc(&vs_plain),
-                pct(a.control_slowdown),
-                pct(a.control_slowdown_ci.0),
-                pct(a.control_slowdown_ci.1),
+                pct(a.control_change_pct),
+                pct(a.control_change_pct_ci.0),
+                pct(a.control_change_pct_ci.1),
                 esc(&ci(
-                    pct(a.slowdown_vs_control),
+                    pct(a.change_vs_control_pct),
                     (
-                        pct(a.slowdown_vs_control_ci.0),
-                        pct(a.slowdown_vs_control_ci.1)
+                        pct(a.change_vs_control_pct_ci.0),
+                        pct(a.change_vs_control_pct_ci.1)
                     )
                 )),
                 esc(&ci(

@@ -93,7 +93,7 @@ fn bar_plot(res: &Results, victim: &str, cells: &[&Cell]) -> Option<String> {
                 (x0, bw),
                 col,
                 (c.as_str(), l.as_str()),
-                (&unit, meta.better),
+                &unit,
                 &mut k,
             );
         }
@@ -110,7 +110,7 @@ fn bar_plot(res: &Results, victim: &str, cells: &[&Cell]) -> Option<String> {
 /// One bar of a bar plot at `x0` and `bw` wide: the mean with its 95%
 /// interval, each run as a dot (`k` numbers the dots for their jitter),
 /// and the change of the figure itself against plain (bandwidth -44%: the
-/// slowdown factor is the statistics table's, labelled as such); `names`
+/// slowdown factor is in the CSV, labelled as such); `names`
 /// are the configuration and load.
 fn draw_bar(
     cv: &mut Canvas,
@@ -118,7 +118,7 @@ fn draw_bar(
     (x0, bw): (f64, f64),
     col: &str,
     names: (&str, &str),
-    (unit, better): (&str, Better),
+    unit: &str,
     k: &mut usize,
 ) {
     if let Some(s) = &cell.summary {
@@ -160,7 +160,7 @@ fn draw_bar(
             esc(&fmt_value(*v, unit))
         );
     }
-    if let Some(c) = cell.slowdown.and_then(|s| figure_change(s, better)) {
+    if let Some(c) = cell.change_pct.map(|p| p / 100.0) {
         let _ = write!(
             cv.body,
             r##"<text x="{:.1}" y="{:.1}" class="small" text-anchor="middle">{}</text>"##,
@@ -194,17 +194,6 @@ pub(super) fn victim_bars(res: &Results, cells: &[Cell], figs: &mut Figures) -> 
     format!("<h2>Victims under load</h2>\n{section}")
 }
 
-/// The change of the figure itself (loaded/plain - 1) from a slowdown
-/// factor, which is loaded/plain for lower-is-better figures and
-/// plain/loaded for higher-is-better ones; None for a factor of zero.
-pub(super) fn figure_change(slowdown: f64, better: Better) -> Option<f64> {
-    match better {
-        Better::Lower => Some(slowdown - 1.0),
-        Better::Higher if slowdown > 0.0 => Some(1.0 / slowdown - 1.0),
-        Better::Higher => None,
-    }
-}
-
 /// A change as a signed percentage with a true minus sign: `−44.4%`.
 pub(super) fn signed_pct(c: f64) -> String {
     format!(
@@ -222,9 +211,10 @@ mod tests {
     fn a_bandwidth_that_fell_reads_as_a_fall() {
         // quick.toml: 19.92 -> 11.07 GiB/s; the slowdown factor of a
         // higher-is-better figure is plain/loaded = 1.80.
-        let c = figure_change(19.92 / 11.07, Better::Higher).unwrap();
+        // The change is analysis' (one definition of a change).
+        let c = crate::analysis::change_pct(19.92 / 11.07, Better::Higher) / 100.0;
         assert_eq!(signed_pct(c), "\u{2212}44.4%");
-        let c = figure_change(1.5, Better::Lower).unwrap();
+        let c = crate::analysis::change_pct(1.5, Better::Lower) / 100.0;
         assert_eq!(signed_pct(c), "+50.0%");
     }
 }

@@ -9,8 +9,8 @@ pub(super) fn stats_table(cells: &[Cell], noisy_cv_pct: f64) -> String {
     let mut body = String::new();
     let _ = write!(
         body,
-        r#"<h2>Statistics</h2><p class="meta">Mean, median and sample standard deviation of completed runs; 95% percentile-bootstrap interval of the mean (10,000 resamples, fixed seed); slowdown = loaded/plain for lower-is-better figures and plain/loaded for higher-is-better ones, with its bootstrap interval; Mann-Whitney U two-sided against plain (exact without ties for small samples). Noisy: coefficient of variation above {noisy_cv_pct}%.</p>
-<div class="scroll"><table class="stats"><tr><th>configuration</th><th>victim</th><th>load</th><th>n</th><th>failed</th><th>mean</th><th>median</th><th>sd</th><th>CV</th><th>95% CI</th><th>slowdown</th><th>slowdown 95% CI</th><th>MWU U</th><th>MWU p</th><th>aggressor bandwidth</th><th>aggressor commands</th></tr>
+        r#"<h2>Statistics</h2><p class="meta">Mean, median and sample standard deviation of completed runs; 95% percentile-bootstrap interval of the mean (10,000 resamples, fixed seed); change = the change of the figure's mean against plain (bandwidth that fell is negative), worse or better by the figure's direction, with its bootstrap interval (the slowdown factor is in the CSV); Mann-Whitney U two-sided against plain (exact without ties for small samples). Noisy: coefficient of variation above {noisy_cv_pct}%.</p>
+<div class="scroll"><table class="stats"><tr><th>configuration</th><th>victim</th><th>load</th><th>n</th><th>failed</th><th>mean</th><th>median</th><th>sd</th><th>CV</th><th>95% CI</th><th>change vs plain</th><th>change 95% CI</th><th>MWU U</th><th>MWU p</th><th>aggressor bandwidth</th><th>aggressor commands</th></tr>
 "#
     );
     for c in cells {
@@ -30,12 +30,13 @@ pub(super) fn stats_table(cells: &[Cell], noisy_cv_pct: f64) -> String {
             None => Default::default(),
         };
         let slow = c
-            .slowdown
-            .map(|s| format!("{:+.2}%", (s - 1.0) * 100.0))
+            .change_pct
+            .zip(c.change)
+            .map(|(x, w)| format!("{x:+.2}% {}", w.word()))
             .unwrap_or_default();
         let sci = c
-            .slowdown_ci
-            .map(|(a, b)| format!("{:+.2}% – {:+.2}%", (a - 1.0) * 100.0, (b - 1.0) * 100.0))
+            .change_pct_ci
+            .map(|(a, b)| format!("{a:+.2}% – {b:+.2}%"))
             .unwrap_or_default();
         let (u, p, sig) = match c.mwu {
             Some(m) => (

@@ -5,6 +5,7 @@ pub mod common;
 pub mod compare;
 pub mod counters;
 pub mod ddio;
+pub mod docs;
 pub mod fleet;
 pub mod info;
 pub mod load;

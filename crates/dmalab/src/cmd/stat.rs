@@ -67,9 +67,6 @@ pub struct Args {
     /// standard deviation of the mean, relative (perf stat -r's `+-`).
     #[arg(short = 'r', long, value_name = "N", default_value_t = 1)]
     repeat: u32,
-    /// No summary on stderr.
-    #[arg(long, short)]
-    quiet: bool,
     #[command(flatten)]
     output: OutputArgs,
     /// The command and its arguments (`--` before it is optional: every
@@ -255,7 +252,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         eprintln!("dmalab: warning: could not catch SIGHUP: {e}");
     }
     let printer = Printer {
-        quiet: a.quiet,
+        quiet: a.output.quiet,
         form: &plan.form,
     };
     let mut runs: Vec<Counted> = Vec::new();
@@ -293,7 +290,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         Some(r) => format!("{}{}", out.text(), r.render_text()),
         None => out.text(),
     };
-    if !a.quiet {
+    if !a.output.quiet {
         match (&plan.form, &repeat) {
             (Form::Text, _) => eprint!("{text}"),
             (Form::Csv(sep), Some(r)) => eprint!("{}", r.render_csv(sep, &out.report)),

@@ -139,9 +139,6 @@ pub struct Args {
     /// The io.max key set: rbps (reads) or wbps (writes).
     #[arg(long, default_value = "rbps", value_name = "KEY")]
     pub io_max_key: String,
-    /// No progress lines on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -202,9 +199,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             dmalab_core::UsageError::new("--output", format!("cannot write {}: {e}", p.display()))
         })?;
     }
+    a.output
+        .check(&mut dmalab_core::output::OutputGuard::new())?;
     let exe = std::env::current_exe().context("cannot find the dmalab binary itself")?;
     let started = SystemTime::now();
-    let quiet = a.quiet;
+    let quiet = a.output.quiet;
     let mut progress = |line: &str| {
         if !quiet {
             eprintln!("{line}");

@@ -168,9 +168,6 @@ pub struct LoadArgs {
     /// brings back the same checksum.
     #[arg(long)]
     pub buffer_checksum: bool,
-    /// No per-second lines on stderr.
-    #[arg(long, short)]
-    pub quiet: bool,
     /// Count hardware/software events from the workers' start to the last
     /// completion, per second on the load's clock: a recipe (software,
     /// core, skx-pcie, ...) or perf event specs (see docs/counters.md).

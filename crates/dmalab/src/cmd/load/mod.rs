@@ -115,7 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let driver: Arc<dyn Driver> = Arc::from(driver);
     let mut host = HostInfo::collect();
     host.target = driver.device(&plan);
-    let quiet = a.quiet;
+    let quiet = a.output.quiet;
     let mut on_sample = |s: &dmalab_load::result::Sample| {
         if !quiet {
             eprintln!("{}", s.line());
