@@ -850,6 +850,9 @@ mod tests {
             let (s, ci) = slowdown_of(values, &plain, Better::Lower);
             c.slowdown = Some(s);
             c.slowdown_ci = Some(ci);
+            c.change_pct = Some(change_pct(s, Better::Lower));
+            c.change_pct_ci = Some(change_pct_ci(ci, Better::Lower));
+            c.change = Some(Change::of_slowdown(s));
             c.attribution = a;
             c
         };

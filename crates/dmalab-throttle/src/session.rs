@@ -153,7 +153,9 @@ pub struct LoopResult {
     pub violations_after_settle: usize,
     /// Their share of the intervals after settling (None: never settled).
     pub violation_share_after_settle: Option<f64>,
-    /// What the loop found.
+    /// What the loop found (`not_recorded` in results written before
+    /// dmalab recorded it, which still read and render).
+    #[serde(default)]
     pub outcome: Outcome,
     /// The share of the victim's change at the maximum rate that the
     /// rate is answerable for, `(at max - at min) / (at max - baseline)`:
@@ -167,9 +169,12 @@ pub struct LoopResult {
 }
 
 /// What a closed loop found.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Outcome {
+    /// A result from before the outcome was recorded.
+    #[default]
+    NotRecorded,
     /// It settled at a rate inside the range.
     Settled,
     /// It settled at the maximum rate with the SLO met: the victim needs
@@ -200,6 +205,7 @@ impl Outcome {
                 "no rate meets the SLO: at the minimum rate the victim is at x{figure_ratio_at_min:.2}; see the control cycle in `dmalab run`"
             ),
             Outcome::NeverSettled => "never settled (raise --intervals)".into(),
+            Outcome::NotRecorded => "outcome not recorded (a result from an older dmalab)".into(),
         }
     }
 }

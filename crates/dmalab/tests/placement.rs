@@ -22,15 +22,7 @@ fn missing_node() -> String {
     (memory_nodes().iter().max().copied().unwrap_or(0) + 5).to_string()
 }
 
-const NULL: [&str; 7] = [
-    "--engine",
-    "null",
-    "--buffer",
-    "1M",
-    "-q",
-    "--runtime",
-    "200ms",
-];
+const NULL: [&str; 6] = ["--engine", "null", "--buffer", "1M", "--runtime", "200ms"];
 
 fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     NULL.iter().copied().chain(extra.iter().copied()).collect()

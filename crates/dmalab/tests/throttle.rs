@@ -282,7 +282,6 @@ fn throttle_fake(
         .args(extra)
         .arg("--output")
         .arg(&out)
-        .arg("-q")
         .current_dir(dir.path())
         .output()
         .unwrap();
@@ -472,6 +471,11 @@ fn throttle_holds_a_latency_slo_against_storage_reads_on_this_machine() {
             "20M",
             "--max-rate",
             "1200M",
+            // The bound below was measured with PI on this VM; the model
+            // controller (the default) is held to its numbers on simulated
+            // plants and the fake-victim tests above.
+            "--controller",
+            "pi",
         ],
     );
     assert_eq!(code, Some(0), "{err}");
@@ -555,6 +559,11 @@ fn throttle_holds_a_bandwidth_slo_against_a_tmpfs_loop_aggressor_on_this_machine
             "20M",
             "--max-rate",
             "1200M",
+            // The bound below was measured with PI on this VM; the model
+            // controller (the default) is held to its numbers on simulated
+            // plants and the fake-victim tests above.
+            "--controller",
+            "pi",
         ],
     );
     assert_eq!(code, Some(0), "{err}");
