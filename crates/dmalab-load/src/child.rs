@@ -100,6 +100,12 @@ child_options! {
         rdma_inline: Switch,
         /// `--rdma-secret-file` (engine rdma).
         rdma_secret_file: Values = "/tmp/dmalab-rdma-secret",
+        /// `--signal-every` (engine rdma).
+        signal_every: Values = "8",
+        /// `--mtu` (engine rdma).
+        mtu: Values = "1024",
+        /// `--rdma-mix-order` (engine rdma).
+        rdma_mix_order: Values = "interleave",
         /// `--gpus` (engine gpu).
         gpus: Values = "0",
         /// `--gpu-wait` (engine gpu).
