@@ -790,7 +790,7 @@ fn sequential_commands_reach_the_device_unmerged() {
 fn max_blocks_mdts_is_refused_off_the_nvme_engine() {
     for engine in ["null", "io_uring"] {
         let err = common::assert_usage_error(
-            &[
+            [
                 "load",
                 "--engine",
                 engine,
@@ -805,7 +805,7 @@ fn max_blocks_mdts_is_refused_off_the_nvme_engine() {
         assert!(err.contains("--engine nvme"), "{engine}: {err}");
     }
     let err = common::assert_usage_error(
-        &[
+        [
             "load",
             "--engine",
             "null",
