@@ -40,11 +40,14 @@ pt_run() { # TOOL NAME [extra flags]: one perftest run, server and client
   wait $S
 }
 
+# Bandwidth runs signal one request in 16 (the queue depth), as perftest
+# moderates its completions (--cq-mod); rate runs signal every request, so
+# dmalab's own window check sees each completion's time.
 i=1
 while [ $i -le $REPS ]; do
-  dm_run write W_dm_$i
+  dm_run write W_dm_$i --signal-every 16
   pt_run ib_write_bw W_pt_$i
-  dm_run read R_dm_$i
+  dm_run read R_dm_$i --signal-every 16
   pt_run ib_read_bw R_pt_$i
   i=$((i + 1))
 done
