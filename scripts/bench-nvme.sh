@@ -37,17 +37,18 @@ echo "settings: /dev/ng0n2 (4 KiB LBAs), storage reads, iodepth 16, ${runtime}s 
 if [ -s "$out/results/errors" ]; then
   echo "errors from the guest:"; cat "$out/results/errors"
 fi
-python3 - "$out/results" "$reps" <<'PY'
-import json, sys, statistics, os
+# Medians and ratios: scripts/benchstat.py, shared by every bench-*.sh.
+python3 - "$out/results" "$reps" "$PWD/scripts" <<'PY'
+import json, sys, os
 d, reps = sys.argv[1], int(sys.argv[2])
+sys.path.insert(0, sys.argv[3])
+import benchstat as bs
 def dm(path):
     r = json.load(open(path))["result"]
     return r["rates"]["iops"], r["rates"]["data_bw_bytes"], r["engine"]
 def fio(path):
     j = json.load(open(path))["jobs"][0]["read"]
     return j["iops"], j["bw_bytes"], "fio io_uring_cmd"
-def fmt(v):
-    return f"{statistics.median(v):.3f} [{min(v):.3f}..{max(v):.3f}]"
 for case, what in (("A", "4 KiB reads (single)"), ("B", "128 KiB reads (full, 32 x 4 KiB)")):
     rows = {"uring": [], "ioctl": [], "fio": []}
     for i in range(1, reps + 1):
@@ -60,10 +61,11 @@ for case, what in (("A", "4 KiB reads (single)"), ("B", "128 KiB reads (full, 32
     print(f"\n{case}: {what}")
     for k, v in rows.items():
         if v:
-            print(f"  {v[0][2]:<18} IOPS median {statistics.median(x[0] for x in v):10.0f}   "
-                  f"MiB/s median {statistics.median(x[1] for x in v) / 2**20:8.2f}")
+            print(f"  {v[0][2]:<18} IOPS median {bs.median([x[0] for x in v]):10.0f}   "
+                  f"MiB/s median {bs.median([x[1] for x in v]) / 2**20:8.2f}")
     n = min(len(rows["uring"]), len(rows["fio"]), len(rows["ioctl"]))
     if n:
-        print("  ratio dmalab nvme-uring-cmd / fio io_uring_cmd (IOPS): " + fmt([rows["uring"][i][0] / rows["fio"][i][0] for i in range(n)]))
-        print("  ratio dmalab nvme-uring-cmd / dmalab nvme-ioctl (IOPS): " + fmt([rows["uring"][i][0] / rows["ioctl"][i][0] for i in range(n)]))
+        iops = {k: [x[0] for x in v[:n]] for k, v in rows.items()}
+        print("  ratio dmalab nvme-uring-cmd / fio io_uring_cmd (IOPS): " + bs.fmt_ratio(bs.ratios(iops["uring"], iops["fio"])))
+        print("  ratio dmalab nvme-uring-cmd / dmalab nvme-ioctl (IOPS): " + bs.fmt_ratio(bs.ratios(iops["uring"], iops["ioctl"])))
 PY

@@ -48,9 +48,12 @@ if [ -s "$out/results/errors" ]; then
   echo "errors from the guest:"; cat "$out/results/errors"
 fi
 echo "examples/rdma-interference.toml --dry-run in the guest: exit $(cat "$out/results/example-dry-run.rc"), $(tail -1 "$out/results/example-dry-run.txt")"
-python3 - "$out/results" "$reps" <<'PY'
-import json, sys, statistics, os, re
+# Medians and ratios: scripts/benchstat.py, shared by every bench-*.sh.
+python3 - "$out/results" "$reps" "$PWD/scripts" <<'PY'
+import json, sys, os
 d, reps = sys.argv[1], int(sys.argv[2])
+sys.path.insert(0, sys.argv[3])
+import benchstat as bs
 MIB = 1 << 20
 def dm(name):
     r = json.load(open(os.path.join(d, name + ".json")))["result"]
@@ -68,10 +71,8 @@ def pt(name):
             if len(w) >= 6 and float(w[5]) > 0:
                 cpu = float(w[5]) / 100 * os.cpu_count() * 1e9 / (bw / 65536)
     return bw, cpu
-def fmt(v):
-    return f"{statistics.median(v):.3f} [{min(v):.3f}..{max(v):.3f}]"
 for op, tool in (("W", "ib_write_bw"), ("R", "ib_read_bw")):
-    ratios, dmb, ptb, dmc, ptc = [], [], [], [], []
+    dmbw, ptbw, dmb, ptb, dmc, ptc = [], [], [], [], [], []
     for i in range(1, reps + 1):
         try:
             a, ac = dm(f"{op}_dm_{i}")
@@ -79,14 +80,14 @@ for op, tool in (("W", "ib_write_bw"), ("R", "ib_read_bw")):
         except Exception as e:
             print(f"  rep {i} missing: {e}")
             continue
-        ratios.append(a / b); dmb.append(a / MIB); ptb.append(b / MIB)
+        dmbw.append(a); ptbw.append(b); dmb.append(a / MIB); ptb.append(b / MIB)
         if ac: dmc.append(ac / 1000)
         if bc: ptc.append(bc / 1000)
     print(f"\n{'RDMA WRITE' if op == 'W' else 'RDMA READ'}: dmalab vs {tool}")
-    if ratios:
-        print(f"  bandwidth dmalab {statistics.median(dmb):.1f} MiB/s, {tool} {statistics.median(ptb):.1f} MiB/s, ratio {fmt(ratios)}")
+    if dmbw:
+        print(f"  bandwidth dmalab {bs.median(dmb):.1f} MiB/s, {tool} {bs.median(ptb):.1f} MiB/s, ratio {bs.fmt_ratio(bs.ratios(dmbw, ptbw))}")
     if dmc:
-        print(f"  CPU per operation: dmalab {statistics.median(dmc):.1f} us" + (f", {tool} {statistics.median(ptc):.1f} us (from --cpu_util)" if ptc else ""))
+        print(f"  CPU per operation: dmalab {bs.median(dmc):.1f} us" + (f", {tool} {bs.median(ptc):.1f} us (from --cpu_util)" if ptc else ""))
 def windows(path, pkts_per_msg=17):
     rows = [tuple(map(float, l.split())) for l in open(path) if len(l.split()) == 2]
     out = []
@@ -104,8 +105,8 @@ for line in open(os.path.join(d, "rates")):
         if not w:
             print(f"  {pct}% {tool}: no full windows"); continue
         errs = [abs(x - target) / target * 100 for x in w]
-        print(f"  {pct:>2}% {tool:<12} target {target / MIB:8.1f} MiB/s, mean {statistics.mean(w) / MIB:8.1f} MiB/s, "
-              f"window error median {statistics.median(errs):5.2f}% max {max(errs):5.2f}% ({len(w)} windows)")
+        print(f"  {pct:>2}% {tool:<12} target {target / MIB:8.1f} MiB/s, mean {sum(w) / len(w) / MIB:8.1f} MiB/s, "
+              f"window error median {bs.median(errs):5.2f}% max {max(errs):5.2f}% ({len(w)} windows)")
     # dmalab's own check: whole 1-s windows of its completion timestamps.
     try:
         rc = json.load(open(os.path.join(d, f"rate_dm_{pct}.json")))["result"]["rate_check"]

@@ -14,7 +14,8 @@
 #   * its settling time.
 #
 # Environment: SLO1, SLO2 (default 'mean <= 1.5 x baseline', 'mean <= 1.3 x
-# baseline'), CONTROLLER (pi), INTERVALS (per loop, 40), MAX_RATE (1200M),
+# baseline'), CONTROLLER (model; pi and aimd for comparison), INTERVALS
+# (per loop, 40), MAX_RATE (1200M),
 # SWEEP_POINTS (7), SWEEP_REPEAT (2), DMALAB (a built binary; default: a
 # release build), VICTIM ('probe latency --size 64M --cpus-allowed 0'),
 # AGGRESSOR (the load's flags; default: random 4 KiB-block storage reads
@@ -26,7 +27,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 
 SLO1=${SLO1:-"mean <= 1.5 x baseline"}
 SLO2=${SLO2:-"mean <= 1.3 x baseline"}
-CONTROLLER=${CONTROLLER:-pi}
+CONTROLLER=${CONTROLLER:-model}
 INTERVALS=${INTERVALS:-40}
 MAX_RATE=${MAX_RATE:-1200M}
 SWEEP_POINTS=${SWEEP_POINTS:-7}
@@ -82,5 +83,6 @@ for l, v in zip(d["loops"], d["frontier"]):
           f"{'-' if share is None else f'{share:.3f}':>6} {'ok' if share is not None and share >= 0.9 else 'MISS':>5}  "
           f"{'-' if va is None else f'{100 * va:.1f}%':>18} {'ok' if va is not None and va <= 0.05 else 'MISS':>5}  "
           f"{'never' if l['settle_time_s'] is None else str(round(l['settle_time_s'])) + ' s'}"
-          f"  (all intervals: {l['violations']}/{len(l['series'])} past the bound)")
+          f"  (all intervals: {l['violations']}/{len(l['series'])} past the bound)"
+          f"  outcome: {l.get('outcome', {}).get('kind', '-')}")
 PY

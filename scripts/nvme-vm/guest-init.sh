@@ -17,6 +17,10 @@ mount -t tmpfs tmpfs /tmp
 modprobe nvme
 i=0
 while [ ! -e /dev/ng0n3 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+# The NVDIMM (run.sh): libnvdimm, ACPI NFIT, pmem and device-DAX drivers.
+if [ -e /usr/dmalab/modules/nvdimm/order ]; then
+  while read -r m; do insmod "/usr/dmalab/modules/nvdimm/$m.ko"; done </usr/dmalab/modules/nvdimm/order
+fi
 # Soft-RoCE (mkinitrd.sh --with-rdma): rxe0 over the loopback interface.
 if [ -e /usr/dmalab/modules/rdma_rxe.ko ]; then
   modprobe ib_uverbs

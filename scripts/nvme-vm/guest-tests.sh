@@ -38,6 +38,45 @@ case_run noop_1 $L --target /dev/ng0n1 --pattern noop --commands 60 --iodepth 4 
 case_run single_512_ioctl env DMALAB_NVME_PATH=ioctl $L --target /dev/ng0n1 --pattern single --bs 512 \
   --buffer 64K --direction write --device-offsets sequential --commands 100 --iodepth 8 \
   --output /results/single_512_ioctl.json
+# --- probe latency on QEMU's default CPU model, which has no rdtscp: the
+# fenced reads fall back to lfence+rdtsc+lfence (this died of SIGILL before).
+case_run probe_no_rdtscp /usr/dmalab/bin/dmalab probe latency --size 1M --runtime 300ms \
+  --output /results/probe_no_rdtscp.json
+
+# --- dmalab run: an NVMe aggressor and its control cycle ------------------
+# control = 'auto' twins the aggressor with --pattern flush (the same
+# passthrough path, no data blocks), paced at the rate the aggressor reached;
+# two repetitions, so the control runs once after its load and once before.
+# Strings in single quotes (TOML literal strings), so no line of the file
+# reads as a call of a shipped program.
+cat >/tmp/nvme-run.toml <<'EOF'
+[experiment]
+repetitions = 2
+warmup = '300ms'
+cooldown = '0s'
+timeout = '60s'
+control = 'auto'
+
+[[aggressor]]
+name = 'nvread'
+command = 'load'
+engine = 'nvme'
+target = '/dev/ng0n1'
+pattern = 'random'
+direction = 'write'
+bs = '512'
+buffer = '64K'
+iodepth = 4
+
+# The victim spins in the shell (its figure: wall seconds); `probe latency`
+# needs rdtscp, which QEMU's default CPU model lacks.
+[[victim]]
+name = 'spin'
+command = 'exec'
+run = ['sh', '-c', 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done']
+EOF
+case_run nvme_run /usr/dmalab/bin/dmalab run -q -o /results/nvme_run/results.jsonl /tmp/nvme-run.toml
+
 # Storage writes on a clean namespace, named with --allow-destroy.
 case_run write_full_4k $L --target /dev/ng0n2 --pattern full --bs 4K --max-blocks 4 --buffer 256K \
   --direction read --device-offsets sequential --commands 64 --iodepth 8 --allow-destroy /dev/ng0n2 \

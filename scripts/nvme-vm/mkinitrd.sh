@@ -105,6 +105,15 @@ if [ "$with_rdma" = 1 ]; then
   add_bin /usr/bin/ib_write_bw ib_write_bw
   add_bin /usr/bin/ib_read_bw ib_read_bw
 fi
+# The NVDIMM's drivers (run.sh gives the guest one), in load order; the
+# Debian initrd does not carry them.
+mkdir -p "$root/usr/dmalab/modules/nvdimm"
+for m in nvdimm/libnvdimm acpi/nfit/nfit nvdimm/nd_btt nvdimm/nd_pmem dax/device_dax dax/dax_pmem; do
+  ko="/lib/modules/$kver/kernel/drivers/$m.ko"
+  [ -r "$ko" ] || { echo "mkinitrd.sh: $ko missing (apt-get install linux-image-amd64)" >&2; exit 1; }
+  cp "$ko" "$root/usr/dmalab/modules/nvdimm/"
+done
+printf '%s\n' libnvdimm nfit nd_btt nd_pmem device_dax dax_pmem >"$root/usr/dmalab/modules/nvdimm/order"
 cp "$here/guest-init.sh" "$root/usr/dmalab/init"
 cp "$here/guest-lib.sh" "$root/usr/dmalab/lib.sh"
 cp "$job" "$root/usr/dmalab/job.sh"

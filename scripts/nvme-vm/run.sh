@@ -15,6 +15,12 @@
 # 3 = 1 MiB marker namespace (see guest-lib.sh). Inside the guest they are
 # /dev/ng0n1../dev/ng0n3 (generic) and /dev/nvme0n1.. (block).
 #
+# NUMA: two nodes of 512 MiB, CPU 0 on node 0 and CPU 1 on node 1 (buffer
+# placement is checked on node 1 against the guest kernel's numa_maps).
+# NVDIMM: 64 MiB of emulated persistent memory on node 1 (DIR/nvdimm.img,
+# no labels: the guest sees one raw namespace, /dev/pmem0, which a job may
+# turn into a device-DAX device).
+#
 # Leaves in DIR: console.log, trace.log (QEMU trace events), results/ (what
 # the job wrote to /results), ns1.img ns2.img.
 set -euo pipefail
@@ -54,10 +60,15 @@ rm -rf "$out/results" "$out/trace.log" "$out/console.log"
 "$here/mkinitrd.sh" "$out/initrd.img" "$dmalab" "$job" $fio_flag $rdma_flag
 for n in 1 2; do rm -f "$out/ns$n.img"; truncate -s 64M "$out/ns$n.img"; done
 rm -f "$out/ns3.img"; truncate -s 1M "$out/ns3.img"
+rm -f "$out/nvdimm.img"; truncate -s 64M "$out/nvdimm.img"
 
 append="console=ttyS0 rdinit=/usr/dmalab/init loglevel=1 panic=-1"
 args=(
-  -accel tcg -m 1G -smp 2 -nodefaults -no-reboot
+  -accel tcg -machine pc,nvdimm=on -m 1G,slots=2,maxmem=2G -smp 2 -nodefaults -no-reboot
+  -object memory-backend-ram,id=mem0,size=512M -numa node,nodeid=0,cpus=0,memdev=mem0
+  -object memory-backend-ram,id=mem1,size=512M -numa node,nodeid=1,cpus=1,memdev=mem1
+  -object "memory-backend-file,id=pmem0,share=on,mem-path=$out/nvdimm.img,size=64M,align=2M"
+  -device nvdimm,id=nvdimm0,memdev=pmem0,node=1
   -kernel "$kernel" -initrd "$out/initrd.img"
   -device nvme,serial=dmalab-vm-0001,id=nvme0
   -drive "file=$out/ns1.img,if=none,id=nvm1,format=raw"

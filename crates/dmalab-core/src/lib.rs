@@ -17,6 +17,8 @@ pub mod ledger;
 pub mod livestats;
 pub mod lock;
 pub mod output;
+pub mod placement;
+pub mod process;
 pub mod ratecontrol;
 pub mod safefile;
 pub mod safety;

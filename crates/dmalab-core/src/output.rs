@@ -28,6 +28,9 @@ pub enum OutputFormat {
     Json,
     /// The text summary.
     Text,
+    /// Terse CSV: a header and one row of the result's scalar figures
+    /// (JSON pointer names under `/result`, raw bytes and nanoseconds).
+    Csv,
 }
 
 /// Where an output goes, decided before writing.
@@ -296,6 +299,67 @@ pub fn to_json<T: Serialize>(doc: &T) -> String {
     s
 }
 
+/// A result document as terse CSV: `command,status` and every scalar
+/// under `/result` (arrays and histogram buckets left out), named by its
+/// JSON pointer below `/result`, one header line and one row.
+pub fn to_csv<T: Serialize>(doc: &T) -> String {
+    fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        use serde_json::Value;
+        match v {
+            Value::Object(m) => {
+                // A histogram is no figure: its buckets and its encoding stay
+                // in the JSON document.
+                for (k, x) in m
+                    .iter()
+                    .filter(|(k, _)| *k != "buckets" && *k != "hdr_v2_base64")
+                {
+                    let name = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}/{k}")
+                    };
+                    flatten(&name, x, out);
+                }
+            }
+            Value::Array(_) => {}
+            Value::Null => out.push((prefix.to_string(), String::new())),
+            Value::String(t) => out.push((prefix.to_string(), t.clone())),
+            other => out.push((prefix.to_string(), other.to_string())),
+        }
+    }
+    fn field(s: &str) -> String {
+        if s.contains([',', '"', '\n', '\r']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    }
+    let v = serde_json::to_value(doc).unwrap_or_default();
+    let mut cols = vec![
+        (
+            "command".to_string(),
+            v["command"].as_str().unwrap_or("").to_string(),
+        ),
+        (
+            "status".to_string(),
+            v["status"].as_str().unwrap_or("").to_string(),
+        ),
+    ];
+    flatten("", &v["result"], &mut cols);
+    let head: Vec<String> = cols.iter().map(|c| field(&c.0)).collect();
+    let row: Vec<String> = cols.iter().map(|c| field(&c.1)).collect();
+    format!("{}\n{}\n", head.join(","), row.join(","))
+}
+
+/// A result document rendered in `format` (`text` is the summary).
+pub fn render<T: Serialize>(format: OutputFormat, doc: &T, text: &str) -> String {
+    match format {
+        OutputFormat::Json => to_json(doc),
+        OutputFormat::Text => text.to_string(),
+        OutputFormat::Csv => to_csv(doc),
+    }
+}
+
 /// Writes a result document to `path` in `format`; `text` is the human
 /// summary (what the command also prints on stdout).
 pub fn write_result<T: Serialize>(
@@ -304,10 +368,7 @@ pub fn write_result<T: Serialize>(
     doc: &T,
     text: &str,
 ) -> std::io::Result<()> {
-    match format {
-        OutputFormat::Json => write_atomic(path, to_json(doc).as_bytes()),
-        OutputFormat::Text => write_atomic(path, text.as_bytes()),
-    }
+    write_atomic(path, render(format, doc, text).as_bytes())
 }
 
 /// Appends one JSON line to `path` and fsyncs it (experiment records).
@@ -322,6 +383,18 @@ pub fn append_json_line<T: Serialize>(path: &Path, record: &T) -> std::io::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn terse_csv_is_a_header_and_one_row_of_scalars() {
+        let doc = serde_json::json!({"command": "load", "status": "completed",
+            "config": {"bs_bytes": 4096},
+            "result": {"bw_bytes": 1.5e9, "lat": {"mean_ns": 80, "buckets": [1, 2], "hdr_v2_base64": "x"},
+                       "engine": "null, mock", "first_error": null}});
+        assert_eq!(
+            to_csv(&doc),
+            "command,status,bw_bytes,engine,first_error,lat/mean_ns\nload,completed,1500000000.0,\"null, mock\",,80\n"
+        );
+    }
 
     #[test]
     fn atomic_write_replaces_whole_file() {

@@ -101,8 +101,8 @@ pub enum RateControlError {
     #[error("{0} is not a dmalab rate-control file (magic DMALRATE, version {VERSION}); pass the file `dmalab load --rate-control` created")]
     NotAPage(String),
     /// The file is not one dmalab may take limits from ([`check_page`]).
-    #[error("{0}")]
-    Refused(String),
+    #[error(transparent)]
+    Refused(#[from] Refusal),
     /// The page became shorter than its fields while in use.
     #[error("{path} was truncated to {len} bytes while in use (a rate-control page is {LEN})")]
     Truncated {
@@ -113,13 +113,74 @@ pub enum RateControlError {
     },
 }
 
+/// Why a path may not be used as a rate-control page.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// Not a regular file (`what` it is instead).
+    #[error("{path} is {what}; a rate-control page is a regular file: name a new path and dmalab load creates it")]
+    NotAFile {
+        /// The path.
+        path: String,
+        /// What it is.
+        what: &'static str,
+    },
+    /// A symlink found when opening it (which could point anywhere).
+    #[error("{0} is a symlink (which could point anywhere); name the file itself")]
+    Symlink(String),
+    /// Owned by someone other than the caller or root.
+    #[error("{path} belongs to uid {uid}, not to you (uid {me}) or root: another user could change the limits through it; remove it or name a new path")]
+    Owner {
+        /// The path.
+        path: String,
+        /// Its owner.
+        uid: u32,
+        /// The caller's effective uid.
+        me: u32,
+    },
+    /// Writable by group or others.
+    #[error("{path} is writable by other users (mode {mode:o}): they could change the limits through it; chmod go-w it or name a new path")]
+    Writable {
+        /// The path.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// Not the size of a page.
+    #[error("{path} is {len} bytes, not a rate-control page ({LEN} bytes); remove it or name a new path")]
+    Size {
+        /// The path.
+        path: String,
+        /// Its length.
+        len: u64,
+    },
+    /// Its directory does not exist.
+    #[error("the directory of {0} does not exist")]
+    NoDirectory(String),
+    /// It could not be examined or opened.
+    #[error("cannot {what} {path}: {cause}")]
+    Io {
+        /// `use` or `open`.
+        what: &'static str,
+        /// The path.
+        path: String,
+        /// Why (printed in the message, so not a `source()`).
+        cause: io::Error,
+    },
+    /// It was replaced between two looks.
+    #[error("{0} changed while it was checked; try again")]
+    Changed(String),
+    /// It holds something other than a rate-control page.
+    #[error("{0} exists and is not a rate-control file; remove it or name a new file")]
+    Foreign(String),
+}
+
 /// Why the file behind `meta` (an `lstat` or `fstat`) may not be used as
 /// a rate-control page, if it may not: it must be a regular file (not a
 /// symlink, FIFO, device or directory), owned by the caller or root, not
 /// writable by group or others (anyone who can write it steers the load),
 /// and `LEN` bytes long, or empty when `empty_ok`.
-pub fn check_page(path: &Path, meta: &Metadata, empty_ok: bool) -> Result<(), String> {
-    let shown = path.display();
+pub fn check_page(path: &Path, meta: &Metadata, empty_ok: bool) -> Result<(), Refusal> {
+    let shown = path.display().to_string();
     let t = meta.file_type();
     if !t.is_file() {
         let what = if t.is_symlink() {
@@ -135,28 +196,27 @@ pub fn check_page(path: &Path, meta: &Metadata, empty_ok: bool) -> Result<(), St
         } else {
             "not a regular file"
         };
-        return Err(format!(
-            "{shown} is {what}; a rate-control page is a regular file: name a new path and dmalab load creates it"
-        ));
+        return Err(Refusal::NotAFile { path: shown, what });
     }
     let me = crate::safefile::euid();
     if meta.uid() != me && meta.uid() != 0 {
-        return Err(format!(
-            "{shown} belongs to uid {}, not to you (uid {me}) or root: another user could change the limits through it; remove it or name a new path",
-            meta.uid()
-        ));
+        return Err(Refusal::Owner {
+            path: shown,
+            uid: meta.uid(),
+            me,
+        });
     }
     if meta.mode() & 0o022 != 0 {
-        return Err(format!(
-            "{shown} is writable by other users (mode {:o}): they could change the limits through it; chmod go-w it or name a new path",
-            meta.mode() & 0o7777
-        ));
+        return Err(Refusal::Writable {
+            path: shown,
+            mode: meta.mode() & 0o7777,
+        });
     }
     if meta.len() != LEN as u64 && !(empty_ok && meta.len() == 0) {
-        return Err(format!(
-            "{shown} is {} bytes, not a rate-control page ({LEN} bytes); remove it or name a new path",
-            meta.len()
-        ));
+        return Err(Refusal::Size {
+            path: shown,
+            len: meta.len(),
+        });
     }
     Ok(())
 }
@@ -175,29 +235,28 @@ fn open_nofollow(path: &Path, write: bool) -> io::Result<File> {
 /// exists, and it is absent, or an empty file or a rate-control page that
 /// passes [`check_page`] (so a mistyped path never replaces someone's data,
 /// and nothing is read from a FIFO or device). The error says why.
-pub fn check_replaceable(path: &Path) -> Result<(), String> {
+pub fn check_replaceable(path: &Path) -> Result<(), Refusal> {
+    let shown = || path.display().to_string();
+    let io = |what| {
+        move |cause| Refusal::Io {
+            what,
+            path: path.display().to_string(),
+            cause,
+        }
+    };
     if !crate::safefile::dir_of(path).is_dir() {
-        return Err(format!(
-            "the directory of {} does not exist",
-            path.display()
-        ));
+        return Err(Refusal::NoDirectory(shown()));
     }
     let meta = match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("cannot use {}: {e}", path.display())),
+        Err(e) => return Err(io("use")(e)),
         Ok(m) => m,
     };
     check_page(path, &meta, true)?;
-    let f =
-        open_nofollow(path, false).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    let now = f
-        .metadata()
-        .map_err(|e| format!("cannot use {}: {e}", path.display()))?;
+    let f = open_nofollow(path, false).map_err(io("open"))?;
+    let now = f.metadata().map_err(io("use"))?;
     if (now.dev(), now.ino()) != (meta.dev(), meta.ino()) {
-        return Err(format!(
-            "{} changed while it was checked; try again",
-            path.display()
-        ));
+        return Err(Refusal::Changed(shown()));
     }
     check_page(path, &now, true)?;
     if now.len() == 0 {
@@ -206,10 +265,7 @@ pub fn check_replaceable(path: &Path) -> Result<(), String> {
     let mut magic = [0u8; 8];
     match f.read_exact_at(&mut magic, 0) {
         Ok(()) if &magic == MAGIC => Ok(()),
-        _ => Err(format!(
-            "{} exists and is not a rate-control file; remove it or name a new file",
-            path.display()
-        )),
+        _ => Err(Refusal::Foreign(shown())),
     }
 }
 
@@ -262,10 +318,7 @@ impl RateControl {
     pub fn open(path: &Path) -> Result<Option<Self>, RateControlError> {
         let file = open_nofollow(path, true).map_err(|e| {
             if e.raw_os_error() == Some(libc::ELOOP) {
-                RateControlError::Refused(format!(
-                    "{} is a symlink (which could point anywhere); name the file itself",
-                    path.display()
-                ))
+                RateControlError::Refused(Refusal::Symlink(path.display().to_string()))
             } else {
                 RateControlError::Io {
                     path: path.display().to_string(),
@@ -281,7 +334,7 @@ impl RateControl {
         if meta.file_type().is_file() && meta.len() < LEN as u64 {
             return Err(RateControlError::NotAPage(path.display().to_string()));
         }
-        check_page(path, &meta, false).map_err(RateControlError::Refused)?;
+        check_page(path, &meta, false)?;
         let h = s.header()?;
         if &h[off::MAGIC..off::MAGIC + 8] != MAGIC {
             return Ok(None);
@@ -436,7 +489,8 @@ mod tests {
         drop(RateControl::create(&p, Limits::default()).unwrap());
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
         let e = check_replaceable(&p).unwrap_err();
-        assert!(e.contains("writable by other users"), "{e}");
+        assert!(matches!(e, Refusal::Writable { mode: 0o666, .. }), "{e}");
+        assert!(e.to_string().contains("writable by other users"), "{e}");
         assert!(matches!(
             RateControl::open(&p),
             Err(RateControlError::Refused(_))
@@ -444,18 +498,22 @@ mod tests {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&p, &link).unwrap();
-        assert!(check_replaceable(&link).unwrap_err().contains("a symlink"));
+        assert!(check_replaceable(&link)
+            .unwrap_err()
+            .to_string()
+            .contains("a symlink"));
         assert!(matches!(
             RateControl::open(&link),
             Err(RateControlError::Refused(_))
         ));
         for dev in ["/dev/zero", "/dev/null"] {
-            let e = check_replaceable(Path::new(dev)).unwrap_err();
+            let e = check_replaceable(Path::new(dev)).unwrap_err().to_string();
             assert!(e.contains("a character device"), "{e}");
             assert!(RateControl::open(Path::new(dev)).is_err());
         }
         assert!(check_replaceable(dir.path())
             .unwrap_err()
+            .to_string()
             .contains("a directory"));
     }
 

@@ -209,6 +209,16 @@ pub fn fmt_bytes(b: f64) -> String {
     }
 }
 
+/// Formats a byte rate for humans, in the one output unit every command
+/// uses (binary, as sizes are): `19.92 GiB/s`, `48.22 MiB/s`.
+pub fn fmt_rate(bytes_per_s: f64) -> String {
+    format!("{}/s", fmt_bytes(bytes_per_s))
+}
+
+/// What every `--help` that takes a size or a rate says about its units:
+/// one text, so that the commands cannot disagree.
+pub const SIZE_HELP: &str = "Sizes and rates: K, M, G, T (or KiB, MiB, GiB, TiB) are binary (4K = 4096, 100M = 104857600); kB, MB, GB, TB are decimal (100MB = 100000000); a rate may end in /s. Output is binary: KiB, MiB/s, GiB/s.";
+
 /// Formats nanoseconds for humans: `85.2 ns`, `12.40 us`, `3.10 ms`, `1.20 s`.
 pub fn fmt_ns(ns: f64) -> String {
     if ns < 1e3 {

@@ -3,6 +3,9 @@
 //! cache modes.
 
 use crate::engine::BufferPiece;
+use dmalab_core::placement::{
+    AnonymousOptions, Mapping, PlacementError, PlacementRecord, PlacementSpec,
+};
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::fs;
@@ -91,6 +94,10 @@ pub enum BufferError {
     /// Huge pages could not be reserved.
     #[error("{0}")]
     HugeTlb(String),
+    /// The buffer could not be placed where `--membind`/`--buffer-file`
+    /// said.
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
     /// mlock failed.
     #[error("cannot lock the {bytes}-byte DMA buffer in memory ({cause}); {advice}")]
     Lock {
@@ -114,9 +121,7 @@ fn read_u64(p: &std::path::Path) -> Option<u64> {
 /// The DMA buffer.
 #[derive(Debug)]
 pub struct DmaBuffer {
-    map: *mut u8,
-    map_len: usize,
-    ptr: *mut u8,
+    mapping: Mapping,
     len: usize,
     piece_bytes: u64,
     // Dropped after the mapping (field order): pages go back after munmap.
@@ -126,16 +131,15 @@ pub struct DmaBuffer {
     /// Bytes of the buffer locked in memory: all of it, or 0 when the
     /// locked-memory limit was too low (see [`DmaBuffer::new`]).
     pub locked_bytes: u64,
+    /// Where its pages are, as the kernel says (after they were faulted
+    /// in).
+    pub placement: PlacementRecord,
 }
 
-// SAFETY: the mapping is owned by this value and freed only on drop; it is
-// shared with workers and the device through raw pointers only.
-unsafe impl Send for DmaBuffer {}
-// SAFETY: as above.
-unsafe impl Sync for DmaBuffer {}
-
 impl DmaBuffer {
-    /// Maps `len` bytes (a multiple of `bs`), locks and fills them.
+    /// Maps `len` bytes (a multiple of `bs`) as `place` says (a node, a
+    /// buffer file), locks and fills them, then asks the kernel where
+    /// every page landed (refused with `--membind` when one is elsewhere).
     /// `piece_bytes` is the registration piece size. When the locked-memory
     /// limit (`ulimit -l`, 8 MiB on many systems) is below the buffer and
     /// cannot be raised (not root), the buffer stays unlocked instead of
@@ -146,44 +150,35 @@ impl DmaBuffer {
         piece_bytes: u64,
         huge: HugePages,
         fill: Fill,
+        place: &PlacementSpec,
     ) -> Result<Self, BufferError> {
         let page = huge.page_bytes();
         let mut reservation = None;
         let mut reserved = 0;
-        let map_len;
-        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        let mut anon = AnonymousOptions::default();
         match huge {
             HugePages::H2m | HugePages::H1g => {
                 let pages = len.div_ceil(page);
-                map_len = pages * page;
                 let (r, n) = reserve_hugetlb(page, pages)?;
                 reservation = r;
                 reserved = n;
-                flags |= libc::MAP_HUGETLB
+                anon.granule = page as usize;
+                anon.flags = libc::MAP_HUGETLB
                     | if huge == HugePages::H2m {
                         21 << libc::MAP_HUGE_SHIFT
                     } else {
                         30 << libc::MAP_HUGE_SHIFT
                     };
             }
-            // Over-map by one huge page so a 2 MiB aligned start exists.
-            HugePages::Thp => map_len = len.div_ceil(page) * page + page,
-            HugePages::None => map_len = len.div_ceil(4096) * 4096,
+            // Over-mapped by one huge page so a 2 MiB aligned start exists.
+            HugePages::Thp => {
+                anon.align = page as usize;
+                anon.granule = page as usize;
+            }
+            HugePages::None => {}
         }
-        // SAFETY: anonymous mapping, no address hint; checked for MAP_FAILED.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                -1,
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            let cause = std::io::Error::last_os_error();
-            return Err(BufferError::Map {
+        let mapping = Mapping::new(len, place, anon).map_err(|e| match e {
+            PlacementError::Io { source, .. } if place.buffer_file.is_none() => BufferError::Map {
                 bytes: len,
                 what: match huge {
                     HugePages::H2m | HugePages::H1g => format!(
@@ -196,96 +191,101 @@ impl DmaBuffer {
                     ),
                     _ => String::new(),
                 },
-                cause,
-            });
-        }
-        let map = map.cast::<u8>();
-        let ptr = if huge == HugePages::Thp {
-            let addr = map as usize;
-            let aligned = addr.div_ceil(page as usize) * page as usize;
-            // SAFETY: aligned - addr < page, and the mapping has len + page
-            // bytes, so the aligned range lies inside it.
-            let p = unsafe { map.add(aligned - addr) };
+                cause: source,
+            },
+            e => BufferError::Placement(e),
+        })?;
+        if huge == HugePages::Thp {
             // SAFETY: advice on our own mapping; failure only loses THP.
             unsafe {
                 libc::madvise(
-                    p.cast(),
+                    mapping.as_ptr().cast(),
                     len.div_ceil(page) as usize * page as usize,
                     libc::MADV_HUGEPAGE,
                 )
             };
-            p
-        } else {
-            map
+        }
+        let locked_bytes = lock(&mapping, len as usize)?;
+        fill_with(&mapping, len as usize, fill);
+        // Every page is faulted in now (locked, and written by the fill).
+        let verify_page = match huge {
+            HugePages::H2m | HugePages::H1g => page,
+            _ => 4096,
         };
-        let mut buf = DmaBuffer {
-            map,
-            map_len: map_len as usize,
-            ptr,
+        let placement = mapping.verify(verify_page)?;
+        if !placement.io_uring_registrable() {
+            eprintln!(
+                "dmalab: note: io_uring registers only anonymous, tmpfs and hugetlbfs memory (not page-cache, filesystem-DAX or device-DAX pages): the buffer is not registered, and each command's pages are pinned while it is in flight"
+            );
+        }
+        let buf = DmaBuffer {
+            mapping,
             len: len as usize,
             piece_bytes,
             _reservation: reservation,
             reserved_huge_pages: reserved,
-            locked_bytes: 0,
+            locked_bytes,
+            placement,
         };
-        buf.locked_bytes = buf.lock()?;
-        buf.fill(fill);
         Ok(buf)
     }
+}
 
-    /// Locks the buffer; returns the bytes locked (all, or 0 when the
-    /// limit is below the buffer: [`DmaBuffer::new`]).
-    fn lock(&self) -> Result<u64, BufferError> {
-        // SAFETY: the range is inside our mapping.
-        let mut r = unsafe { libc::mlock(self.ptr.cast(), self.len) };
-        let mut err = std::io::Error::last_os_error();
-        if r != 0 {
-            // Root may raise its own limit; others get the error below.
-            let lim = libc::rlimit {
-                rlim_cur: libc::RLIM_INFINITY,
-                rlim_max: libc::RLIM_INFINITY,
-            };
-            // SAFETY: plain struct passed by pointer.
-            if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) } == 0 {
-                // SAFETY: as above.
-                r = unsafe { libc::mlock(self.ptr.cast(), self.len) };
-                err = std::io::Error::last_os_error();
-            }
+/// Locks the first `len` bytes of the mapping; returns the bytes locked
+/// (all, or 0 when the limit is below the buffer: [`DmaBuffer::new`]).
+fn lock(m: &Mapping, len: usize) -> Result<u64, BufferError> {
+    // SAFETY: the range is inside our mapping.
+    let mut r = unsafe { libc::mlock(m.as_ptr().cast(), len) };
+    let mut err = std::io::Error::last_os_error();
+    if r != 0 {
+        // Root may raise its own limit; others get the error below.
+        let lim = libc::rlimit {
+            rlim_cur: libc::RLIM_INFINITY,
+            rlim_max: libc::RLIM_INFINITY,
+        };
+        // SAFETY: plain struct passed by pointer.
+        if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) } == 0 {
+            // SAFETY: as above.
+            r = unsafe { libc::mlock(m.as_ptr().cast(), len) };
+            err = std::io::Error::last_os_error();
         }
-        if r == 0 {
-            return Ok(self.len as u64);
-        }
-        let limit = memlock_limit();
-        if let Some(l) = limit.filter(|&l| l < self.len as u64) {
-            // The README's first command runs without root: an unlocked
-            // buffer still takes DMA (the kernel pins each command's pages
-            // while it is in flight); what is lost is that the pages stay
-            // put between commands. Said once, recorded in the result.
-            let (kib, need_kib) = (self.len as u64 / 1024, need_kib(self.len as u64));
-            eprintln!(
+    }
+    if r == 0 {
+        return Ok(len as u64);
+    }
+    let limit = memlock_limit();
+    if let Some(l) = limit.filter(|&l| l < len as u64) {
+        // The README's first command runs without root: an unlocked
+        // buffer still takes DMA (the kernel pins each command's pages
+        // while it is in flight); what is lost is that the pages stay
+        // put between commands. Said once, recorded in the result.
+        let (kib, need_kib) = (len as u64 / 1024, need_kib(len as u64));
+        eprintln!(
                 "dmalab: warning: the {kib} KiB buffer is above the locked-memory limit (ulimit -l {} KiB): it runs unlocked and not registered with io_uring (its pages may move between commands); to lock it, raise ulimit -l to {need_kib}, use --buffer {}K or less, or run as root",
                 l / 1024,
                 max_buffer_kib(l)
             );
-            return Ok(0);
-        }
-        Err(BufferError::Lock {
-            bytes: self.len as u64,
-            advice: lock_advice(self.len as u64, limit),
-            cause: err,
-        })
+        return Ok(0);
     }
+    Err(BufferError::Lock {
+        bytes: len as u64,
+        advice: lock_advice(len as u64, limit),
+        cause: err,
+    })
+}
 
-    fn fill(&self, fill: Fill) {
-        // SAFETY: the range is ours, mapped and writable; no reference to it
-        // exists elsewhere yet.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) };
-        match fill {
-            Fill::Zero => bytes.fill(0),
-            Fill::Random { seed } => rand_chacha::ChaCha8Rng::seed_from_u64(seed).fill_bytes(bytes),
-        }
+/// Writes `fill` into the first `len` bytes of the mapping.
+fn fill_with(m: &Mapping, len: usize, fill: Fill) {
+    // SAFETY: the range is ours, mapped and writable; no reference to it
+    // exists elsewhere yet.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(m.as_ptr(), len) };
+    match fill {
+        Fill::Zero => bytes.fill(0),
+        Fill::Random { seed } => rand_chacha::ChaCha8Rng::seed_from_u64(seed).fill_bytes(bytes),
     }
+}
 
+impl DmaBuffer {
     /// Length, bytes.
     pub fn len(&self) -> u64 {
         self.len as u64
@@ -298,7 +298,7 @@ impl DmaBuffer {
 
     /// Start address.
     pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr
+        self.mapping.as_ptr()
     }
 
     /// The registration pieces (index = buffer index).
@@ -309,7 +309,7 @@ impl DmaBuffer {
             let l = self.piece_bytes.min(self.len as u64 - off);
             v.push(BufferPiece {
                 // SAFETY: off < len: inside the buffer.
-                addr: unsafe { self.ptr.add(off as usize) },
+                addr: unsafe { self.mapping.as_ptr().add(off as usize) },
                 len: l as usize,
                 buf_offset: off,
             });
@@ -327,19 +327,11 @@ impl DmaBuffer {
             // SAFETY: o < len: inside the mapping; a volatile read so the
             // compiler keeps it.
             acc = acc.wrapping_add(u64::from(unsafe {
-                std::ptr::read_volatile(self.ptr.add(o as usize))
+                std::ptr::read_volatile(self.mapping.as_ptr().add(o as usize))
             }));
             o += 64;
         }
         std::hint::black_box(acc)
-    }
-}
-
-impl Drop for DmaBuffer {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping, unmapped once; the reservation (if any) is
-        // dropped afterwards, giving the pages back.
-        unsafe { libc::munmap(self.map.cast(), self.map_len) };
     }
 }
 
@@ -459,6 +451,7 @@ mod tests {
             4 * 4096,
             HugePages::None,
             Fill::Random { seed: 1 },
+            &PlacementSpec::default(),
         )
         .unwrap();
         let p = b.pieces();
@@ -473,6 +466,7 @@ mod tests {
             4 * 4096,
             HugePages::None,
             Fill::Random { seed: 1 },
+            &PlacementSpec::default(),
         )
         .unwrap();
         // SAFETY: both buffers are live and 40960 bytes long.
@@ -499,7 +493,14 @@ mod tests {
 
     #[test]
     fn thp_is_aligned() {
-        let b = DmaBuffer::new(4 << 20, PIECE_LIMIT, HugePages::Thp, Fill::Zero).unwrap();
+        let b = DmaBuffer::new(
+            4 << 20,
+            PIECE_LIMIT,
+            HugePages::Thp,
+            Fill::Zero,
+            &PlacementSpec::default(),
+        )
+        .unwrap();
         assert_eq!(b.as_ptr() as usize % (2 << 20), 0);
     }
 }

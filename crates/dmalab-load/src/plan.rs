@@ -87,6 +87,9 @@ pub struct Plan {
     pub iodepth: u32,
     /// Page size of the buffer.
     pub hugepages: HugePages,
+    /// Where the buffer's pages live (`--membind`, `--buffer-file`).
+    #[serde(default)]
+    pub placement: dmalab_core::placement::PlacementSpec,
     /// The buffer is locked in memory (always true).
     pub mlock: bool,
     /// Cache mode.
@@ -122,6 +125,9 @@ pub struct Plan {
     /// `--engine rdma`'s own flags.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rdma: Option<crate::engine::rdma::RdmaPlan>,
+    /// `--engine io_uring`'s submission path (None: the defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uring: Option<crate::engine::uring::UringPlan>,
 }
 
 impl Plan {
@@ -225,10 +231,10 @@ impl Plan {
         }
         if s.region_bytes < command_bytes {
             return Err(UsageError::new(
-                match (self.region_from_target, self.rdma.is_some()) {
-                    (true, true) => "--rdma-remote-buffer",
-                    (true, false) => "--size",
-                    (false, _) => "--region",
+                if self.region_from_target {
+                    self.engine.size_option()
+                } else {
+                    "--region"
                 },
                 format!(
                     "the target region ({} bytes) is smaller than one command ({command_bytes} bytes)",
@@ -236,6 +242,7 @@ impl Plan {
                 ),
             ));
         }
+        self.validate_placement()?;
         self.validate_rate()?;
         if self.runtime_ns == Some(0) {
             return Err(UsageError::new("--runtime", "must be longer than 0"));
@@ -253,6 +260,20 @@ impl Plan {
             ));
         }
         Ok(())
+    }
+
+    /// The buffer's placement: a node with memory, a buffer file that may
+    /// be used. A buffer file brings its own pages, so it takes no
+    /// `--hugepages`.
+    fn validate_placement(&self) -> Result<(), UsageError> {
+        let p = &self.placement;
+        if p.buffer_file.is_some() && self.hugepages != HugePages::None {
+            return Err(UsageError::new(
+                "--buffer-file",
+                "a buffer file brings its own pages (a DAX device maps in its own alignment); drop --hugepages",
+            ));
+        }
+        p.validate(self.stream.buffer_bytes)
     }
 
     fn validate_rate(&self) -> Result<(), UsageError> {
@@ -286,7 +307,7 @@ impl Plan {
                 ));
             }
             dmalab_core::ratecontrol::check_replaceable(p)
-                .map_err(|m| UsageError::new("--rate-control", m))?;
+                .map_err(|m| UsageError::new("--rate-control", m.to_string()))?;
         }
         Ok(())
     }
@@ -332,6 +353,7 @@ mod tests {
             cpus_allowed_policy: CpuPolicy::Shared,
             iodepth: 16,
             hugepages: HugePages::None,
+            placement: Default::default(),
             mlock: true,
             cache: CacheMode::None,
             rate: RateSpec {
@@ -353,6 +375,7 @@ mod tests {
             region_from_target: false,
             gpu: None,
             rdma: None,
+            uring: None,
         }
     }
 
@@ -447,6 +470,27 @@ mod tests {
     }
 
     #[test]
+    fn too_small_a_whole_target_names_the_engines_size_flag() {
+        let mut p = plan();
+        // One block of target, and commands of up to four.
+        p.stream.region_bytes = 4096;
+        p.target_size_bytes = 4096;
+        p.region_from_target = true;
+        // The flag comes from the engine, not from which engine fields the
+        // plan happens to carry.
+        for (kind, flag) in [
+            (EngineKind::Rdma, "--rdma-remote-buffer"),
+            (EngineKind::IoUring, "--size"),
+            (EngineKind::Null, "--size"),
+        ] {
+            p.engine = kind;
+            assert_eq!(option_of(&p), flag, "{kind:?}");
+        }
+        p.region_from_target = false;
+        assert_eq!(option_of(&p), "--region");
+    }
+
+    #[test]
     fn both_is_refused_by_every_engine_but_gpu() {
         let mut p = plan();
         p.direction = Direction::Both;
@@ -461,7 +505,9 @@ mod tests {
             EngineKind::Rdma,
         ] {
             p.engine = kind;
-            let e = crate::engine::driver(kind).preflight(&p).unwrap_err();
+            let e = crate::engine::driver(kind, &Default::default())
+                .preflight(&p)
+                .unwrap_err();
             assert_eq!(e.option, "--direction", "{kind:?}");
             let text = e.to_string();
             assert!(
@@ -471,7 +517,7 @@ mod tests {
             );
         }
         p.engine = EngineKind::Gpu;
-        let e = crate::engine::driver(EngineKind::Gpu)
+        let e = crate::engine::driver(EngineKind::Gpu, &Default::default())
             .preflight(&p)
             .unwrap_err();
         assert_ne!(e.option, "--direction", "{e}");
@@ -479,7 +525,7 @@ mod tests {
         for d in [Direction::Write, Direction::Read] {
             p.direction = d;
             p.engine = EngineKind::Null;
-            crate::engine::driver(EngineKind::Null)
+            crate::engine::driver(EngineKind::Null, &Default::default())
                 .preflight(&p)
                 .unwrap();
         }

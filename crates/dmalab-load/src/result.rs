@@ -143,13 +143,14 @@ pub struct Sample {
 
 impl Sample {
     /// The stderr line: `  3.000 s  12345 blocks/s  48.22 MiB/s  12345 commands/s`,
-    /// then `  steal 20 ms` when the hypervisor took time from a CPU.
+    /// then `  steal 20 ms` when the hypervisor took time from a CPU. The
+    /// rate is in the summary's unit (binary, scaled to the figure).
     pub fn line(&self) -> String {
         format!(
-            "{:8.3} s  {:>10.0} blocks/s  {:>10.2} MiB/s  {:>10.0} commands/s{}",
+            "{:8.3} s  {:>10.0} blocks/s  {:>13}  {:>10.0} commands/s{}",
             self.t_s,
             self.blocks_per_s,
-            self.bw_bytes / (1 << 20) as f64,
+            dmalab_core::units::fmt_rate(self.bw_bytes),
             self.iops,
             if self.steal_ns > 0 {
                 format!("  steal {} ms", self.steal_ns / 1_000_000)
@@ -190,6 +191,11 @@ pub struct CpuResult {
     pub cpu_ns_per_command: f64,
     /// (usr + sys) / runtime, percent of one CPU.
     pub cpu_pct: f64,
+    /// (usr + sys) in seconds per GiB of data moved (None without data):
+    /// the workers' own cost of the DMA they cause. An engine's kernel
+    /// threads (io_uring's SQPOLL poller) are in its facts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s_per_gib: Option<f64>,
 }
 
 /// The result of `dmalab load`.
@@ -235,6 +241,9 @@ pub struct LoadResult {
     /// raised (then the buffer was not registered with io_uring either).
     #[serde(default)]
     pub buffer_locked_bytes: u64,
+    /// Where the buffer's pages are (what backs them, the node(s) the
+    /// kernel put them on), read after they were faulted in.
+    pub buffer_placement: dmalab_core::placement::PlacementRecord,
     /// Under a rate limit: how late each command was submitted after its
     /// due time, nanoseconds (large values mean the host could not keep the
     /// pace: CPU contention or hypervisor steal, not the device).
@@ -330,6 +339,9 @@ impl LoadResult {
             fmt_ns(self.cpu.cpu_ns_per_command),
             self.cpu.cpu_pct
         ));
+        if let Some(l) = self.buffer_placement.line() {
+            s.push_str(&format!("  buffer    {l}\n"));
+        }
         for w in &self.workers {
             s.push_str(&format!(
                 "  worker {:<3} cpus {:<8} {:>12}/s  {:>10.0} commands/s  usr {}  sys {}\n",

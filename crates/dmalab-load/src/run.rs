@@ -7,11 +7,11 @@ use crate::buffer::DmaBuffer;
 use crate::check::{check_rate_schedule, RateCheck};
 use crate::engine::{self, Command, Driver, EngineSpec};
 use crate::limiter::{Arrival, Clock, Limiter, MonoClock, RateChange, RateSpec};
-use crate::live::LiveStats;
 use crate::pattern::PatternStream;
 use crate::result::{CpuResult, LoadResult, Rates, Sample, Totals, TraceResult};
 use crate::worker::{worker_loop, WorkerOut};
 use dmalab_core::hist::LatHist;
+use dmalab_core::livestats::Writer as LiveStats;
 use dmalab_core::schema::CpuUsage;
 use dmalab_core::sys::clock::monotonic_ns;
 use dmalab_trace::TraceWriter;
@@ -37,9 +37,56 @@ pub enum RunError {
     /// The pattern stream.
     #[error(transparent)]
     Stream(#[from] crate::pattern::StreamError),
-    /// Anything else.
-    #[error("{0}")]
-    Other(String),
+    /// `--live-stats`: the page could not be created.
+    #[error("--live-stats: cannot create {path}: {cause}")]
+    LiveStats {
+        /// The file.
+        path: String,
+        /// Why (printed in the message, so not a `source()`).
+        cause: std::io::Error,
+    },
+    /// `--trace`: the trace file could not be created or written.
+    #[error("--trace: cannot {what} {path}: {cause}")]
+    Trace {
+        /// `create` or `write`.
+        what: &'static str,
+        /// The file.
+        path: String,
+        /// Why (printed in the message, so not a `source()`).
+        cause: dmalab_trace::TraceError,
+    },
+    /// `--trace`: a worker still held the trace writer after the run.
+    #[error("--trace: the writer is still shared")]
+    TraceShared,
+    /// `--rate-control`: the page could not be created.
+    #[error("--rate-control: cannot create {0}")]
+    RateControl(dmalab_core::ratecontrol::RateControlError),
+    /// A worker could not be pinned to its CPUs.
+    #[error("worker {worker}: cannot pin to CPUs {cpus:?}: {cause}")]
+    Pin {
+        /// Which worker.
+        worker: usize,
+        /// The CPUs.
+        cpus: Vec<usize>,
+        /// Why (printed in the message, so not a `source()`).
+        cause: std::io::Error,
+    },
+    /// A worker could not switch to SCHED_FIFO (`--realtime`).
+    #[error("worker {worker}: cannot switch to SCHED_FIFO priority {priority}: {cause}; --realtime needs root or CAP_SYS_NICE")]
+    Realtime {
+        /// Which worker.
+        worker: usize,
+        /// The priority asked for.
+        priority: i32,
+        /// Why (printed in the message, so not a `source()`).
+        cause: std::io::Error,
+    },
+    /// A worker thread could not be started.
+    #[error("cannot start worker thread: {0}")]
+    Thread(std::io::Error),
+    /// A worker thread panicked.
+    #[error("a worker thread panicked")]
+    Panicked,
 }
 
 /// The stream and limiter all workers share, plus the command/block limits.
@@ -62,6 +109,17 @@ impl Shared {
         self.blocks_left = self.blocks_left.saturating_sub(u64::from(cmd.blocks));
         let due = self.limiter.due_ns(u64::from(cmd.len));
         Some((cmd, due))
+    }
+}
+
+/// Tells the run's sampling loop that a worker thread has ended, however
+/// it ends (a panic included: the signal is sent on drop).
+struct DoneSignal(std::sync::mpsc::Sender<()>);
+
+impl Drop for DoneSignal {
+    fn drop(&mut self) {
+        // The receiver only goes when the run is over.
+        let _ = self.0.send(());
     }
 }
 
@@ -109,27 +167,33 @@ pub fn run_observed(
     obs: &mut dyn Observer,
 ) -> Result<LoadResult, RunError> {
     let stream = PatternStream::new(plan.stream.clone())?;
-    let live = LiveStats::create(plan.live_stats.as_deref()).map_err(|e| {
-        RunError::Other(format!(
-            "--live-stats: cannot create {}: {e}",
-            plan.live_stats
+    let live =
+        LiveStats::create(plan.live_stats.as_deref()).map_err(|cause| RunError::LiveStats {
+            path: plan
+                .live_stats
                 .as_deref()
                 .unwrap_or(std::path::Path::new(""))
                 .display()
-        ))
-    })?;
+                .to_string(),
+            cause,
+        })?;
     let buffer = Arc::new(DmaBuffer::new(
         plan.stream.buffer_bytes,
         plan.stream.piece_bytes,
         plan.hugepages,
         plan.fill,
+        &plan.placement,
     )?);
     if plan.cache == CacheMode::Once {
         buffer.touch(0, buffer.len());
     }
     let trace = match &plan.trace {
-        Some(p) => Some(Arc::new(TraceWriter::create(p).map_err(|e| {
-            RunError::Other(format!("--trace: cannot create {}: {e}", p.display()))
+        Some(p) => Some(Arc::new(TraceWriter::create(p).map_err(|cause| {
+            RunError::Trace {
+                what: "create",
+                path: p.display().to_string(),
+                cause,
+            }
         })?)),
         None => None,
     };
@@ -140,7 +204,7 @@ pub fn run_observed(
             rate_iops: plan.rate.rate_iops,
         };
         let ctl = dmalab_core::ratecontrol::RateControl::create(p, initial)
-            .map_err(|e| RunError::Other(format!("--rate-control: cannot create {e}")))?;
+            .map_err(RunError::RateControl)?;
         limiter = limiter.with_control(Arc::new(ctl));
     }
     let shared = Arc::new(Mutex::new(Shared {
@@ -160,6 +224,7 @@ pub fn run_observed(
     let record = plan.rate.limited();
     let deadline = plan.runtime_ns.unwrap_or(u64::MAX);
     let mut handles = Vec::new();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     for i in 0..n {
         let cpus = plan.worker_cpus(i);
         let spec = EngineSpec {
@@ -170,7 +235,8 @@ pub fn run_observed(
             writes: plan.writes_storage(),
             worker: i,
             cpus: cpus.clone(),
-            buffer_locked: buffer.locked_bytes == buffer.len(),
+            buffer_locked: buffer.locked_bytes == buffer.len()
+                && buffer.placement.io_uring_registrable(),
         };
         let driver = driver.clone();
         let (opened, go, setup_error, start_cell, shared, stop, abort, live, buffer) = (
@@ -188,25 +254,32 @@ pub fn run_observed(
         let realtime = plan.realtime_priority;
         let trace = trace.clone();
         let poisson = plan.rate.arrival == Arrival::Poisson;
+        let done = DoneSignal(done_tx.clone());
         let h = std::thread::Builder::new()
             .name(format!("dmalab-load-{i}"))
             .spawn(move || -> Option<WorkerOut> {
+                let _done = done;
                 let mut err = None;
                 if !cpus.is_empty() {
-                    if let Err(e) = dmalab_core::cpus::pin_current_thread(&cpus) {
-                        err = Some(RunError::Other(format!(
-                            "worker {i}: cannot pin to CPUs {cpus:?}: {e}"
-                        )));
+                    if let Err(cause) = dmalab_core::cpus::pin_current_thread(&cpus) {
+                        err = Some(RunError::Pin {
+                            worker: i,
+                            cpus: cpus.clone(),
+                            cause,
+                        });
                     }
                 }
                 if let (None, Some(prio)) = (&err, realtime) {
-                    let param = libc::sched_param { sched_priority: prio };
+                    let param = libc::sched_param {
+                        sched_priority: prio,
+                    };
                     // SAFETY: plain struct by pointer; 0 = the calling thread.
                     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-                        err = Some(RunError::Other(format!(
-                            "worker {i}: cannot switch to SCHED_FIFO priority {prio}: {}; --realtime needs root or CAP_SYS_NICE",
-                            std::io::Error::last_os_error()
-                        )));
+                        err = Some(RunError::Realtime {
+                            worker: i,
+                            priority: prio,
+                            cause: std::io::Error::last_os_error(),
+                        });
                     }
                 }
                 // SAFETY: prctl with an integer argument; precise sleeps for pacing.
@@ -245,9 +318,11 @@ pub fn run_observed(
                     poisson,
                 ))
             })
-            .map_err(|e| RunError::Other(format!("cannot start worker thread: {e}")))?;
+            .map_err(RunError::Thread)?;
         handles.push(h);
     }
+    // Only the workers hold senders now.
+    drop(done_tx);
     opened.wait();
     let failed = setup_error.lock().ok().and_then(|mut s| s.take());
     if failed.is_some() {
@@ -258,9 +333,11 @@ pub fn run_observed(
         obs.started();
     }
     let clock = MonoClock::new();
+    // Right after the clock's zero: workers stamp live-stats updates as
+    // this plus their own clock's reading.
+    live.set_running(monotonic_ns());
     let mut steal = dmalab_core::host::StealMeter::start();
     let _ = start_cell.set(clock);
-    live.set_running(monotonic_ns());
     go.wait();
 
     // Per-second samples while the workers run.
@@ -269,7 +346,8 @@ pub fn run_observed(
     let mut last_t = 0u64;
     let mut next = 1_000_000_000u64;
     if failed.is_none() {
-        while !handles.iter().all(|h| h.is_finished()) {
+        let mut running = n;
+        while running > 0 {
             let now = clock.now_ns();
             if now >= next {
                 // Stamp the sample when the counters were read (a loaded
@@ -285,8 +363,15 @@ pub fn run_observed(
                 next += 1_000_000_000;
                 continue;
             }
-            // Short naps: notice finished workers quickly.
-            std::thread::sleep(Duration::from_nanos((next - now).min(10_000_000)));
+            // Asleep until the next sample or a worker's end: a loop of
+            // short naps woke this thread 100 times a second, on the
+            // workers' CPUs when they share them.
+            match done_rx.recv_timeout(Duration::from_nanos(next - now)) {
+                Ok(()) => running -= 1,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                // Every worker's signal is gone: all have ended.
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => running = 0,
+            }
         }
     }
     let mut outs = Vec::new();
@@ -294,7 +379,7 @@ pub fn run_observed(
         match h.join() {
             Ok(Some(o)) => outs.push(o),
             Ok(None) => {}
-            Err(_) => return Err(RunError::Other("a worker thread panicked".into())),
+            Err(_) => return Err(RunError::Panicked),
         }
     }
     live.set_finished();
@@ -306,11 +391,12 @@ pub fn run_observed(
     }
     let mut trace_summary = None;
     if let (Some(w), Some(p)) = (trace, &plan.trace) {
-        let w = Arc::into_inner(w)
-            .ok_or_else(|| RunError::Other("--trace: the writer is still shared".into()))?;
-        let sum = w
-            .finish()
-            .map_err(|e| RunError::Other(format!("--trace: cannot write {}: {e}", p.display())))?;
+        let w = Arc::into_inner(w).ok_or(RunError::TraceShared)?;
+        let sum = w.finish().map_err(|cause| RunError::Trace {
+            what: "write",
+            path: p.display().to_string(),
+            cause,
+        })?;
         trace_summary = Some(TraceResult {
             path: p.display().to_string(),
             transfers: sum.transfers,
@@ -406,6 +492,8 @@ pub fn run_observed(
                 0.0
             },
             cpu_pct: 100.0 * cpu_total / runtime_ns as f64,
+            cpu_s_per_gib: (totals.data_bytes > 0)
+                .then(|| cpu_total / 1e9 / (totals.data_bytes as f64 / (1u64 << 30) as f64)),
         },
         workers,
         samples,
@@ -414,6 +502,7 @@ pub fn run_observed(
         first_error,
         reserved_huge_pages: buffer.reserved_huge_pages,
         buffer_locked_bytes: buffer.locked_bytes,
+        buffer_placement: buffer.placement.clone(),
         trace: trace_summary,
         pacing_lateness_ns: record.then(|| late_hist.summary()),
         buffer_sha256: plan.buffer_checksum.then(|| buffer_sha256(&buffer)),

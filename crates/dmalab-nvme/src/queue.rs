@@ -50,9 +50,10 @@ pub enum PathChoice {
 }
 
 impl PathChoice {
-    /// Reads [`PATH_ENV`]: unset or empty is `Auto`.
-    pub fn from_env() -> Result<Self, Error> {
-        match std::env::var(PATH_ENV).unwrap_or_default().as_str() {
+    /// Parses the value of [`PATH_ENV`] (the binary reads it): unset or
+    /// empty is `Auto`.
+    pub fn parse(text: Option<&str>) -> Result<Self, Error> {
+        match text.unwrap_or_default() {
             "" | "auto" => Ok(PathChoice::Auto),
             "uring_cmd" => Ok(PathChoice::UringCmd),
             "ioctl" => Ok(PathChoice::Ioctl),
@@ -259,6 +260,19 @@ impl NvmeQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_path_seam_parses_the_value_it_is_given() {
+        assert_eq!(PathChoice::parse(None).unwrap(), PathChoice::Auto);
+        assert_eq!(PathChoice::parse(Some("")).unwrap(), PathChoice::Auto);
+        assert_eq!(PathChoice::parse(Some("ioctl")).unwrap(), PathChoice::Ioctl);
+        assert_eq!(
+            PathChoice::parse(Some("uring_cmd")).unwrap(),
+            PathChoice::UringCmd
+        );
+        let e = PathChoice::parse(Some("spdk")).unwrap_err().to_string();
+        assert!(e.contains("DMALAB_NVME_PATH=spdk"), "{e}");
+    }
 
     #[test]
     fn engine_names() {

@@ -367,24 +367,23 @@ fn spawn_worker(
         None => None,
     };
     let raw_fd = procs_fd.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-    // SAFETY: getpid has no arguments.
-    let parent = unsafe { libc::getpid() };
     let mut cmd = Command::new(&opts.worker_exe);
     cmd.args(&opts.worker_args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
+    // Die with the parent, even on kill -9, so the cgroup empties.
+    dmalab_core::process::prepare(
+        &mut cmd,
+        &dmalab_core::process::Setup {
+            parent_death: Some(libc::SIGKILL),
+            ..Default::default()
+        },
+    );
     // SAFETY: the closure runs between fork and exec and only makes
-    // async-signal-safe calls (prctl, getppid, getpid, write) on stack data.
+    // async-signal-safe calls (getpid, write) on stack data.
     unsafe {
         cmd.pre_exec(move || {
-            // Die with the parent, even on kill -9, so the cgroup empties.
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() != parent {
-                return Err(std::io::Error::other("parent exited"));
-            }
             if let Some(fd) = raw_fd {
                 // Join the cgroup before exec maps anything: format our pid
                 // without allocating.

@@ -300,6 +300,11 @@ pub fn run(plan: &WorkerPlan, stop: Arc<AtomicBool>) -> std::io::Result<WorkerOu
     Ok(out)
 }
 
+/// `--classify perf` could not open its fault counters.
+#[derive(Debug, thiserror::Error)]
+#[error("--classify perf: perf_event_open(page-faults) failed: {0}; check /proc/sys/kernel/perf_event_paranoid or use --classify rusage")]
+struct PerfUnavailable(std::io::Error);
+
 fn measure(
     cfg: &PageConfig,
     tid: usize,
@@ -307,7 +312,7 @@ fn measure(
     timer: Timer,
     barrier: &Barrier,
     stop: &AtomicBool,
-) -> Result<ThreadOut, String> {
+) -> Result<ThreadOut, PerfUnavailable> {
     let mut gen = PageGen::new(
         cfg.pattern,
         cfg.shape,
@@ -332,9 +337,7 @@ fn measure(
             // Stop the others and let them go before failing.
             stop.store(true, Ordering::Relaxed);
             barrier.wait();
-            return Err(format!(
-                "--classify perf: perf_event_open(page-faults) failed: {e}; check /proc/sys/kernel/perf_event_paranoid or use --classify rusage"
-            ));
+            return Err(PerfUnavailable(e));
         }
     };
     let runtime = Duration::from_nanos(cfg.runtime_ns);

@@ -88,6 +88,30 @@ impl Traffic {
     }
 }
 
+/// `--access`: how each thread walks its arrays.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// Line after line, wrapping at the end (MLC's default).
+    #[default]
+    Sequential,
+    /// Blocks of `--granularity` bytes at random aligned offsets, each
+    /// walked line by line (MLC's random mode at 64 B); the offsets come
+    /// from a PRNG, never from loaded data, so loads overlap.
+    Random,
+}
+
+impl Access {
+    /// The name on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sequential => "sequential",
+            Self::Random => "random",
+        }
+    }
+}
+
 /// Lines per chunk between progress updates and stop checks (256 KiB).
 const CHUNK: usize = 4096;
 
@@ -97,10 +121,14 @@ pub struct BwWorker {
     arrays: Vec<Buffer>,
     pos: usize,
     sink: u64,
+    /// The random walk (None: sequential).
+    #[cfg(target_arch = "x86_64")]
+    random: Option<kernels::bw::Random>,
 }
 
 impl BwWorker {
-    /// Allocates and first-touches the arrays (call on the pinned thread).
+    /// Allocates and first-touches the arrays (call on the pinned thread),
+    /// to be walked sequentially.
     pub fn prepare(
         traffic: Traffic,
         size: usize,
@@ -115,13 +143,43 @@ impl BwWorker {
             arrays,
             pos: 0,
             sink: 0,
+            #[cfg(target_arch = "x86_64")]
+            random: None,
         })
+    }
+
+    /// Walks the arrays at random in blocks of `granularity` bytes (a
+    /// multiple of 64) from here on, the generator seeded with `seed`.
+    pub fn walk_randomly(&mut self, granularity: usize, seed: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.random = Some(kernels::bw::Random::new(
+                self.arrays[0].lines(),
+                granularity / LINE,
+                seed,
+            ));
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (granularity, seed);
     }
 
     /// Runs one chunk with `delay` spin cycles after every line; returns
     /// the lines stepped.
     pub fn chunk(&mut self, delay: u32) -> usize {
         let lines = self.arrays[0].lines();
+        #[cfg(target_arch = "x86_64")]
+        if let Some(mut walk) = self.random.take() {
+            // Random: the walk picks every offset from the arrays' start;
+            // a chunk is a number of steps.
+            let n = CHUNK.min(lines);
+            let p = |i: usize| self.arrays[i].as_ptr();
+            // SAFETY: every array is page aligned with `lines` lines, and
+            // the walk's offsets are whole lines below blocks * block
+            // lines <= lines (kernels::bw::Random).
+            unsafe { self.step(p(0), p(1 % self.arrays.len()), n, delay, &mut walk) };
+            self.random = Some(walk);
+            return n;
+        }
         let n = CHUNK.min(lines - self.pos);
         let off = self.pos * LINE;
         let p = |i: usize| -> *mut u8 {
@@ -132,16 +190,8 @@ impl BwWorker {
         // SAFETY: every pointer is 64-byte aligned (page aligned base plus
         // whole lines) with n lines valid; the arrays are ours.
         unsafe {
-            use kernels::bw;
-            match self.traffic {
-                Traffic::R => self.sink ^= bw::read(p(0), n, delay),
-                Traffic::W2 => bw::w2(p(0), p(1), p(2), n, delay),
-                Traffic::W3 => bw::w3(p(0), p(1), p(2), p(3), n, delay),
-                Traffic::W5 => bw::w5(p(0), n, delay),
-                Traffic::W6 => bw::w6(p(0), n, delay, self.pos as u64),
-                Traffic::Copy => bw::copy(p(0), p(1), n, delay),
-                Traffic::Triad => bw::triad(p(0), p(1), p(2), n, delay),
-            }
+            let (a, b) = (p(0), p(1 % self.arrays.len()));
+            self.step(a, b, n, delay, &mut kernels::bw::Sequential(0));
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
@@ -154,6 +204,39 @@ impl BwWorker {
             self.pos = 0;
         }
         n
+    }
+
+    /// `n` steps of this traffic over the arrays from `a` (the first array,
+    /// offset as the walk expects) and `b` (the second, for copy), where
+    /// `walk` says.
+    ///
+    /// # Safety
+    /// Every offset `walk` gives in `n` steps is a whole line inside every
+    /// array, counted from the pointers passed (the other arrays at the
+    /// same distance from their start as `a` from the first's).
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn step<W: kernels::bw::Walk>(
+        &mut self,
+        a: *mut u8,
+        b: *mut u8,
+        n: usize,
+        delay: u32,
+        walk: &mut W,
+    ) {
+        use kernels::bw;
+        let delta = a as usize - self.arrays[0].as_ptr() as usize;
+        let p = |i: usize| self.arrays[i].as_ptr().add(delta);
+        match self.traffic {
+            Traffic::R => self.sink ^= bw::read(a, n, delay, walk),
+            Traffic::W2 => bw::w2(a, p(1), p(2), n, delay, walk),
+            Traffic::W3 => bw::w3(a, p(1), p(2), p(3), n, delay, walk),
+            Traffic::W5 => bw::w5(a, n, delay, walk),
+            Traffic::W6 => bw::w6(a, n, delay, self.pos as u64, walk),
+            // copy and triad stay sequential (the CLI offers random for
+            // MLC's traffic types only).
+            Traffic::Copy => bw::copy(a, b, n, delay),
+            Traffic::Triad => bw::triad(a, p(1), p(2), n, delay),
+        }
     }
 
     /// Runs until `stop`, adding lines stepped to `progress`.
@@ -190,6 +273,17 @@ pub struct BandwidthPlan {
     /// Report the bandwidth every this many nanoseconds (0: never).
     #[serde(default)]
     pub interval_ns: u64,
+    /// How the arrays are walked.
+    #[serde(default)]
+    pub access: Access,
+    /// With random access: bytes walked in a row at each random offset
+    /// (a multiple of 64).
+    #[serde(default = "line_bytes")]
+    pub granularity_bytes: usize,
+}
+
+fn line_bytes() -> usize {
+    LINE
 }
 
 /// One interval's bandwidth, all threads.
@@ -401,6 +495,11 @@ pub fn run_intervals(
         plan.membind,
         &plan.cpus,
     )?;
+    if plan.access == Access::Random {
+        for (i, w) in workers.iter_mut().enumerate() {
+            w.walk_randomly(plan.granularity_bytes, 0x9e37_79b9_7f4a_7c15 ^ i as u64);
+        }
+    }
     // One untimed lap warms the arrays and the code.
     for w in workers.iter_mut() {
         let lines = w.arrays[0].lines();
@@ -442,6 +541,8 @@ mod tests {
             delay_cycles: 0,
             runtime_ns: 50_000_000,
             interval_ns: 0,
+            access: Access::Sequential,
+            granularity_bytes: 64,
         };
         let r = run(&plan).unwrap();
         assert!(r.read_bytes > 0);
@@ -469,5 +570,34 @@ mod tests {
             .map(|i| i.bw_bytes * i.interval_ns as f64 / 1e9)
             .sum();
         assert!(moved <= (r.read_bytes + r.write_bytes) as f64 * 1.0001);
+    }
+
+    #[test]
+    fn random_access_counts_like_sequential_for_every_mlc_traffic() {
+        let cpu = dmalab_core::cpus::allowed_cpus()[0];
+        for traffic in [
+            Traffic::R,
+            Traffic::W2,
+            Traffic::W3,
+            Traffic::W5,
+            Traffic::W6,
+        ] {
+            let plan = BandwidthPlan {
+                traffic,
+                size_bytes: 1 << 20,
+                pages: PageKind::Small,
+                cpus: vec![cpu],
+                membind: None,
+                delay_cycles: 0,
+                runtime_ns: 20_000_000,
+                interval_ns: 0,
+                access: Access::Random,
+                granularity_bytes: 256,
+            };
+            let r = run(&plan).unwrap();
+            let (lr, lw) = traffic.lines_rw();
+            assert!(r.read_bytes + r.write_bytes > 0, "{traffic:?}");
+            assert_eq!(r.read_bytes * lw, r.write_bytes * lr, "{traffic:?}");
+        }
     }
 }

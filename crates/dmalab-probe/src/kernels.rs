@@ -203,28 +203,111 @@ pub mod bw {
         }
     }
 
-    /// R: reads `lines` lines at `a`.
+    /// Where each step of a kernel goes: the byte offset of its line from
+    /// the arrays' base. Computed from the walk's own state only, never
+    /// from loaded data, so the loads carry no dependency chain and the
+    /// core may overlap them (MLC's random mode, not a pointer chase).
+    pub trait Walk {
+        /// The offset of the next line, bytes (a multiple of 64).
+        fn next(&mut self) -> usize;
+    }
+
+    /// Line after line from offset 0.
+    pub struct Sequential(pub usize);
+
+    impl Walk for Sequential {
+        #[inline(always)]
+        fn next(&mut self) -> usize {
+            let o = self.0;
+            self.0 += 64;
+            o
+        }
+    }
+
+    /// Blocks of `block_lines` lines at random block-aligned offsets among
+    /// `blocks`, each block walked line by line (granularity 64 B: one
+    /// random line per step). xorshift64* picks the block: a shift, xor
+    /// and multiply per block, no table in memory.
+    pub struct Random {
+        /// Generator state (never 0).
+        pub state: u64,
+        /// Blocks in an array.
+        pub blocks: u64,
+        /// Lines per block.
+        pub block_lines: usize,
+        /// Lines left in the current block.
+        pub left: usize,
+        /// Offset of the next line, bytes.
+        pub at: usize,
+    }
+
+    impl Random {
+        /// A walk over `lines` lines in blocks of `block_lines`, seeded.
+        pub fn new(lines: usize, block_lines: usize, seed: u64) -> Self {
+            let block_lines = block_lines.clamp(1, lines.max(1));
+            Random {
+                state: seed | 1,
+                blocks: (lines / block_lines).max(1) as u64,
+                block_lines,
+                left: 0,
+                at: 0,
+            }
+        }
+    }
+
+    impl Walk for Random {
+        #[inline(always)]
+        fn next(&mut self) -> usize {
+            if self.left == 0 {
+                let mut x = self.state;
+                x ^= x >> 12;
+                x ^= x << 25;
+                x ^= x >> 27;
+                self.state = x;
+                let r = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
+                // r * blocks / 2^64: a block index without a division.
+                let block = ((u128::from(r) * u128::from(self.blocks)) >> 64) as usize;
+                self.at = block * self.block_lines * 64;
+                self.left = self.block_lines;
+            }
+            let o = self.at;
+            self.at += 64;
+            self.left -= 1;
+            o
+        }
+    }
+
+    /// R: reads `lines` lines at `a`, where `w` says.
     ///
     /// # Safety
-    /// `a` is 64-byte aligned and `lines * 64` bytes are readable.
+    /// `a` is 64-byte aligned and every offset `w` gives in `lines` steps
+    /// lies inside it, 64 bytes readable.
     #[inline(never)]
-    pub unsafe fn read(a: *const u8, lines: usize, delay: u32) -> u64 {
+    pub unsafe fn read<W: Walk>(a: *const u8, lines: usize, delay: u32, w: &mut W) -> u64 {
         let mut acc = [_mm_setzero_si128(); 4];
-        for i in 0..lines {
-            acc = x(acc, ld(a.add(i * 64)));
+        for _ in 0..lines {
+            acc = x(acc, ld(a.add(w.next())));
             spin(delay);
         }
         fold(acc)
     }
 
-    /// W2: reads a and b, writes c (2 reads : 1 write).
+    /// W2: reads a and b, writes c (2 reads : 1 write), at the same offset
+    /// of each.
     ///
     /// # Safety
-    /// All three are 64-byte aligned with `lines * 64` valid bytes; c writable.
+    /// As for [`read`], for all three; c writable.
     #[inline(never)]
-    pub unsafe fn w2(a: *const u8, b: *const u8, c: *mut u8, lines: usize, delay: u32) {
-        for i in 0..lines {
-            let o = i * 64;
+    pub unsafe fn w2<W: Walk>(
+        a: *const u8,
+        b: *const u8,
+        c: *mut u8,
+        lines: usize,
+        delay: u32,
+        w: &mut W,
+    ) {
+        for _ in 0..lines {
+            let o = w.next();
             st(c.add(o), x(ld(a.add(o)), ld(b.add(o))));
             spin(delay);
         }
@@ -235,16 +318,17 @@ pub mod bw {
     /// # Safety
     /// As for [`w2`], with d writable.
     #[inline(never)]
-    pub unsafe fn w3(
+    pub unsafe fn w3<W: Walk>(
         a: *const u8,
         b: *const u8,
         c: *const u8,
         d: *mut u8,
         lines: usize,
         delay: u32,
+        w: &mut W,
     ) {
-        for i in 0..lines {
-            let o = i * 64;
+        for _ in 0..lines {
+            let o = w.next();
             st(d.add(o), x(x(ld(a.add(o)), ld(b.add(o))), ld(c.add(o))));
             spin(delay);
         }
@@ -253,12 +337,12 @@ pub mod bw {
     /// W5: reads a line and writes it back in place (1 read : 1 write).
     ///
     /// # Safety
-    /// `a` 64-byte aligned, `lines * 64` bytes read-write.
+    /// As for [`read`], `a` read-write.
     #[inline(never)]
-    pub unsafe fn w5(a: *mut u8, lines: usize, delay: u32) {
+    pub unsafe fn w5<W: Walk>(a: *mut u8, lines: usize, delay: u32, w: &mut W) {
         let one = _mm_set1_epi64x(1);
-        for i in 0..lines {
-            let o = i * 64;
+        for _ in 0..lines {
+            let o = w.next();
             let v = ld(a.add(o));
             st(
                 a.add(o),
@@ -276,12 +360,12 @@ pub mod bw {
     /// W6: non-temporal writes only (`movntdq`), then `sfence`.
     ///
     /// # Safety
-    /// `a` 64-byte aligned, `lines * 64` bytes writable.
+    /// As for [`read`], `a` writable.
     #[inline(never)]
-    pub unsafe fn w6(a: *mut u8, lines: usize, delay: u32, seed: u64) {
+    pub unsafe fn w6<W: Walk>(a: *mut u8, lines: usize, delay: u32, seed: u64, w: &mut W) {
         let v = _mm_set1_epi64x(seed as i64);
-        for i in 0..lines {
-            let q = a.add(i * 64).cast::<__m128i>();
+        for _ in 0..lines {
+            let q = a.add(w.next()).cast::<__m128i>();
             _mm_stream_si128(q, v);
             _mm_stream_si128(q.add(1), v);
             _mm_stream_si128(q.add(2), v);
@@ -370,17 +454,55 @@ mod tests {
         let c = Buffer::new(lines * 64, PageKind::Small, None).unwrap();
         // SAFETY: three live, aligned buffers of `lines` lines.
         unsafe {
-            bw::w6(a.as_ptr(), lines, 0, 0x0101_0101_0101_0101);
+            let seq = || bw::Sequential(0);
+            bw::w6(a.as_ptr(), lines, 0, 0x0101_0101_0101_0101, &mut seq());
             assert!(a.as_slice_mut().iter().all(|&x| x == 1));
             bw::copy(a.as_ptr(), b.as_ptr(), lines, 3);
             assert_eq!(*b.as_ptr().add(100), 1);
-            bw::w2(a.as_ptr(), b.as_ptr(), c.as_ptr(), lines, 0);
+            bw::w2(a.as_ptr(), b.as_ptr(), c.as_ptr(), lines, 0, &mut seq());
             assert_eq!(*c.as_ptr().add(100), 0);
-            bw::w5(a.as_ptr(), lines, 0);
+            bw::w5(a.as_ptr(), lines, 0, &mut seq());
             assert_eq!(*a.as_ptr(), 2);
-            let _ = bw::read(a.as_ptr(), lines, 0);
-            bw::w3(a.as_ptr(), b.as_ptr(), c.as_ptr(), c.as_ptr(), lines, 0);
+            let _ = bw::read(a.as_ptr(), lines, 0, &mut seq());
+            bw::w3(
+                a.as_ptr(),
+                b.as_ptr(),
+                c.as_ptr(),
+                c.as_ptr(),
+                lines,
+                0,
+                &mut seq(),
+            );
             bw::triad(a.as_ptr(), b.as_ptr(), c.as_ptr(), lines, 0);
+            // A random walk of single lines: W5 on 64 * 64 random steps
+            // adds 1 to lines all over the array (in bounds: no fault).
+            let mut r = bw::Random::new(lines, 1, 7);
+            bw::w5(a.as_ptr(), lines * 64, 0, &mut r);
+            let bumped = (0..lines).filter(|&l| *a.as_ptr().add(l * 64) > 2).count();
+            assert!(bumped > lines / 2, "{bumped} of {lines} lines reached");
         }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn random_walk_stays_in_bounds_and_keeps_blocks_whole() {
+        use bw::Walk;
+        // 1000 lines in blocks of 4 (256 B): 250 blocks, each visited as
+        // 4 consecutive lines from a block boundary.
+        let mut w = bw::Random::new(1000, 4, 42);
+        let mut seen = vec![0u32; 250];
+        for _ in 0..100_000 / 4 {
+            let first = w.next();
+            assert_eq!(first % 256, 0);
+            for k in 1..4 {
+                assert_eq!(w.next(), first + k * 64);
+            }
+            seen[first / 256] += 1;
+        }
+        // 25 000 blocks over 250: every block hit, none far off 100.
+        assert!(seen.iter().all(|&n| (50..200).contains(&n)), "{seen:?}");
+        // Lines not a multiple of the block: the tail is never reached.
+        let mut w = bw::Random::new(10, 4, 1);
+        assert!((0..1000).all(|_| w.next() < 8 * 64));
     }
 }

@@ -8,7 +8,7 @@
 //! message can quote what the user typed.
 
 use crate::access::Pattern;
-use crate::bandwidth::{BandwidthPlan, Traffic};
+use crate::bandwidth::{Access, BandwidthPlan, Traffic};
 use crate::latency::{LatencyPlan, Mode};
 use crate::loaded::LoadedPlan;
 use crate::mem::{node_cpus, numa_nodes, PageKind, LINE};
@@ -202,6 +202,17 @@ pub struct BandwidthOptions {
     /// Print the bandwidth of every DURATION while running (e.g. 1s).
     #[cfg_attr(feature = "clap", arg(long, value_name = "DURATION"))]
     pub interval: Option<String>,
+    /// sequential, or random: blocks of --granularity bytes at random
+    /// aligned offsets (MLC's random mode; R, W2, W3, W5 and W6).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_enum, default_value = "sequential", value_name = "MODE")
+    )]
+    pub access: Access,
+    /// With --access random: bytes walked in a row at each random offset
+    /// (a multiple of 64; 64 = one cache line).
+    #[cfg_attr(feature = "clap", arg(long, default_value = "64", value_name = "SIZE"))]
+    pub granularity: String,
     /// Placement.
     #[cfg_attr(feature = "clap", command(flatten))]
     pub place: Placement,
@@ -308,7 +319,28 @@ impl BandwidthOptions {
     pub fn validate(&self) -> Result<BandwidthPlan, UsageError> {
         let size_bytes = buffer_size("--size", &self.size)?;
         let cpus = self.place.cpus(self.threads, "--threads")?;
+        let granularity_bytes = self.granularity()?;
+        if granularity_bytes > size_bytes {
+            return Err(UsageError::new(
+                "--granularity",
+                format!(
+                    "{granularity_bytes} bytes is more than an array (--size {}); use at most the array's size",
+                    self.size
+                ),
+            ));
+        }
+        if self.access == Access::Random && matches!(self.traffic, Traffic::Copy | Traffic::Triad) {
+            return Err(UsageError::new(
+                "--access",
+                format!(
+                    "random access is for MLC's traffic types (R, W2, W3, W5, W6), not {}; use --access sequential",
+                    self.traffic.name()
+                ),
+            ));
+        }
         Ok(BandwidthPlan {
+            access: self.access,
+            granularity_bytes,
             traffic: self.traffic,
             size_bytes,
             pages: self.place.pages,
@@ -318,6 +350,20 @@ impl BandwidthOptions {
             runtime_ns: runtime("--runtime", &self.runtime)?,
             interval_ns: interval(self.interval.as_deref())?,
         })
+    }
+}
+
+impl BandwidthOptions {
+    /// `--granularity`, bytes: a multiple of 64, at least 64.
+    fn granularity(&self) -> Result<usize, UsageError> {
+        let g = dmalab_core::units::parse_size("--granularity", &self.granularity)?;
+        if g == 0 || g % LINE as u64 != 0 {
+            return Err(UsageError::new(
+                "--granularity",
+                format!("{g} bytes is not a whole number of 64-byte lines; use 64, 128, 4K, ..."),
+            ));
+        }
+        usize::try_from(g).map_err(|_| UsageError::new("--granularity", "too large"))
     }
 }
 
@@ -699,9 +745,34 @@ mod tests {
             delay_cycles: 0,
             runtime: "1s".into(),
             interval: Some("100ms".into()),
+            access: Access::Sequential,
+            granularity: "64".into(),
             place: place.clone(),
         };
         assert_eq!(bw.validate().unwrap().interval_ns, 100_000_000);
+        let random = BandwidthOptions {
+            access: Access::Random,
+            granularity: "4K".into(),
+            ..bw.clone()
+        };
+        let p = random.validate().unwrap();
+        assert_eq!((p.access, p.granularity_bytes), (Access::Random, 4096));
+        for (g, traffic, option) in [
+            ("100", Traffic::W2, "--granularity"),
+            ("0", Traffic::W2, "--granularity"),
+            ("2M", Traffic::W2, "--granularity"),
+            ("64", Traffic::Copy, "--access"),
+            ("64", Traffic::Triad, "--access"),
+        ] {
+            let e = BandwidthOptions {
+                granularity: g.into(),
+                traffic,
+                ..random.clone()
+            }
+            .validate()
+            .unwrap_err();
+            assert_eq!(e.option, option, "{g} {traffic:?}: {e}");
+        }
         let e = BandwidthOptions {
             size: "1".into(),
             ..bw.clone()

@@ -10,8 +10,9 @@ use dmalab_core::sys::tsc::{TimerCost, TscInfo};
 use dmalab_core::units::{fmt_bytes, fmt_ns};
 use std::fmt::Write;
 
+/// A bandwidth in the output unit every command uses (binary).
 fn gbs(b: f64) -> String {
-    format!("{:.2} GB/s", b / 1e9)
+    dmalab_core::units::fmt_rate(b)
 }
 
 /// The TSC and timer lines.
@@ -31,13 +32,22 @@ pub fn timing_lines(tsc: &TscInfo, timer: &TimerCost) -> String {
         _ => s.push_str("; CPUID gives no TSC frequency on this CPU"),
     }
     s.push_str(")\n");
+    // A CPU without rdtscp brackets with lfence+rdtsc+lfence and has no bare
+    // rdtscp pair to report (recorded as 0).
+    let (read, note, bare) = match timer.bare_rdtscp_pair_median_cycles {
+        0 => (
+            "lfence+rdtsc+lfence",
+            " (no rdtscp on this CPU)",
+            "-".to_string(),
+        ),
+        c => ("rdtscp+lfence", "", c.to_string()),
+    };
     let _ = writeln!(
         s,
-        "timer: rdtscp+lfence bracket {} cycles median (min {}) = {:.1} ns, subtracted from every sample; bare rdtscp pair {} cycles, bare rdtsc pair {} cycles; one rdtscp+lfence costs {:.0} cycles when repeated; TSC steps by {} cycle(s) = {:.1} ns (the resolution of a sample)",
+        "timer: {read} bracket{note} {} cycles median (min {}) = {:.1} ns, subtracted from every sample; bare rdtscp pair {bare} cycles, bare rdtsc pair {} cycles; one {read} costs {:.0} cycles when repeated; TSC steps by {} cycle(s) = {:.1} ns (the resolution of a sample)",
         timer.fenced_pair_median_cycles,
         timer.fenced_pair_min_cycles,
         timer.subtracted_ns,
-        timer.bare_rdtscp_pair_median_cycles,
         timer.bare_rdtsc_pair_median_cycles,
         timer.fenced_read_cost_cycles,
         timer.tsc_step_cycles,
@@ -208,8 +218,15 @@ pub fn bandwidth(plan: &BandwidthPlan, r: &BandwidthResult) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "dmalab probe bandwidth: {} traffic, {} per array per thread on {} pages, {} thread(s) on CPU {}, delay {} cycles/line",
+        "dmalab probe bandwidth: {} traffic{}, {} per array per thread on {} pages, {} thread(s) on CPU {}, delay {} cycles/line",
         plan.traffic.name(),
+        match plan.access {
+            crate::bandwidth::Access::Sequential => String::new(),
+            crate::bandwidth::Access::Random => format!(
+                " at random {}-byte blocks",
+                plan.granularity_bytes
+            ),
+        },
         fmt_bytes(plan.size_bytes as f64),
         plan.pages.name(),
         plan.cpus.len(),
@@ -244,7 +261,7 @@ pub fn bandwidth(plan: &BandwidthPlan, r: &BandwidthResult) -> String {
 pub fn loaded_header() -> String {
     format!(
         "{:>12} {:>12} {:>10} {:>10} {:>10} {:>10}",
-        "delay_cyc", "load_GB/s", "mean", "p50", "p99", "p99.9"
+        "delay_cyc", "load_GiB/s", "mean", "p50", "p99", "p99.9"
     )
 }
 
@@ -254,7 +271,7 @@ pub fn loaded_line(p: &LoadedPoint) -> String {
     format!(
         "{:>12} {:>12.2} {:>10} {:>10} {:>10} {:>10}",
         p.delay_cycles.map_or("idle".into(), |d| d.to_string()),
-        p.bw_bytes / 1e9,
+        p.bw_bytes / (1u64 << 30) as f64,
         fmt_ns(p.latency.mean_ns),
         q(50.0),
         q(99.0),

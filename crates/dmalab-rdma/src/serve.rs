@@ -56,6 +56,8 @@ pub struct ServeConfig {
     pub secret: Option<Secret>,
     /// Peer networks that may connect (`--allow`); empty: any.
     pub allow: Vec<AllowNet>,
+    /// Where the served buffer lives (`--membind`, `--buffer-file`).
+    pub placement: dmalab_core::placement::PlacementSpec,
 }
 
 /// `--max-clients` when not given: each connection costs a thread and a QP.
@@ -87,7 +89,7 @@ impl ServeConfig {
                 format!("{:?} is not between 1s and 1h", self.handshake_timeout),
             ));
         }
-        Ok(())
+        self.placement.validate(self.buffer_bytes)
     }
 }
 
@@ -179,6 +181,9 @@ pub struct ServeReport {
     pub total: DoneRecord,
     /// SHA-256 of the served buffer when serving ended (hex).
     pub buffer_sha256: String,
+    /// Where the served buffer's pages are (what backs them, the node(s)
+    /// the kernel put them on), read after they were filled.
+    pub buffer_placement: dmalab_core::placement::PlacementRecord,
     /// The NIC's counters over the session (None: the port has none).
     pub nic_counters: Option<Delta>,
     /// Seconds served.
@@ -192,7 +197,10 @@ pub fn serve(
     log: &(dyn Fn(&str) + Sync),
 ) -> Result<ServeReport, RdmaError> {
     let ctx = Context::open(&cfg.device)?;
-    let buf = RawBuffer::new(cfg.buffer_bytes, cfg.fill, "--buffer")?;
+    let buf = RawBuffer::placed(cfg.buffer_bytes, cfg.fill, "--buffer", &cfg.placement)?;
+    if let Some(l) = buf.placement.line() {
+        log(&format!("buffer: {l}"));
+    }
     // SAFETY: buf outlives the MR (mr is dropped before buf below: every
     // connection thread is joined and its Arc released first).
     let mr = Arc::new(unsafe {
@@ -298,6 +306,7 @@ pub fn serve(
         max_clients: cfg.max_clients,
         total,
         buffer_sha256: buf.sha256(),
+        buffer_placement: buf.placement.clone(),
         nic_counters: before.zip(after).and_then(|(b, a)| counters::delta(&b, &a)),
         duration_s: start.elapsed().as_secs_f64(),
     })
@@ -603,6 +612,9 @@ impl ServeReport {
             self.buffer_bytes
         );
         s.push_str(&format!("buffer sha256 {}\n", self.buffer_sha256));
+        if let Some(l) = self.buffer_placement.line() {
+            s.push_str(&format!("buffer {l}\n"));
+        }
         match &self.nic_counters {
             Some(d) => s.push_str(&format!("{}\n", d.summary())),
             None => s.push_str("NIC counters: none on this port\n"),

@@ -344,11 +344,26 @@ fn dl_error() -> String {
     }
 }
 
-/// The library to load: `DMALAB_IBVERBS_LIB` when set (tests point it at a
-/// library that is not there, or at `mock`, the fake verbs in
-/// [`crate::mock`]), else [`LIBRARY`].
+/// The environment variable the binary reads for [`use_library`] (a test
+/// seam: tests point it at a library that is not there, or at `mock`, the
+/// fake verbs in [`crate::mock`]).
+pub const LIBRARY_ENV: &str = "DMALAB_IBVERBS_LIB";
+
+static CHOSEN: OnceLock<String> = OnceLock::new();
+
+/// Chooses the library [`verbs`] loads instead of [`LIBRARY`] (`mock`,
+/// `mock:log=PATH`, or a library's name or path; None: [`LIBRARY`]). The
+/// library is loaded once per process, so only the first choice counts,
+/// and only before the first [`verbs`].
+pub fn use_library(name: Option<String>) {
+    if let Some(n) = name {
+        let _ = CHOSEN.set(n);
+    }
+}
+
+/// The library to load: the one [`use_library`] chose, else [`LIBRARY`].
 fn library() -> String {
-    std::env::var("DMALAB_IBVERBS_LIB").unwrap_or_else(|_| LIBRARY.to_string())
+    CHOSEN.get().cloned().unwrap_or_else(|| LIBRARY.to_string())
 }
 
 /// A symbol's address as the function pointer type `F`.

@@ -2,7 +2,7 @@
 
 use crate::experiment::Better;
 use crate::plan::PLAIN;
-use crate::record::{Results, RunRecord};
+use crate::record::{ControlOrder, Results, RunRecord};
 use crate::stats::{self, Mwu, Summary};
 use dmalab_core::schema::RunStatus;
 use serde::{Deserialize, Serialize};
@@ -30,13 +30,25 @@ pub struct Cell {
     pub failed: usize,
     /// Statistics of `values` (None without values).
     pub summary: Option<Summary>,
-    /// Slowdown against plain (>1 is worse: loaded/plain for lower-is-better
-    /// figures, plain/loaded for higher-is-better ones).
+    /// Slowdown factor against plain (>1 is worse: loaded/plain for
+    /// lower-is-better figures, plain/loaded for higher-is-better ones).
+    /// Not a change of the figure: see `change_pct`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slowdown: Option<f64>,
-    /// 95% bootstrap interval of the slowdown.
+    /// 95% bootstrap interval of the slowdown factor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slowdown_ci: Option<(f64, f64)>,
+    /// The change of the figure itself against plain, percent of plain's
+    /// mean (bandwidth 19.92 -> 11.07 GiB/s is -44.4), whatever its
+    /// direction; `change` says whether that is worse or better.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_pct: Option<f64>,
+    /// 95% bootstrap interval of `change_pct` (the slowdown's, mapped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_pct_ci: Option<(f64, f64)>,
+    /// `worse`, `better` or `same`, from the figure's direction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<Change>,
     /// Mann-Whitney U test against plain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mwu: Option<Mwu>,
@@ -182,6 +194,19 @@ pub struct Attribution {
     pub slowdown_vs_control: f64,
     /// Its 95% bootstrap interval.
     pub slowdown_vs_control_ci: (f64, f64),
+    /// The control's change of the figure against plain, percent (the
+    /// slowdown factor read as a change of the figure itself).
+    #[serde(default)]
+    pub control_change_pct: f64,
+    /// Its 95% bootstrap interval.
+    #[serde(default)]
+    pub control_change_pct_ci: (f64, f64),
+    /// The load's change of the figure against its control, percent.
+    #[serde(default)]
+    pub change_vs_control_pct: f64,
+    /// Its 95% bootstrap interval.
+    #[serde(default)]
+    pub change_vs_control_pct_ci: (f64, f64),
     /// `(loaded - control) / (loaded - plain)` of the means: the part of
     /// the slowdown against plain that the DMA caused.
     pub dma_share: f64,
@@ -189,16 +214,117 @@ pub struct Attribution {
     pub dma_share_ci: (f64, f64),
     /// The verdict in plain words.
     pub verdict: String,
+    /// Control runs (completed) that ran after their load in the same
+    /// repetition, and before it: the order alternates by repetition so
+    /// that drift of the host cannot pass for attribution.
+    #[serde(default)]
+    pub control_order: ControlOrderCount,
 }
 
-/// A ratio as a signed percentage: 1.05 -> `+5.00%`.
-fn pct(r: f64) -> String {
-    format!("{:+.2}%", (r - 1.0) * 100.0)
+/// How many control runs ran after and before their loads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlOrderCount {
+    /// Load, then control (files from before the order alternated count
+    /// here: that was their only order).
+    pub after_load: usize,
+    /// Control, then load.
+    pub before_load: usize,
 }
 
-/// A ratio's interval as percentages: `[+1.00, +9.00]`.
-fn pct_ci((lo, hi): (f64, f64)) -> String {
-    format!("[{:+.2}, {:+.2}]", (lo - 1.0) * 100.0, (hi - 1.0) * 100.0)
+impl ControlOrderCount {
+    /// Counts the completed control runs of `runs` by their order.
+    pub fn of(runs: &[&RunRecord]) -> Self {
+        let mut n = Self::default();
+        for r in runs.iter().filter(|r| r.status == RunStatus::Completed) {
+            match r.control.as_ref().and_then(|c| c.order) {
+                Some(ControlOrder::BeforeLoad) => n.before_load += 1,
+                _ => n.after_load += 1,
+            }
+        }
+        n
+    }
+
+    /// In words: `2 after the load, 1 before`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} after the load, {} before",
+            self.after_load, self.before_load
+        )
+    }
+}
+
+/// Whether a change of a figure is for the worse or the better, by the
+/// figure's direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Change {
+    /// Slower, or less bandwidth.
+    Worse,
+    /// Faster, or more bandwidth.
+    Better,
+    /// Equal means.
+    Same,
+}
+
+impl Change {
+    /// From a slowdown factor (>1 is worse).
+    pub fn of_slowdown(s: f64) -> Change {
+        if s > 1.0 {
+            Change::Worse
+        } else if s < 1.0 {
+            Change::Better
+        } else {
+            Change::Same
+        }
+    }
+
+    /// The word printed beside the change.
+    pub fn word(self) -> &'static str {
+        match self {
+            Change::Worse => "worse",
+            Change::Better => "better",
+            Change::Same => "same",
+        }
+    }
+}
+
+/// The change of the figure itself, percent, for a slowdown factor of
+/// `s` (>1 is worse): a lower-is-better figure changed by `s - 1`, a
+/// higher-is-better one by `1/s - 1` (a bandwidth whose slowdown factor is
+/// 1.8 fell by 44.4%).
+pub fn change_pct(s: f64, better: Better) -> f64 {
+    let ratio = match better {
+        Better::Lower => s,
+        Better::Higher => 1.0 / s,
+    };
+    (ratio - 1.0) * 100.0
+}
+
+/// The interval of [`change_pct`] for a slowdown interval: the map is
+/// monotone, so the percentile interval maps end to end (reversed for a
+/// higher-is-better figure).
+pub fn change_pct_ci((lo, hi): (f64, f64), better: Better) -> (f64, f64) {
+    let (a, b) = (change_pct(lo, better), change_pct(hi, better));
+    (a.min(b), a.max(b))
+}
+
+/// A change of the figure as text: `-44.43% worse`.
+fn pct(s: f64, better: Better) -> String {
+    format!(
+        "{:+.2}% {}",
+        change_pct(s, better),
+        Change::of_slowdown(s).word()
+    )
+}
+
+/// A change with its interval: `-44.43% [-46.00, -42.00] worse`.
+fn pct_ci(s: f64, ci: (f64, f64), better: Better) -> String {
+    let (lo, hi) = change_pct_ci(ci, better);
+    format!(
+        "{:+.2}% [{lo:+.2}, {hi:+.2}] {}",
+        change_pct(s, better),
+        Change::of_slowdown(s).word()
+    )
 }
 
 /// The slowdown of `v` against `base` (>1 is worse) and its interval.
@@ -232,20 +358,19 @@ pub fn attribute(
     let verdict = if n <= 2 {
         format!(
             "not attributable: n = {n} leaves no interval (control {})",
-            pct(cs)
+            pct(cs, better)
         )
     } else if vs_ci.0 > 1.0 {
-        format!("DMA effect: {} {}", pct(vs), pct_ci(vs_ci))
+        format!("DMA effect: {}", pct_ci(vs, vs_ci, better))
     } else if vs_ci.1 < 1.0 {
         format!(
-            "the control slowed the victim more than the load ({} {}): not a faithful control here",
-            pct(vs),
-            pct_ci(vs_ci)
+            "the control slowed the victim more than the load ({}): not a faithful control here",
+            pct_ci(vs, vs_ci, better)
         )
     } else {
         format!(
             "not distinguishable from the aggressor's CPU cost (control {})",
-            pct(cs)
+            pct(cs, better)
         )
     };
     Some(Attribution {
@@ -256,9 +381,14 @@ pub fn attribute(
         control_slowdown_ci: cs_ci,
         slowdown_vs_control: vs,
         slowdown_vs_control_ci: vs_ci,
+        control_change_pct: change_pct(cs, better),
+        control_change_pct_ci: change_pct_ci(cs_ci, better),
+        change_vs_control_pct: change_pct(vs, better),
+        change_vs_control_pct_ci: change_pct_ci(vs_ci, better),
         dma_share: share,
         dma_share_ci: share_ci,
         verdict,
+        control_order: ControlOrderCount::default(),
     })
 }
 
@@ -354,6 +484,9 @@ pub fn cells(res: &Results, noisy_cv_pct: f64) -> Vec<Cell> {
         } else {
             (None, None, None)
         };
+        let change = slowdown.map(Change::of_slowdown);
+        let change_pct_v = slowdown.map(|s| change_pct(s, first.better));
+        let change_ci = slowdown_ci.map(|ci| change_pct_ci(ci, first.better));
         let control_load = crate::plan::control_load(&k.2);
         let attribution = if loaded && k.3.is_none() && crate::plan::controlled(&k.2).is_none() {
             let control: Vec<&RunRecord> = res
@@ -366,7 +499,10 @@ pub fn cells(res: &Results, noisy_cv_pct: f64) -> Vec<Cell> {
                         && r.sweep_value.is_none()
                 })
                 .collect();
-            attribute(&control_load, &v, &values(&control), &pv, first.better)
+            attribute(&control_load, &v, &values(&control), &pv, first.better).map(|mut a| {
+                a.control_order = ControlOrderCount::of(&control);
+                a
+            })
         } else {
             None
         };
@@ -404,6 +540,9 @@ pub fn cells(res: &Results, noisy_cv_pct: f64) -> Vec<Cell> {
             summary,
             slowdown,
             slowdown_ci,
+            change_pct: change_pct_v,
+            change_pct_ci: change_ci,
+            change,
             mwu,
             aggressor_bw_bytes: bw,
             aggressor_cmd_per_s: cmd,
@@ -448,7 +587,7 @@ pub fn text_table(cells: &[Cell]) -> String {
         "median".into(),
         "sd".into(),
         "95% CI".into(),
-        "slowdown [95% CI]".into(),
+        "change vs plain [95% CI]".into(),
         "MWU p".into(),
         "flags".into(),
     ]];
@@ -472,8 +611,10 @@ pub fn text_table(cells: &[Cell]) -> String {
         };
         let slow = match (c.slowdown, c.slowdown_ci) {
             // A collapsed interval (n <= 2) is not printed as if it were one.
-            (Some(s), Some(_)) if c.values.len() <= 2 => format!("{} [n too small]", pct(s)),
-            (Some(s), Some(ci)) => format!("{} {}", pct(s), pct_ci(ci)),
+            (Some(s), Some(_)) if c.values.len() <= 2 => {
+                format!("{} [n too small]", pct(s, c.better))
+            }
+            (Some(s), Some(ci)) => pct_ci(s, ci, c.better),
             _ => "-".into(),
         };
         let p = c.mwu.map_or("-".into(), |m| format!("{:.3}", m.p));
@@ -536,6 +677,12 @@ fn align<const N: usize>(rows: &[[String; N]]) -> String {
     out
 }
 
+/// The n an attribution's intervals rest on: the fewer of the loaded and
+/// the control runs (as its verdict counts them).
+pub fn attribution_n(c: &Cell, a: &Attribution) -> usize {
+    c.values.len().min(a.control_n)
+}
+
 /// The attribution table (what `dmalab run` prints after the statistics
 /// when the experiment has control cycles): per loaded cell with a control,
 /// the slowdown against plain, the control's, the load's against its
@@ -546,9 +693,9 @@ pub fn attribution_table(cells: &[Cell]) -> Option<String> {
         "configuration".to_string(),
         "victim".into(),
         "load".into(),
-        "vs plain [95% CI]".into(),
+        "change vs plain [95% CI]".into(),
         "control vs plain".into(),
-        "vs control [95% CI]".into(),
+        "change vs control [95% CI]".into(),
         "DMA share [95% CI]".into(),
         "verdict".into(),
     ]];
@@ -561,26 +708,36 @@ pub fn attribution_table(cells: &[Cell]) -> Option<String> {
                 "-".into()
             }
         };
+        // At n <= 2 a bootstrap interval collapses: say so, as the
+        // statistics table does, instead of printing one.
+        let few = attribution_n(c, a) <= 2;
         rows.push([
             c.configuration.clone(),
             c.victim.clone(),
             c.load.clone(),
             match (c.slowdown, c.slowdown_ci) {
-                (Some(s), Some(ci)) => format!("{} {}", pct(s), pct_ci(ci)),
+                (Some(s), Some(_)) if c.values.len() <= 2 => {
+                    format!("{} [n too small]", pct(s, c.better))
+                }
+                (Some(s), Some(ci)) => pct_ci(s, ci, c.better),
                 _ => "-".into(),
             },
-            pct(a.control_slowdown),
-            format!(
-                "{} {}",
-                pct(a.slowdown_vs_control),
-                pct_ci(a.slowdown_vs_control_ci)
-            ),
-            format!(
-                "{} [{}, {}]",
-                fmt_share(a.dma_share),
-                fmt_share(a.dma_share_ci.0),
-                fmt_share(a.dma_share_ci.1)
-            ),
+            pct(a.control_slowdown, c.better),
+            if few {
+                format!("{} [n too small]", pct(a.slowdown_vs_control, c.better))
+            } else {
+                pct_ci(a.slowdown_vs_control, a.slowdown_vs_control_ci, c.better)
+            },
+            if few {
+                format!("{} [n too small]", fmt_share(a.dma_share))
+            } else {
+                format!(
+                    "{} [{}, {}]",
+                    fmt_share(a.dma_share),
+                    fmt_share(a.dma_share_ci.0),
+                    fmt_share(a.dma_share_ci.1)
+                )
+            },
             match &c.lost_cpu {
                 Some(l) => format!("{}; {l}", a.verdict),
                 None => a.verdict.clone(),
@@ -590,7 +747,18 @@ pub fn attribution_table(cells: &[Cell]) -> Option<String> {
     if rows.len() == 1 {
         return None;
     }
-    Some(align(&rows))
+    let order = cells.iter().filter_map(|c| c.attribution.as_ref()).fold(
+        ControlOrderCount::default(),
+        |n, a| ControlOrderCount {
+            after_load: n.after_load + a.control_order.after_load,
+            before_load: n.before_load + a.control_order.before_load,
+        },
+    );
+    Some(format!(
+        "{}control order: {} (alternated by repetition, so drift of the host falls on loads and controls alike)\n",
+        align(&rows),
+        order.describe()
+    ))
 }
 
 #[cfg(test)]
@@ -622,8 +790,9 @@ mod tests {
         // A control like the load: none of it is.
         let a = attribute("r/control", &loaded, &loaded, &plain, Better::Lower).unwrap();
         assert!(
-            a.verdict
-                .starts_with("not distinguishable from the aggressor's CPU cost (control +50.00%)"),
+            a.verdict.starts_with(
+                "not distinguishable from the aggressor's CPU cost (control +50.00% worse)"
+            ),
             "{}",
             a.verdict
         );
@@ -642,6 +811,72 @@ mod tests {
             "{}",
             a.verdict
         );
+    }
+
+    /// Issue 33: bandwidth 19.92 -> 11.07 GiB/s is a change of -44.43%,
+    /// worse (its slowdown factor is 1.80), and a latency 100 -> 150 ns one
+    /// of +50%, worse too; each interval maps end to end.
+    #[test]
+    fn a_change_is_the_change_of_the_figure_itself() {
+        let s = 19.92 / 11.07;
+        assert!((change_pct(s, Better::Higher) - -44.427_710_843_373_5).abs() < 1e-9);
+        assert_eq!(pct(s, Better::Higher), "-44.43% worse");
+        assert!((change_pct(1.5, Better::Lower) - 50.0).abs() < 1e-12);
+        assert_eq!(pct(1.5, Better::Lower), "+50.00% worse");
+        assert_eq!(pct(0.8, Better::Lower), "-20.00% better");
+        assert_eq!(pct(0.8, Better::Higher), "+25.00% better");
+        assert_eq!(
+            pct_ci(2.0, (1.6, 2.5), Better::Higher),
+            "-50.00% [-60.00, -37.50] worse"
+        );
+        assert_eq!(
+            pct_ci(2.0, (1.6, 2.5), Better::Lower),
+            "+100.00% [+60.00, +150.00] worse"
+        );
+    }
+
+    #[test]
+    fn attribution_table_prints_no_interval_at_n_2() {
+        let plain = [100.0, 101.0];
+        let loaded = [150.0, 151.0];
+        let control = [120.0, 119.0];
+        let cell = |values: &[f64], a: Option<Attribution>| {
+            let mut c: Cell = serde_json::from_value(serde_json::json!({
+                "configuration": "default", "victim": "v", "load": "r",
+                "unit": "ns", "better": "lower", "values": values,
+                "failed": 0, "summary": null, "noisy": false,
+            }))
+            .unwrap();
+            let (s, ci) = slowdown_of(values, &plain, Better::Lower);
+            c.slowdown = Some(s);
+            c.slowdown_ci = Some(ci);
+            c.attribution = a;
+            c
+        };
+        let a = attribute("r/control", &loaded, &control, &plain, Better::Lower);
+        let c2 = cell(&loaded, a);
+        let t = attribution_table(std::slice::from_ref(&c2)).unwrap();
+        let row = t.lines().nth(1).unwrap();
+        assert_eq!(row.matches("[n too small]").count(), 3, "{t}");
+        assert!(!row.contains(", "), "no interval printed: {t}");
+        // The report's table says the same.
+        let (html, _) = crate::report::attribution::section(&[c2]);
+        assert_eq!(html.matches("[n too small]").count(), 3, "{html}");
+        // With three runs each, the intervals are printed.
+        let plain3 = [100.0, 101.0, 99.0];
+        let loaded3 = [150.0, 151.0, 149.0];
+        let a = attribute(
+            "r/control",
+            &loaded3,
+            &[120.0, 119.0, 121.0],
+            &plain3,
+            Better::Lower,
+        );
+        let mut c = cell(&loaded3, a);
+        let (s, ci) = slowdown_of(&loaded3, &plain3, Better::Lower);
+        (c.slowdown, c.slowdown_ci) = (Some(s), Some(ci));
+        let t = attribution_table(&[c]).unwrap();
+        assert!(!t.contains("n too small"), "{t}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use crate::analysis::{self, fmt_value, Cell};
 use crate::error::RunError;
+use crate::experiment::Better;
 use crate::record::{self, Results};
 use crate::stats;
 use serde_json::Value;
@@ -73,8 +74,10 @@ fn compare_docs(a: &Value, b: &Value, an: &str, bn: &str) -> String {
     out
 }
 
-/// Compares two files; returns the text to print.
-pub fn compare(a: &Path, b: &Path) -> Result<String, RunError> {
+/// Compares two files; returns the text to print. Two result documents of
+/// one command show the figures that matter with their change; `all` (or
+/// documents of two commands) shows every differing number and setting.
+pub fn compare(a: &Path, b: &Path, all: bool) -> Result<String, RunError> {
     let (an, bn) = (a.display().to_string(), b.display().to_string());
     match (record::read_for_report(a), record::read_for_report(b)) {
         (Ok(mut ra), Ok(mut rb)) => {
@@ -94,6 +97,18 @@ pub fn compare(a: &Path, b: &Path) -> Result<String, RunError> {
         (ea, eb) => {
             let va = result_doc(a, ea)?;
             let vb = result_doc(b, eb)?;
+            if va["command"] == vb["command"] && !all {
+                let (Ok(da), Ok(db)) = (
+                    crate::document::from_value(a, va.clone()),
+                    crate::document::from_value(b, vb.clone()),
+                ) else {
+                    return Ok(compare_docs(&va, &vb, &an, &bn));
+                };
+                return Ok(format!(
+                    "{}(every differing number and setting: dmalab compare --all)\n",
+                    crate::document::compare(&da, &db)
+                ));
+            }
             let mut out = String::new();
             if va["command"] != vb["command"] {
                 out.push_str(&format!(
@@ -169,8 +184,20 @@ fn cell_rows(ca: &[Cell], cb: &[Cell]) -> Vec<[String; 6]> {
             x.summary.as_ref().map(|s| s.mean),
             y.summary.as_ref().map(|s| s.mean),
         );
+        // The change of the figure itself, and whether that is worse or
+        // better by the figure's direction (a bandwidth that fell is worse).
         let change = match (ma, mb) {
-            (Some(a), Some(b)) if a != 0.0 => format!("{:+.2}%", (b / a - 1.0) * 100.0),
+            (Some(a), Some(b)) if a != 0.0 => {
+                let s = match x.better {
+                    Better::Lower => b / a,
+                    Better::Higher => a / b,
+                };
+                format!(
+                    "{:+.2}% {}",
+                    (b / a - 1.0) * 100.0,
+                    analysis::Change::of_slowdown(s).word()
+                )
+            }
             _ => String::new(),
         };
         let m = stats::mann_whitney(&y.values, &x.values, None);
@@ -273,7 +300,7 @@ mod tests {
         std::fs::write(&a, &seed).unwrap();
         std::fs::write(&b, format!("{seed}{seed}")).unwrap();
         let once = record::read(&a).unwrap().runs.len();
-        let text = compare(&a, &b).unwrap();
+        let text = compare(&a, &b, true).unwrap();
         assert!(
             text.starts_with(&format!("note: B repeats {once} run record(s)")),
             "{text}"

@@ -1,6 +1,7 @@
 //! The list of runs an experiment makes, in the order they are made.
 
 use crate::experiment::{Experiment, Order, CONTROL_SUFFIX};
+use crate::record::ControlOrder;
 
 /// The load name of a run without an aggressor.
 pub const PLAIN: &str = "plain";
@@ -46,16 +47,32 @@ pub fn load_name(e: &Experiment, p: &PlannedRun) -> String {
     }
 }
 
+/// Where repetition `repetition`'s control cycles run against its loads.
+///
+/// Cycle order alternates by repetition, ABBA-style: the first repetition
+/// (and every other one after it: 1, 3, 5...) runs its controls after the
+/// loads, the others (2, 4...) before them, so a slow drift of the host
+/// falls on loads and controls alike instead of always on the second. The
+/// first must be after: a control is paced at the command rate its
+/// aggressor reached, and before the first loaded run there is none.
+/// Blocked order runs every repetition of a control after all of its load's.
+pub fn control_order(e: &Experiment, repetition: u32) -> ControlOrder {
+    match e.order {
+        Order::Cycle if repetition.is_multiple_of(2) => ControlOrder::BeforeLoad,
+        _ => ControlOrder::AfterLoad,
+    }
+}
+
 /// Expands an experiment into its runs.
 ///
 /// Cycle order (the default, as the thesis): for each configuration, for
 /// each repetition, for each victim: plain, then every load. Blocked order
 /// makes all repetitions of one load before the next. Control cycles come
-/// after the loads (plain, loads, controls), so slow drift of the machine
-/// hits all three alike, and each control runs after the aggressor whose
-/// measured command rate paces it. Sweep mode: for each
-/// configuration and repetition, each victim runs plain (unless turned
-/// off) and then beside the swept aggressor at each value.
+/// after the loads in odd repetitions (plain, loads, controls) and before
+/// them in even ones (plain, controls, loads; see [`control_order`]).
+/// Sweep mode: for each configuration and repetition, each victim runs
+/// plain (unless turned off) and then beside the swept aggressor at each
+/// value.
 pub fn expand(e: &Experiment) -> Vec<PlannedRun> {
     let mut runs = Vec::new();
     let mut push = |c, r, v, (a, control): (Option<usize>, bool), s: Option<String>| {
@@ -69,13 +86,15 @@ pub fn expand(e: &Experiment) -> Vec<PlannedRun> {
             control,
         })
     };
-    let mut loads: Vec<(Option<usize>, bool)> = vec![(None, false)];
-    loads.extend((0..e.aggressors.len()).map(|a| (Some(a), false)));
-    loads.extend(
-        (0..e.aggressors.len())
-            .filter(|&a| e.aggressors[a].control.is_some())
-            .map(|a| (Some(a), true)),
-    );
+    let aggressors: Vec<(Option<usize>, bool)> =
+        (0..e.aggressors.len()).map(|a| (Some(a), false)).collect();
+    let controls: Vec<(Option<usize>, bool)> = (0..e.aggressors.len())
+        .filter(|&a| e.aggressors[a].control.is_some())
+        .map(|a| (Some(a), true))
+        .collect();
+    let plain = [(None, false)];
+    let loads = [&plain[..], &aggressors, &controls].concat();
+    let controls_first = [&plain[..], &controls, &aggressors].concat();
     for c in 0..e.configurations.len() {
         if let Some(s) = &e.sweep {
             let a = e.aggressors.iter().position(|a| a.name == s.aggressor);
@@ -94,8 +113,12 @@ pub fn expand(e: &Experiment) -> Vec<PlannedRun> {
         match e.order {
             Order::Cycle => {
                 for r in 1..=e.repetitions {
+                    let order = match control_order(e, r) {
+                        ControlOrder::AfterLoad => &loads,
+                        ControlOrder::BeforeLoad => &controls_first,
+                    };
                     for v in 0..e.victims.len() {
-                        for &a in &loads {
+                        for &a in order {
                             push(c, r, v, a, None);
                         }
                     }
@@ -166,7 +189,7 @@ mod tests {
     }
 
     #[test]
-    fn controls_run_after_the_loads_in_each_cycle() {
+    fn controls_alternate_after_and_before_the_loads_by_repetition() {
         let e = crate::experiment::parse(
             Path::new("t.toml"),
             "[experiment]\nrepetitions = 2\ncontrol = \"auto\"\n[[aggressor]]\nname=\"random\"\n[[aggressor]]\nname=\"single\"\ncontrol=\"none\"\n[[victim]]\nname=\"v\"\ncommand=\"idle\"\nduration=\"1s\"\n",
@@ -176,12 +199,18 @@ mod tests {
             .iter()
             .map(|r| (r.repetition, load_name(&e, r)))
             .collect();
-        let want = |r: u32| {
-            ["plain", "random", "single", "random/control"]
-                .map(|l| (r, l.to_string()))
-                .to_vec()
-        };
-        assert_eq!(names, [want(1), want(2)].concat());
+        let want = |r: u32, loads: [&str; 4]| loads.map(|l| (r, l.to_string())).to_vec();
+        assert_eq!(
+            names,
+            [
+                want(1, ["plain", "random", "single", "random/control"]),
+                want(2, ["plain", "random/control", "random", "single"])
+            ]
+            .concat()
+        );
+        assert_eq!(control_order(&e, 1), ControlOrder::AfterLoad);
+        assert_eq!(control_order(&e, 2), ControlOrder::BeforeLoad);
+        assert_eq!(control_order(&e, 3), ControlOrder::AfterLoad);
         assert_eq!(
             load_names(&e),
             ["plain", "random", "single", "random/control"]

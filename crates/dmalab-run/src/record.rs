@@ -6,6 +6,7 @@ use crate::experiment::Better;
 use dmalab_core::host::HostInfo;
 use dmalab_core::schema::{RunStatus, ToolInfo};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -326,6 +327,28 @@ pub struct ControlRecord {
     /// The `--rate-iops` the control was given (None: unpaced).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_iops: Option<u64>,
+    /// Whether it ran after its aggressor's run of the same repetition or
+    /// before it (None in files written before the order alternated: after).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<ControlOrder>,
+    /// The repetition whose loaded run measured `target_cmd_per_s`: the
+    /// same one after the load, an earlier one before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paced_by_repetition: Option<u32>,
+}
+
+/// Where a control cycle runs against its aggressor's run of the same
+/// repetition. Alternating the two (ABBA) keeps a slow drift of the host
+/// from favouring either side: with the control always second, a host that
+/// slowly gets busier would make every control look worse than its load,
+/// and the DMA look harmless.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ControlOrder {
+    /// Load, then control.
+    AfterLoad,
+    /// Control, then load.
+    BeforeLoad,
 }
 
 /// What makes a run that run: its host (in a merged file), its position in
@@ -465,6 +488,60 @@ struct Kind<'a> {
     record: Option<std::borrow::Cow<'a, str>>,
 }
 
+/// The first latency summary (an object with `buckets` of `lo_ns`/`hi_ns`/
+/// `count`) in a result, nearest the top.
+pub fn find_latency(v: &Value) -> Option<&Value> {
+    let mut queue = vec![v];
+    while !queue.is_empty() {
+        let mut next = Vec::new();
+        for x in queue {
+            match x {
+                Value::Object(m) => {
+                    if let Some(Value::Array(b)) = m.get("buckets") {
+                        if b.first()
+                            .is_some_and(|e| e.get("lo_ns").is_some() && e.get("count").is_some())
+                        {
+                            return Some(x);
+                        }
+                    }
+                    next.extend(m.values());
+                }
+                Value::Array(a) => next.extend(a.iter()),
+                _ => {}
+            }
+        }
+        queue = next;
+    }
+    None
+}
+
+/// The latency summary that goes with a run's figure: the nearest one at or
+/// under an ancestor of the metric's pointer (`/result/total/all/mean_ns`
+/// -> `/total/all/lat`), else the first one nearest the top.
+pub fn latency_for(r: &RunRecord) -> Option<&Value> {
+    let res = r.victim_result.as_ref()?;
+    let has = |v: &Value| {
+        v.get("buckets")
+            .and_then(|b| b.as_array())
+            .is_some_and(|b| b.first().is_some_and(|e| e.get("lo_ns").is_some()))
+    };
+    let mut p = r.metric.strip_prefix("/result").unwrap_or("").to_string();
+    while let Some((parent, _)) = p.rsplit_once('/') {
+        p = parent.to_string();
+        if let Some(v) = res.pointer(&p) {
+            if has(v) {
+                return Some(v);
+            }
+            if let Value::Object(m) = v {
+                if let Some(child) = m.values().find(|c| has(c)) {
+                    return Some(child);
+                }
+            }
+        }
+    }
+    find_latency(res)
+}
+
 /// Drops from a run what the report does not use: of the victim's document
 /// its latency summary and counters stay, of the aggressor's its `bw_bytes`
 /// and counters; the victim's command line and the experiment's hash (the
@@ -484,7 +561,7 @@ fn slim(r: &mut RunRecord) {
         }
         (!m.is_empty()).then_some(serde_json::Value::Object(m))
     }
-    let lat = crate::report::latency_for(r).cloned();
+    let lat = latency_for(r).cloned();
     r.victim_result = keep(
         r.victim_result.as_ref(),
         &[("latency", lat), ("counters", None)],

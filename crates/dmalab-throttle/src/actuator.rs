@@ -57,13 +57,13 @@ pub trait Actuator {
 /// A `dmalab load` child, through its rate-control and live-stats pages.
 pub struct LoadActuator {
     ctl: RateControl,
-    live: dmalab_run::livestats::LiveStats,
+    live: dmalab_core::livestats::Reader,
     last: Option<(u64, u64)>,
 }
 
 impl LoadActuator {
     /// Maps both pages (the load has created them).
-    pub fn new(ctl: RateControl, live: dmalab_run::livestats::LiveStats) -> Self {
+    pub fn new(ctl: RateControl, live: dmalab_core::livestats::Reader) -> Self {
         Self {
             ctl,
             live,
@@ -83,7 +83,7 @@ impl Actuator for LoadActuator {
     }
 
     fn delivered(&mut self) -> Option<f64> {
-        let s = self.live.snapshot();
+        let s = self.live.snapshot().ok()?;
         let now = (s.data_bytes, s.taken_ns);
         let prev = self.last.replace(now)?;
         let dt = now.1.saturating_sub(prev.1) as f64 / 1e9;

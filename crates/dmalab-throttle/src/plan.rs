@@ -60,6 +60,10 @@ pub struct Options {
     pub pi_margin: f64,
     /// `--pi-boost-max`.
     pub pi_boost_max: f64,
+    /// `--model-margin`.
+    pub model_margin: f64,
+    /// `--model-probe`.
+    pub model_probe: bool,
     /// `--settle-band`.
     pub settle_band: f64,
     /// `--sweep`.
@@ -394,6 +398,8 @@ pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
     params.pi_ki = o.pi_ki;
     params.pi_margin = o.pi_margin;
     params.pi_boost_max = o.pi_boost_max;
+    params.model_margin = o.model_margin;
+    params.model_probe = o.model_probe;
     params.validate()?;
     if !(o.settle_band > 0.0 && o.settle_band < 1.0) {
         return Err(UsageError::new(
@@ -491,6 +497,7 @@ mod tests {
             pi_ki: 0.15,
             pi_margin: 0.1,
             pi_boost_max: 4.0,
+            model_margin: 0.1,
             settle_band: 0.1,
             sweep_points: 5,
             sweep_repeat: 2,
@@ -570,6 +577,7 @@ mod tests {
             ),
             ("--interval", Box::new(|o| o.interval = "10ms".into())),
             ("--pi-margin", Box::new(|o| o.pi_margin = 1.5)),
+            ("--model-margin", Box::new(|o| o.model_margin = 0.0)),
             (
                 "--start-rate",
                 Box::new(|o| o.start_rate = Some("1G".into())),

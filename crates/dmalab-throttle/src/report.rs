@@ -6,7 +6,7 @@
 
 use crate::session::{Config, LoopResult, ThrottleResult};
 use dmalab_core::units::fmt_bytes;
-use dmalab_run::report::svg::{esc, nice_max, Canvas, Scale, PALETTE};
+use dmalab_run::draw::{esc, nice_max, Canvas, Scale, PALETTE};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -47,7 +47,7 @@ pub fn text(cfg: &Config, r: &ThrottleResult) -> String {
             l.slo.text,
             l.slo_limit,
             r.victim_unit,
-            fmt_bytes(l.settled_rate_bytes_per_s),
+            l.settled_rate_bytes_per_s.map_or("-".into(), fmt_bytes),
             l.settled_delivered_bytes_per_s.map_or("-".into(), fmt_bytes),
             l.slo.stat.name(),
             l.settled_victim_metric,
@@ -57,6 +57,14 @@ pub fn text(cfg: &Config, r: &ThrottleResult) -> String {
             l.series.len(),
             100.0 * l.violation_share,
             pct(l.violation_share_after_settle)
+        );
+        let _ = writeln!(
+            s,
+            "    {}{}",
+            l.outcome.line(l.settled_rate_bytes_per_s),
+            l.dma_attributable_share.map_or(String::new(), |d| format!(
+                " (DMA-attributable share of the change at the maximum rate: {d:.2})"
+            ))
         );
     }
     for v in &r.frontier {
@@ -336,14 +344,14 @@ pub fn html(doc: &serde_json::Value) -> Result<(String, usize), String> {
             l.series.len(),
             100.0 * l.violation_share,
             pct(l.violation_share_after_settle),
-            fmt_bytes(l.settled_rate_bytes_per_s),
+            l.settled_rate_bytes_per_s.map_or("-".into(), fmt_bytes),
             l.settle_time_s.map_or("never".into(), |t| format!("{t:.0} s"))
         );
     }
     let html = format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"generator\" content=\"dmalab {}\"><title>dmalab throttle report</title><style>{}</style></head>\n<body data-plots=\"{plots}\">\n{body}</body></html>\n",
         esc(doc["tool"]["version"].as_str().unwrap_or("")),
-        dmalab_run::report::STYLE
+        dmalab_run::draw::STYLE
     );
     Ok((html, plots))
 }
@@ -368,7 +376,7 @@ mod tests {
                 violated: k == 2,
             })
             .collect();
-        let l = summarize_loop(&slo, 100.0, 150.0, series, 1.0, 0.1);
+        let l = summarize_loop(&slo, 100.0, 150.0, series, 1.0, 0.1, (1e6, 1e9));
         let r = ThrottleResult {
             victim_unit: "ns".into(),
             baseline: [("p99".to_string(), 100.0)].into_iter().collect(),

@@ -6,11 +6,10 @@
 use crate::actuator::{Actuator, IoMax, IoMaxKey, LoadActuator};
 use crate::controller::{Controller, Params};
 use crate::slo::{Slo, Stat};
-use crate::victim::{stop_group, tail, Figures, NoFigure, Victim, VictimSpec};
+use crate::victim::{stop_group, Figures, NoFigure, Victim, VictimSpec, TAIL_LINES};
 use dmalab_core::ratecontrol::RateControl;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -133,9 +132,11 @@ pub struct LoopResult {
     pub slo_limit: f64,
     /// The time series.
     pub series: Vec<Point>,
-    /// Median rate target over the last third of the loop, bytes/s.
-    pub settled_rate_bytes_per_s: f64,
-    /// Median delivered rate over the last third, bytes/s.
+    /// Median rate target over the last third of the loop, bytes/s; None
+    /// (JSON null) when the loop never settled.
+    pub settled_rate_bytes_per_s: Option<f64>,
+    /// Median delivered rate over the last third, bytes/s; None when the
+    /// loop never settled.
     pub settled_delivered_bytes_per_s: Option<f64>,
     /// Median victim figure over the last third, victim unit.
     pub settled_victim_metric: f64,
@@ -152,6 +153,63 @@ pub struct LoopResult {
     pub violations_after_settle: usize,
     /// Their share of the intervals after settling (None: never settled).
     pub violation_share_after_settle: Option<f64>,
+    /// What the loop found.
+    pub outcome: Outcome,
+    /// The share of the victim's change at the maximum rate that the
+    /// rate is answerable for, `(at max - at min) / (at max - baseline)`:
+    /// the figure at the minimum rate is the control (the aggressor
+    /// present, moving next to nothing), as the control cycle of `dmalab
+    /// run` is. 1: all of it is the DMA's; 0: the aggressor's presence
+    /// alone does it. None without figures at both ends (the loop's own
+    /// intervals, or the sweep's) or when the victim did not change.
+    #[serde(default)]
+    pub dma_attributable_share: Option<f64>,
+}
+
+/// What a closed loop found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Outcome {
+    /// It settled at a rate inside the range.
+    Settled,
+    /// It settled at the maximum rate with the SLO met: the victim needs
+    /// no throttling in this range.
+    HoldsAtMax,
+    /// Past the bound at the minimum rate, where it settled: the slowdown
+    /// is the aggressor's presence, not its rate; no rate limit can help.
+    NoRateMeets {
+        /// The victim's figure at the minimum rate over its baseline
+        /// (0.81: a bandwidth at 81% of it; 1.3: a latency 30% above).
+        figure_ratio_at_min: f64,
+    },
+    /// The rate was still moving in the loop's last third.
+    NeverSettled,
+}
+
+impl Outcome {
+    /// The one line that says it (`settled` is the settled rate, bytes/s).
+    pub fn line(&self, settled: Option<f64>) -> String {
+        use dmalab_core::units::fmt_bytes;
+        match self {
+            Outcome::Settled => format!(
+                "settled at {}/s",
+                settled.map_or("-".into(), fmt_bytes)
+            ),
+            Outcome::HoldsAtMax => "the SLO holds at the maximum rate".into(),
+            Outcome::NoRateMeets { figure_ratio_at_min } => format!(
+                "no rate meets the SLO: at the minimum rate the victim is at x{figure_ratio_at_min:.2}; see the control cycle in `dmalab run`"
+            ),
+            Outcome::NeverSettled => "never settled (raise --intervals)".into(),
+        }
+    }
+}
+
+/// `(loaded - control) / (loaded - plain)`: the DMA-attributable share,
+/// as `dmalab run` computes it. None when the loaded figure is within
+/// 0.5% of the plain one (nothing to attribute).
+pub fn dma_share(plain: f64, control: f64, loaded: f64) -> Option<f64> {
+    let d = loaded - plain;
+    (d.abs() > 0.005 * plain.abs() && control.is_finite()).then(|| (loaded - control) / d)
 }
 
 /// One fixed-rate measurement of the sweep.
@@ -215,12 +273,16 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Settling of a rate series: (settled rate, index from which every rate
-/// stays within `band` x range of it).
-pub fn settling(rates: &[f64], band: f64) -> (f64, Option<usize>) {
+/// stays within `band` of it). The settled rate is the median of the last
+/// third; a series settled only if it stayed in the band for at least that
+/// last third: a loop still moving at its end (one whose last interval
+/// or two happen to lie near the median) has no settled rate, None both.
+pub fn settling(rates: &[f64], band: f64) -> (Option<f64>, Option<usize>) {
     if rates.is_empty() {
-        return (f64::NAN, None);
+        return (None, None);
     }
-    let tail = &rates[rates.len() - (rates.len() / 3).max(1)..];
+    let third = (rates.len() / 3).max(1);
+    let tail = &rates[rates.len() - third..];
     let settled = median(tail.to_vec());
     let hi = rates.iter().cloned().fold(f64::MIN, f64::max);
     let lo = rates.iter().cloned().fold(f64::MAX, f64::min);
@@ -233,10 +295,14 @@ pub fn settling(rates: &[f64], band: f64) -> (f64, Option<usize>) {
             break;
         }
     }
-    (settled, from)
+    match from {
+        Some(i) if i <= rates.len() - third => (Some(settled), Some(i)),
+        _ => (None, None),
+    }
 }
 
-/// Builds a loop's result from its series.
+/// Builds a loop's result from its series; `range` is the controller's
+/// (min, max) rate, bytes/s.
 pub fn summarize_loop(
     slo: &Slo,
     baseline: f64,
@@ -244,6 +310,7 @@ pub fn summarize_loop(
     series: Vec<Point>,
     interval_s: f64,
     band: f64,
+    range: (f64, f64),
 ) -> LoopResult {
     let rates: Vec<f64> = series.iter().map(|p| p.rate_target_bytes_per_s).collect();
     let (settled, from) = settling(&rates, band);
@@ -258,12 +325,42 @@ pub fn summarize_loop(
     let violations = series.iter().filter(|p| p.violated).count();
     let after: &[Point] = from.map_or(&[], |i| &series[i..]);
     let va = after.iter().filter(|p| p.violated).count();
+    // The victim's median figure over the loop's intervals at one end.
+    let at = |rate: f64| {
+        let v: Vec<f64> = series
+            .iter()
+            .filter(|p| (p.rate_target_bytes_per_s - rate).abs() <= 1e-6 * rate)
+            .map(|p| p.victim_metric)
+            .collect();
+        (!v.is_empty()).then(|| median(v))
+    };
+    let outcome = match settled {
+        None => Outcome::NeverSettled,
+        Some(s) => {
+            let held = median(after.iter().map(|p| p.victim_metric).collect());
+            let meets = slo.slack(held, limit) >= 0.0;
+            if s <= range.0 * (1.0 + band) && !meets {
+                Outcome::NoRateMeets {
+                    figure_ratio_at_min: held / baseline,
+                }
+            } else if s >= range.1 / (1.0 + band) && meets {
+                Outcome::HoldsAtMax
+            } else {
+                Outcome::Settled
+            }
+        }
+    };
+    let dma_attributable_share = match (at(range.0), at(range.1)) {
+        (Some(lo), Some(hi)) => dma_share(baseline, lo, hi),
+        _ => None,
+    };
     LoopResult {
         slo: slo.clone(),
         baseline,
         slo_limit: limit,
         settled_rate_bytes_per_s: settled,
-        settled_delivered_bytes_per_s: (!delivered.is_empty()).then(|| median(delivered)),
+        settled_delivered_bytes_per_s: (settled.is_some() && !delivered.is_empty())
+            .then(|| median(delivered)),
         settled_victim_metric: metric,
         settled_slowdown: slo.slowdown(metric, baseline),
         settle_time_s: from.map(|i| i as f64 * interval_s),
@@ -275,6 +372,8 @@ pub fn summarize_loop(
         },
         violations_after_settle: va,
         violation_share_after_settle: (!after.is_empty()).then(|| va as f64 / after.len() as f64),
+        outcome,
+        dma_attributable_share,
         series,
     }
 }
@@ -337,7 +436,7 @@ impl Aggressor {
         let ctl = dir.join("aggressor.rate");
         let stderr = dir.join("aggressor.stderr");
         let mut cmd = Command::new(exe);
-        crate::victim::die_with_parent(&mut cmd);
+        dmalab_core::process::prepare(&mut cmd, &crate::victim::setup());
         let child = cmd
             .arg("load")
             .args(args)
@@ -353,7 +452,6 @@ impl Aggressor {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).map_err(io("aggressor stderr file"))?)
-            .process_group(0)
             .spawn()
             .map_err(io("cannot start the aggressor (dmalab load)"))?;
         let mut a = Aggressor { child, stderr };
@@ -364,13 +462,15 @@ impl Aggressor {
                 return Err(SessionError::Child(format!(
                     "the aggressor (dmalab load {}) ended before it ran ({st}): {}",
                     args.join(" "),
-                    tail(&a.stderr)
+                    dmalab_core::process::tail_line(&a.stderr, TAIL_LINES)
                 )));
             }
-            let l = dmalab_run::livestats::LiveStats::open(&live).ok().flatten();
+            let l = dmalab_core::livestats::Reader::open(&live).ok().flatten();
             let c = RateControl::open(&ctl).ok().flatten();
             if let (Some(l), Some(c)) = (l, c) {
-                if l.snapshot().state == dmalab_run::livestats::State::Running {
+                if l.snapshot()
+                    .is_ok_and(|s| s.state == dmalab_core::livestats::State::Running)
+                {
                     return Ok((a, LoadActuator::new(c, l)));
                 }
             }
@@ -378,7 +478,7 @@ impl Aggressor {
                 stop_group(&mut a.child);
                 return Err(SessionError::Child(format!(
                     "the aggressor did not start within 120 s: {}",
-                    tail(&a.stderr)
+                    dmalab_core::process::tail_line(&a.stderr, TAIL_LINES)
                 )));
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -567,7 +667,8 @@ fn closed_loops_and_sweep(
     for slo in &cfg.slos {
         let baseline = result.baseline[slo.stat.name()];
         let limit = slo.limit(baseline);
-        let mut ctl = Controller::new(cfg.controller, cfg.start_rate_bytes_per_s);
+        let mut ctl = Controller::new(cfg.controller, cfg.start_rate_bytes_per_s)
+            .with_baseline_slack(slo.slack(baseline, limit));
         act.set(ctl.rate())?;
         // The first interval is partly at the old rate.
         for _ in 0..cfg.warmup_intervals {
@@ -607,10 +708,18 @@ fn closed_loops_and_sweep(
             let next = ctl.step(slack);
             act.set(next)?;
         }
-        let l = summarize_loop(slo, baseline, limit, series, interval_s, cfg.settle_band);
+        let l = summarize_loop(
+            slo,
+            baseline,
+            limit,
+            series,
+            interval_s,
+            cfg.settle_band,
+            (cfg.controller.min_rate, cfg.controller.max_rate),
+        );
         progress(&format!(
-            "closed loop: settled at {}/s (delivered {}/s), slowdown {:.3}, settle time {}, violations {} of {} ({:.1}%; {} after settling)",
-            dmalab_core::units::fmt_bytes(l.settled_rate_bytes_per_s),
+            "closed loop: {} (delivered {}/s), slowdown {:.3}, settle time {}, violations {} of {} ({:.1}%; {} after settling)",
+            l.outcome.line(l.settled_rate_bytes_per_s),
             l.settled_delivered_bytes_per_s
                 .map_or("-".into(), dmalab_core::units::fmt_bytes),
             l.settled_slowdown,
@@ -703,6 +812,24 @@ fn closed_loops_and_sweep(
         .iter()
         .map(|l| verdict(l, &result.sweep, l.baseline))
         .collect();
+    // The sweep's ends are a control measurement for loops that did not
+    // visit both ends themselves.
+    for l in &mut result.loops {
+        if l.dma_attributable_share.is_none() {
+            let at = |rate: f64| {
+                let v: Vec<f64> = result
+                    .sweep
+                    .iter()
+                    .filter(|p| (p.rate_target_bytes_per_s - rate).abs() <= 1e-6 * rate)
+                    .filter_map(|p| p.victim.get(l.slo.stat.name()).copied())
+                    .collect();
+                (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+            };
+            if let (Some(a), Some(b)) = (at(lo), at(hi)) {
+                l.dma_attributable_share = dma_share(l.baseline, a, b);
+            }
+        }
+    }
     Ok(())
 }
 
@@ -728,11 +855,112 @@ mod tests {
     fn settling_finds_the_last_excursion() {
         let r = [10.0, 50.0, 90.0, 70.0, 61.0, 60.0, 59.0, 60.0, 60.5, 60.0];
         let (s, from) = settling(&r, 0.05);
-        assert!((s - 60.0).abs() < 1.0, "{s}");
+        assert!(s.is_some_and(|s| (s - 60.0).abs() < 1.0), "{s:?}");
         assert_eq!(from, Some(4));
         // A rate that keeps swinging never settles.
-        let (_, from) = settling(&[1.0, 100.0, 1.0, 100.0, 1.0, 100.0], 0.05);
-        assert_eq!(from, None);
+        let (s, from) = settling(&[1.0, 100.0, 1.0, 100.0, 1.0, 100.0], 0.05);
+        assert_eq!((s, from), (None, None));
+    }
+
+    #[test]
+    fn a_loop_still_moving_in_its_last_third_never_settled() {
+        // Regression (issue 34): the last two of nine rates near the
+        // median of the last third counted as settled at interval 7.
+        let r = [10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 400.0, 700.0, 700.0];
+        assert_eq!(settling(&r, 0.1), (None, None));
+        let slo = Slo::parse("--slo", "p99 <= 1.5 x baseline").unwrap();
+        let pts: Vec<Point> = r
+            .iter()
+            .enumerate()
+            .map(|(k, &rate)| Point {
+                t_s: k as f64,
+                rate_target_bytes_per_s: rate,
+                delivered_bytes_per_s: Some(rate),
+                victim_metric: 120.0,
+                slo_limit: 150.0,
+                slack: 0.2,
+                violated: false,
+            })
+            .collect();
+        let l = summarize_loop(&slo, 100.0, 150.0, pts, 1.0, 0.1, (10.0, 1000.0));
+        assert_eq!(l.outcome, Outcome::NeverSettled);
+        assert_eq!(l.settle_time_s, None);
+        let j = serde_json::to_value(&l).unwrap();
+        assert!(j["settled_rate_bytes_per_s"].is_null(), "{j}");
+        assert!(j["settled_delivered_bytes_per_s"].is_null(), "{j}");
+        assert_eq!(j["outcome"]["kind"], "never_settled");
+        assert_eq!(
+            l.outcome.line(l.settled_rate_bytes_per_s),
+            "never settled (raise --intervals)"
+        );
+    }
+
+    fn flat(rate: f64, metric: f64, n: usize) -> Vec<Point> {
+        (0..n)
+            .map(|k| Point {
+                t_s: k as f64,
+                rate_target_bytes_per_s: rate,
+                delivered_bytes_per_s: Some(rate),
+                victim_metric: metric,
+                slo_limit: 90.0,
+                slack: (metric - 90.0) / 90.0,
+                violated: metric < 90.0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_loop_held_at_the_minimum_past_the_bound_says_no_rate_meets_the_slo() {
+        // Bandwidth at 81% of its baseline at the minimum rate (the
+        // tmpfs-loop aggressor of the 2026-11-24 benchmark).
+        let slo = Slo::parse("--slo", "bw >= 0.9 x baseline").unwrap();
+        let mut pts = flat(1000.0, 70.0, 2);
+        pts.extend(flat(10.0, 81.0, 10));
+        let l = summarize_loop(&slo, 100.0, 90.0, pts, 1.0, 0.1, (10.0, 1000.0));
+        assert_eq!(
+            l.outcome,
+            Outcome::NoRateMeets {
+                figure_ratio_at_min: 0.81
+            }
+        );
+        assert_eq!(
+            l.outcome.line(l.settled_rate_bytes_per_s),
+            "no rate meets the SLO: at the minimum rate the victim is at x0.81; see the control cycle in `dmalab run`"
+        );
+        // 19 of the 30 points lost at the maximum rate come with the
+        // aggressor's presence (at the minimum): the DMA answers for 11.
+        let share = l.dma_attributable_share.unwrap();
+        assert!((share - 11.0 / 30.0).abs() < 1e-9, "{share}");
+    }
+
+    #[test]
+    fn a_loop_at_the_maximum_inside_the_bound_says_the_slo_holds_there() {
+        let slo = Slo::parse("--slo", "bw >= 0.9 x baseline").unwrap();
+        let l = summarize_loop(
+            &slo,
+            100.0,
+            90.0,
+            flat(1000.0, 99.0, 9),
+            1.0,
+            0.1,
+            (10.0, 1000.0),
+        );
+        assert_eq!(l.outcome, Outcome::HoldsAtMax);
+        assert_eq!(l.dma_attributable_share, None);
+        let l = summarize_loop(
+            &slo,
+            100.0,
+            90.0,
+            flat(500.0, 95.0, 9),
+            1.0,
+            0.1,
+            (10.0, 1000.0),
+        );
+        assert_eq!(l.outcome, Outcome::Settled);
+        assert_eq!(
+            l.outcome.line(l.settled_rate_bytes_per_s),
+            "settled at 500 B/s"
+        );
     }
 
     #[test]
@@ -749,7 +977,7 @@ mod tests {
                 violated: k == 0,
             })
             .collect();
-        let l = summarize_loop(&slo, 100.0, 150.0, pts, 1.0, 0.05);
+        let l = summarize_loop(&slo, 100.0, 150.0, pts, 1.0, 0.05, (100.0, 1000.0));
         assert_eq!(l.violations, 1);
         assert_eq!(l.settle_time_s, Some(0.0));
         let sweep: Vec<SweepPoint> = [(100.0, 110.0), (300.0, 140.0), (500.0, 160.0)]

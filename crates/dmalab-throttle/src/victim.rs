@@ -16,7 +16,6 @@
 use crate::slo::Stat;
 use regex::Regex;
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
@@ -307,9 +306,8 @@ impl Victim {
             cmd = held(&cmd);
         }
         cmd.stdin(Stdio::null())
-            .stderr(std::fs::File::create(&stderr)?)
-            .process_group(0);
-        die_with_parent(&mut cmd);
+            .stderr(std::fs::File::create(&stderr)?);
+        dmalab_core::process::prepare(&mut cmd, &setup());
         let (tx, rx) = channel();
         let parse: LineParser = match spec {
             VictimSpec::Counted { metric, .. } => {
@@ -350,7 +348,10 @@ impl Victim {
             Err(RecvTimeoutError::Timeout) => Err(NoFigure::Timeout),
             Err(RecvTimeoutError::Disconnected) => {
                 let _ = self.child.wait();
-                Err(NoFigure::Ended(tail(&self.stderr)))
+                Err(NoFigure::Ended(dmalab_core::process::tail_line(
+                    &self.stderr,
+                    TAIL_LINES,
+                )))
             }
         }
     }
@@ -507,48 +508,23 @@ fn running(pid: u32) -> bool {
     }
 }
 
-/// The child gets SIGTERM when the session dies (even by `kill -9`), so no
-/// victim or aggressor outlives it.
-pub fn die_with_parent(cmd: &mut Command) {
-    // SAFETY: the closure runs in the forked child before exec and only
-    // calls prctl, which is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+/// How the session's children are started: a group of their own, and
+/// SIGTERM when the session dies (even by `kill -9`), so no victim or
+/// aggressor outlives it.
+pub fn setup() -> dmalab_core::process::Setup {
+    dmalab_core::process::Setup {
+        own_group: true,
+        parent_death: Some(libc::SIGTERM),
+        cpus: Vec::new(),
     }
 }
 
-/// The last lines of a file.
-pub fn tail(path: &Path) -> String {
-    let s = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = s.lines().rev().take(5).collect();
-    lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
-}
+/// How many of a child's last stderr lines an error message quotes.
+pub const TAIL_LINES: usize = 5;
 
 /// SIGTERM to the child's process group, a grace period, then SIGKILL.
 pub fn stop_group(child: &mut Child) {
-    let Ok(pid) = i32::try_from(child.id()) else {
-        return;
-    };
-    if let Ok(Some(_)) = child.try_wait() {
-        return;
-    }
-    // SAFETY: signalling our own child's process group (it was started
-    // with process_group(0), so its pgid is its pid).
-    unsafe { libc::kill(-pid, libc::SIGTERM) };
-    for _ in 0..100 {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    // SAFETY: as above.
-    unsafe { libc::kill(-pid, libc::SIGKILL) };
-    let _ = child.wait();
+    dmalab_core::process::stop_group(child, libc::SIGTERM, Duration::from_secs(5));
 }
 
 #[cfg(test)]

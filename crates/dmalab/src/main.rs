@@ -28,12 +28,47 @@ macro_rules! outln {
 mod child_args;
 mod cmd;
 
-/// Writes to stdout, ignoring a closed pipe (and any other stdout error:
-/// there is nobody left to tell).
+/// Where the text that [`out!`] prints goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TextRoute {
+    /// stdout, as always.
+    Stdout,
+    /// stderr: stdout carries the result document (`--output -`,
+    /// `--output-format json` without a file).
+    Stderr,
+    /// Nowhere (`--quiet` beside a result file or document).
+    Nowhere,
+}
+
+/// The route of [`out!`]'s text; set once, by `OutputArgs::check`.
+static TEXT_ROUTE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Sends what [`out!`] prints from now on along `r`.
+pub(crate) fn route_text(r: TextRoute) {
+    TEXT_ROUTE.store(r as u8, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Writes to stdout (or where [`route_text`] sent the text), ignoring a
+/// closed pipe (and any other stdout error: there is nobody left to tell).
 pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
+    let route = TEXT_ROUTE.load(std::sync::atomic::Ordering::Relaxed);
+    if route == TextRoute::Stderr as u8 {
+        let mut o = std::io::stderr().lock();
+        let _ = o.write_fmt(args);
+    } else if route == TextRoute::Stdout as u8 {
+        let mut o = std::io::stdout().lock();
+        let _ = o.write_fmt(args);
+        let _ = o.flush();
+    }
+}
+
+/// Writes the result document to stdout, whatever the text's route, with
+/// the same rule for a closed pipe.
+pub(crate) fn write_result_stdout(doc: &str) {
+    use std::io::Write;
     let mut o = std::io::stdout().lock();
-    let _ = o.write_fmt(args);
+    let _ = o.write_all(doc.as_bytes());
     let _ = o.flush();
 }
 
@@ -86,6 +121,10 @@ enum Command {
     Stat(cmd::stat::Args),
     /// RDMA peers: `rdma serve` registers a buffer for `load --engine rdma`.
     Rdma(cmd::rdma::Args),
+    /// Print a shell completion script (`dmalab completions bash`).
+    Completions(cmd::docs::CompletionsArgs),
+    /// Print the man page, of dmalab or of one command (`dmalab man load`).
+    Man(cmd::docs::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -95,6 +134,7 @@ fn main() -> ExitCode {
     }
     // The internal page worker reports to its parent, which expects 0.
     let internal = matches!(&cli.command, Command::Page(a) if a.is_worker());
+    cmd::seams::install_verbs_library();
     let result = match cli.command {
         Command::Load(a) => cmd::load::run(a),
         Command::Info(a) => cmd::info::run(a),
@@ -110,6 +150,8 @@ fn main() -> ExitCode {
         Command::Ddio(a) => cmd::ddio::run(a),
         Command::Stat(a) => cmd::stat::run(a),
         Command::Rdma(a) => cmd::rdma::run(a),
+        Command::Completions(a) => cmd::docs::completions(a, cli_command()),
+        Command::Man(a) => cmd::docs::man(a, cli_command()),
     };
     match result {
         Ok(code) if code == ExitCode::SUCCESS && !internal => interrupted_exit().unwrap_or(code),
@@ -134,11 +176,40 @@ fn interrupted_exit() -> Option<ExitCode> {
 /// -1`) reaches the option's own parser, which says what is wrong with it,
 /// instead of clap's "unexpected argument '-1'".
 fn parse_cli() -> Cli {
-    use clap::{CommandFactory, FromArgMatches};
-    negative_values(Cli::command())
+    use clap::FromArgMatches;
+    cli_command()
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m))
         .unwrap_or_else(|e| exit_clap(e))
+}
+
+/// The command line as `main` parses it (and as completions and the man
+/// page describe it).
+fn cli_command() -> clap::Command {
+    use clap::CommandFactory;
+    size_help(negative_values(Cli::command()))
+}
+
+/// Says under every subcommand that takes a size or a rate (an option whose
+/// value is a SIZE or BYTES) how those are read and how figures are printed:
+/// one text, `units::SIZE_HELP`.
+fn size_help(cmd: clap::Command) -> clap::Command {
+    let sized = cmd.get_arguments().any(|a| {
+        a.get_value_names()
+            .unwrap_or_default()
+            .iter()
+            .any(|n| n.as_str() == "SIZE" || n.as_str().starts_with("BYTES"))
+    });
+    let cmd = if sized {
+        let text = match cmd.get_after_help() {
+            Some(h) => format!("{h}\n\n{}", dmalab_core::units::SIZE_HELP),
+            None => dmalab_core::units::SIZE_HELP.to_string(),
+        };
+        cmd.after_help(text)
+    } else {
+        cmd
+    };
+    cmd.mut_subcommands(size_help)
 }
 
 /// Ends on a clap error (or `--help`/`--version`): clap echoes the value it

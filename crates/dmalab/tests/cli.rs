@@ -29,8 +29,23 @@ fn help_lists_every_command() {
     assert_eq!(
         names,
         [
-            "load", "info", "probe", "page", "run", "report", "compare", "sim", "throttle",
-            "cleanup", "fleet", "ddio", "stat", "rdma", "help"
+            "load",
+            "info",
+            "probe",
+            "page",
+            "run",
+            "report",
+            "compare",
+            "sim",
+            "throttle",
+            "cleanup",
+            "fleet",
+            "ddio",
+            "stat",
+            "rdma",
+            "completions",
+            "man",
+            "help"
         ],
         "{text}"
     );

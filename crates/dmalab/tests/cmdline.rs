@@ -7,9 +7,12 @@
 
 mod common;
 
+mod benchstat;
 mod bounds;
 mod cli;
+mod conventions;
 mod ddio;
+mod doc_report;
 mod gpu;
 mod info;
 mod run;

@@ -320,7 +320,6 @@ fn load_counters_follow_the_load_samples() {
             "software",
             "--runtime",
             "2500ms",
-            "-q",
             "--output",
         ])
         .arg(&out)

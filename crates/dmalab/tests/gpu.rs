@@ -157,7 +157,6 @@ fn copies_go_both_ways_with_exact_counts_and_the_gpu_described() {
                 "16M",
                 "--commands",
                 "1000",
-                "-q",
             ],
         );
         assert_eq!(code, 0, "{copies}: {err}");
@@ -422,7 +421,7 @@ fn sigint_stops_the_copies_and_keeps_the_result() {
         .env("DMALAB_GPU_DRIVER", "mock:5");
     let (j, snap) = common::interrupt_running_load(cmd, dir.path(), "gpu");
     assert_eq!(snap.commands, u(&j, "/result/totals/commands"));
-    assert_eq!(snap.bytes, u(&j, "/result/totals/data_bytes"));
+    assert_eq!(snap.data_bytes, u(&j, "/result/totals/data_bytes"));
 }
 
 #[test]
@@ -507,7 +506,8 @@ fn a_worker_on_another_numa_node_is_warned_about() {
             .unwrap();
     }
     let driver = format!("mock:sysfs={}", sys.path().display());
-    let (code, out, err, json) = gpu_load(Some(&driver), &["--commands", "10", "-q"]);
+    // Not -q: the summary beside a result file is what this reads.
+    let (code, out, err, json) = gpu_load(Some(&driver), &["--commands", "10"]);
     assert_eq!(code, 0, "{err}");
     let warning = "warning: worker 0 runs on NUMA node 0, GPU 0 (0000:e0:00.0) is on node 1";
     assert!(out.contains(warning), "{out}");
@@ -520,7 +520,7 @@ fn a_worker_on_another_numa_node_is_warned_about() {
     assert_eq!(g["workers"][0]["cpu_nodes"], serde_json::json!([0]));
     // On the GPU's node: no warning.
     put(sys.path(), &format!("{d}/numa_node"), "0\n");
-    let (code, out, err, _) = gpu_load(Some(&driver), &["--commands", "10", "-q"]);
+    let (code, out, err, _) = gpu_load(Some(&driver), &["--commands", "10"]);
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("warning:"), "{out}");
 }
@@ -595,7 +595,6 @@ fn gpu_copy_d2d_counts_copies_within_the_device_and_touches_no_host_memory() {
             "16M",
             "--commands",
             "1000",
-            "-q",
         ],
     );
     assert_eq!(code, 0, "{err}");

@@ -406,7 +406,7 @@ fn sigint_reaps_and_still_writes_the_summary() {
     let (j, snap) = common::interrupt_running_load(cmd, dir.path(), "io_uring");
     assert_eq!(j["result"]["interrupted"], true);
     assert_eq!(snap.commands, u(&j, "/result/totals/commands"));
-    assert_eq!(snap.bytes, u(&j, "/result/totals/data_bytes"));
+    assert_eq!(snap.data_bytes, u(&j, "/result/totals/data_bytes"));
     assert_eq!(snap.blocks, u(&j, "/result/totals/blocks"));
     assert!(snap.started_ns > 0 && snap.updated_ns >= snap.started_ns);
     assert!(!t.exists(), "created target left behind after SIGINT");
@@ -816,4 +816,151 @@ fn max_blocks_mdts_is_refused_off_the_nvme_engine() {
         "--max-blocks",
     );
     assert!(err.contains("mdts"), "{err}");
+}
+
+#[test]
+fn io_uring_submission_path_flags_are_checked_in_one_line() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let t = dir.path().join("x");
+    let t = t.to_str().unwrap();
+    let file = ["--target", t, "--size", "16M", "--runtime", "1"];
+    let cases: &[(&[&str], &str, &str)] = &[
+        // The poller would spin on the worker's own CPU.
+        (
+            &["--cpus-allowed", "0", "--sqpoll-cpu", "0"],
+            "--sqpoll-cpu",
+            "is a worker's",
+        ),
+        (
+            &["--sqpoll-cpu", "4096"],
+            "--sqpoll-cpu",
+            "not one this process may use",
+        ),
+        // A file has no poll queues.
+        (
+            &["--iopoll"],
+            "--iopoll",
+            "not a block device with poll queues",
+        ),
+        (&["--submit-batch", "0"], "--submit-batch", "at least 1"),
+    ];
+    for (args, opt, says) in cases {
+        let mut a = file.to_vec();
+        a.extend_from_slice(args);
+        let line = load_util::load_refused(&a, opt);
+        assert!(line.contains(says), "{args:?}: {line}");
+        assert!(dir_is_empty(dir.path()), "{args:?} left files behind");
+    }
+    // Another engine refuses the io_uring engine's flags by name.
+    let line = load_util::load_refused(&["--engine", "null", "--iopoll"], "--iopoll");
+    assert!(line.contains("only for --engine io_uring"), "{line}");
+}
+
+#[test]
+fn io_uring_result_says_which_submission_path_ran() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let t = dir.path().join("x");
+    let t = t.to_str().unwrap();
+    let base = [
+        "--target",
+        t,
+        "--size",
+        "16M",
+        "--bs",
+        "4K",
+        "--max-blocks",
+        "1",
+        "--pattern",
+        "single",
+        "--buffer",
+        "64K",
+        "--commands",
+        "3000",
+        "-q",
+    ];
+    // The defaults, then a descriptor per command with one command per enter.
+    for (extra, register, batch) in [
+        (&["--iodepth", "8"][..], true, 2),
+        // At --iodepth 1 the default batch never fills: the command goes
+        // in with the wait (it was refused as more than the queue, then
+        // clamped to 1, which cost a second io_uring_enter per command).
+        (&["--iodepth", "1"][..], true, 2),
+        (
+            &[
+                "--iodepth",
+                "8",
+                "--register-files",
+                "false",
+                "--submit-batch",
+                "1",
+            ][..],
+            false,
+            1,
+        ),
+        (&["--iodepth", "8", "--submit-batch", "8"][..], true, 8),
+    ] {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        let (code, _, stderr, json) = load(&a);
+        assert_eq!(code, 0, "{extra:?}: {stderr}");
+        let j = json.expect("JSON written");
+        assert_eq!(u(&j, "/result/totals/commands"), 3000, "{extra:?}");
+        assert_eq!(u(&j, "/result/totals/errors"), 0, "{extra:?}");
+        let facts = &j["result"]["io_uring"];
+        assert_eq!(facts["register_files"], register, "{extra:?}: {facts}");
+        assert_eq!(u(&j, "/result/io_uring/submit_batch"), batch, "{extra:?}");
+        assert!(facts["sqpoll_cpu"].is_null(), "{facts}");
+        assert_eq!(j["config"]["uring"]["submit_batch"], batch, "{extra:?}");
+        assert!(
+            j["result"]["cpu"]["cpu_s_per_gib"].is_number(),
+            "{}",
+            j["result"]["cpu"]
+        );
+    }
+}
+
+#[test]
+fn io_uring_sqpoll_poller_is_pinned_and_its_cpu_time_recorded() {
+    let cpus = dmalab_core::cpus::allowed_cpus();
+    if !common::need("two CPUs this process may use", cpus.len() >= 2) {
+        return;
+    }
+    let (worker, poller) = (cpus[0].to_string(), cpus[1].to_string());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let t = dir.path().join("x");
+    let t = t.to_str().unwrap();
+    let (code, _, stderr, json) = load(&[
+        "--target",
+        t,
+        "--size",
+        "16M",
+        "--bs",
+        "4K",
+        "--max-blocks",
+        "1",
+        "--pattern",
+        "single",
+        "--buffer",
+        "64K",
+        "--iodepth",
+        "8",
+        "--runtime",
+        "1",
+        "--cpus-allowed",
+        &worker,
+        "--sqpoll-cpu",
+        &poller,
+        "-q",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let j = json.expect("JSON written");
+    assert!(u(&j, "/result/totals/commands") > 0);
+    assert_eq!(u(&j, "/result/totals/errors"), 0);
+    assert_eq!(u(&j, "/result/io_uring/sqpoll_cpu"), cpus[1] as u64);
+    // The poller ran (it took every command off the ring) and was measured.
+    assert!(
+        u(&j, "/result/io_uring/sqpoll_thread_cpu_ns") > 0,
+        "{}",
+        j["result"]["io_uring"]
+    );
 }

@@ -104,7 +104,7 @@ fn boot() -> Option<&'static Boot> {
     }
     static BOOT: OnceLock<Boot> = OnceLock::new();
     Some(BOOT.get_or_init(|| {
-        let guest = Guest::boot("nvme-vm", "guest-tests.sh", &["--timeout", "420"], "NVMe");
+        let guest = Guest::boot("nvme-vm", "guest-tests.sh", &["--timeout", "600"], "NVMe");
         let trace =
             std::fs::read_to_string(guest.dir.join("trace.log")).expect("QEMU wrote trace.log");
         Boot {
@@ -521,6 +521,131 @@ fn flush_and_noop_match_qemu_trace() {
     assert!(b.case_trace("noop_1").is_empty());
 }
 
+/// `dmalab run` with an NVMe aggressor and `control = "auto"`: its control
+/// cycle is the same engine on the same namespace with `--pattern flush`,
+/// paced at the rate the aggressor reached, once after its load and once
+/// before (two repetitions); `dmalab run` prints the attribution table; and
+/// QEMU's trace holds the aggressor's reads and the control's flushes, one
+/// flush per command the control runs counted, and no write.
+#[test]
+fn run_with_an_nvme_aggressor_has_a_flush_control_and_an_attribution() {
+    let Some(b) = boot() else { return };
+    let out = b.ok("nvme_run");
+    let runs: Vec<Value> = b
+        .read("nvme_run/results.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+        .filter(|r| r["record"] == "run")
+        .collect();
+    let seq: Vec<(u64, &str, &str)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["repetition"].as_u64().unwrap_or(0),
+                r["load"].as_str().unwrap_or(""),
+                r["status"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seq,
+        [
+            (1, "plain", "completed"),
+            (1, "nvread", "completed"),
+            (1, "nvread/control", "completed"),
+            (2, "plain", "completed"),
+            (2, "nvread/control", "completed"),
+            (2, "nvread", "completed"),
+        ],
+        "{runs:?}"
+    );
+    // The quiet-host check and the victim's evidence, in every record.
+    for r in &runs {
+        assert!(r["quiet"]["window_ns"].as_u64() > Some(0), "{r}");
+        assert!(r["victim_evidence"]["window_ns"].as_u64() > Some(0), "{r}");
+        if r["load"] != "plain" {
+            assert!(
+                r["victim_evidence"]["aggressor_cpu_ns"].is_u64(),
+                "the aggressor's CPU time: {r}"
+            );
+        }
+    }
+    let mut flushes_counted = 0;
+    for r in &runs {
+        if r["load"] == "plain" {
+            assert!(
+                r["aggressor"].is_null(),
+                "plain runs have no aggressor: {r}"
+            );
+            continue;
+        }
+        let argv = common::aggressor_argv(r);
+        match r["load"].as_str() {
+            Some("nvread") => {
+                assert!(common::has_flag(&argv, "--engine", "nvme"), "{argv:?}");
+                assert!(common::has_flag(&argv, "--pattern", "random"), "{argv:?}");
+                assert!(
+                    r["aggressor"]["evidence"]["cmd_per_s"].as_f64() > Some(0.0),
+                    "{r}"
+                );
+            }
+            Some("nvread/control") => {
+                let c = &r["control"];
+                assert_eq!((&c["of"], &c["kind"]), (&"nvread".into(), &"twin".into()));
+                assert!(common::has_flag(&argv, "--engine", "nvme"), "{argv:?}");
+                assert!(common::has_flag(&argv, "--pattern", "flush"), "{argv:?}");
+                assert!(
+                    common::has_flag(&argv, "--target", "/dev/ng0n1"),
+                    "{argv:?}"
+                );
+                let rate = c["rate_iops"].as_u64().expect("paced").to_string();
+                assert!(common::has_flag(&argv, "--rate-iops", &rate), "{argv:?}");
+                flushes_counted += r["aggressor"]["result"]["totals"]["commands"]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("the control's result counts its commands: {r}"));
+            }
+            other => panic!("unexpected load {other:?}: {r}"),
+        }
+    }
+    let orders: Vec<&str> = runs
+        .iter()
+        .filter(|r| r["load"] == "nvread/control")
+        .map(|r| r["control"]["order"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(orders, ["after_load", "before_load"]);
+    assert!(out.contains("DMA share"), "the attribution table: {out}");
+    assert!(
+        out.contains("control order: 1 after the load, 1 before"),
+        "{out}"
+    );
+    let trace = b.case_trace("nvme_run");
+    let flushes = trace
+        .iter()
+        .filter(|e| **e == TraceEvent::Flush { nsid: 1 })
+        .count() as u64;
+    let reads = trace
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                TraceEvent::Rw {
+                    write: false,
+                    nsid: 1,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert!(reads > 0 && flushes > 0, "reads {reads}, flushes {flushes}");
+    assert_eq!(flushes, flushes_counted, "one flush per control command");
+    assert!(
+        !trace
+            .iter()
+            .any(|e| matches!(e, TraceEvent::Rw { write: true, .. })),
+        "storage reads only"
+    );
+}
+
 /// A command longer than the device's maximum transfer is refused with an
 /// error naming MDTS, and nothing reaches the device.
 #[test]
@@ -729,4 +854,23 @@ fn is_command_position(code: &str, word: &str) -> bool {
                 || tokens[i - 1].contains("=ioctl")
                 || (i >= 2 && tokens[i - 2] == "case_run"))
     })
+}
+
+/// `probe latency` on QEMU's default CPU model, which has no `rdtscp`: it
+/// measures with the fenced-`rdtsc` bracket and says so, instead of dying
+/// of SIGILL.
+#[test]
+fn probe_latency_runs_on_a_cpu_without_rdtscp() {
+    let Some(b) = boot() else { return };
+    let out = b.ok("probe_no_rdtscp");
+    let (_, _, err) = b.case("probe_no_rdtscp");
+    let text = format!("{out}{err}");
+    let doc = b.json("probe_no_rdtscp.json");
+    let timer = &doc["result"]["timer"];
+    assert_eq!(timer["bare_rdtscp_pair_median_cycles"], 0, "{timer}");
+    assert!(
+        timer["fenced_pair_median_cycles"].as_u64().unwrap() > 0,
+        "{timer}"
+    );
+    assert!(text.contains("no rdtscp on this CPU"), "{text}");
 }

@@ -194,6 +194,129 @@ fn bandwidth_counts_reads_and_writes_per_thread() {
 }
 
 #[test]
+fn bandwidth_random_access_for_every_mlc_traffic_counts_the_same_way() {
+    let dir = tempfile::tempdir().unwrap();
+    for (traffic, er, ew) in [
+        ("R", 1, 0),
+        ("W2", 2, 1),
+        ("W3", 3, 1),
+        ("W5", 1, 1),
+        ("W6", 0, 1),
+    ] {
+        let out = dir.path().join(format!("{traffic}.json"));
+        common::dmalab()
+            .args(["probe", "bandwidth", "--traffic", traffic, "--size", "1M"])
+            .args(["--access", "random", "--granularity", "128"])
+            .args(["--runtime", "100ms", "--output"])
+            .arg(&out)
+            .assert()
+            .success();
+        let v = json(&out);
+        assert_eq!(v["config"]["access"], "random", "{traffic}");
+        assert_eq!(v["config"]["granularity_bytes"], 128, "{traffic}");
+        let r = &v["result"];
+        let (rd, wr) = (
+            r["read_bytes"].as_u64().unwrap(),
+            r["write_bytes"].as_u64().unwrap(),
+        );
+        assert!(rd + wr > 0, "{traffic} moved nothing");
+        assert_eq!(rd * ew, wr * er, "{traffic}: read {rd} written {wr}");
+    }
+    bad(
+        &[
+            "probe",
+            "bandwidth",
+            "--traffic",
+            "copy",
+            "--access",
+            "random",
+        ],
+        "--access",
+    );
+    bad(
+        &[
+            "probe",
+            "bandwidth",
+            "--access",
+            "random",
+            "--granularity",
+            "100",
+        ],
+        "--granularity",
+    );
+}
+
+/// Lines per second of a plain loop over `lines` 64-byte lines of `v`:
+/// in order, or at lines a xorshift generator picks (its state never
+/// depends on what was loaded). Each line is read whole.
+fn reference_lines_per_s(v: &[u64], random: bool) -> f64 {
+    let lines = v.len() / 8;
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut acc = 0u64;
+    let mut done = 0u64;
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < std::time::Duration::from_millis(600) {
+        for i in 0..1 << 16 {
+            let l = if random {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % lines as u64) as usize
+            } else {
+                (done as usize + i) % lines
+            };
+            let line = &v[l * 8..l * 8 + 8];
+            acc = acc.wrapping_add(line.iter().fold(0, |a, &b| a ^ b));
+        }
+        done += 1 << 16;
+    }
+    std::hint::black_box(acc);
+    done as f64 / t0.elapsed().as_secs_f64()
+}
+
+#[test]
+fn bandwidth_random_over_sequential_agrees_with_a_plain_random_loop() {
+    // Arrays 8x the LLC, so neither walk lives in cache. What is compared
+    // is random/sequential of dmalab against the same ratio of a loop
+    // written here, in a loose band: never a time or a bandwidth.
+    let size = llc_bytes().unwrap_or(32 << 20).max(8 << 20) * 8;
+    let dir = tempfile::tempdir().unwrap();
+    let bw = |access: &str| -> f64 {
+        let out = dir.path().join(format!("{access}.json"));
+        common::dmalab()
+            .args(["probe", "bandwidth", "--traffic", "R", "--access", access])
+            .args([
+                "--size",
+                &size.to_string(),
+                "--runtime",
+                "700ms",
+                "--output",
+            ])
+            .arg(&out)
+            .assert()
+            .success();
+        json(&out)["result"]["bw_bytes"].as_f64().unwrap()
+    };
+    let v: Vec<u64> = (0..size / 8).collect();
+    // Best of two of each, interleaved: other work on the machine lowers a
+    // figure, never raises it.
+    let (mut seq, mut rnd, mut ref_seq, mut ref_rnd) = (0f64, 0f64, 0f64, 0f64);
+    for _ in 0..2 {
+        seq = seq.max(bw("sequential"));
+        rnd = rnd.max(bw("random"));
+        ref_seq = ref_seq.max(reference_lines_per_s(&v, false));
+        ref_rnd = ref_rnd.max(reference_lines_per_s(&v, true));
+    }
+    let (ours, theirs) = (rnd / seq, ref_rnd / ref_seq);
+    eprintln!("random/sequential: dmalab {ours:.3}, the plain loop {theirs:.3}");
+    assert!(
+        ours < 1.0 && (theirs / 3.0..theirs * 3.0).contains(&ours),
+        "random/sequential: dmalab {ours:.3} ({rnd:.3e} / {seq:.3e} B/s), \
+         the plain loop {theirs:.3} ({ref_rnd:.3e} / {ref_seq:.3e} lines/s)"
+    );
+}
+
+#[test]
 fn loaded_latency_sweep_produces_a_table() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("l.json");
@@ -206,7 +329,7 @@ fn loaded_latency_sweep_produces_a_table() {
         .success();
     let stdout = String::from_utf8_lossy(&a.get_output().stdout).into_owned();
     assert!(
-        stdout.contains("load_GB/s") && stdout.contains("idle"),
+        stdout.contains("load_GiB/s") && stdout.contains("idle"),
         "{stdout}"
     );
     let v = json(&out);

@@ -120,6 +120,31 @@ fn packets(ops: u64) -> u64 {
     ops * (MSG.div_ceil(MTU) + 1)
 }
 
+/// Checks rxe's packet counter `key` against `packets(ops)`: exactly, unless
+/// the device itself recorded a retry (a retransmission on a slow, busy
+/// guest adds packets that no accounting error explains). Then only more
+/// packets, and not many more, pass.
+fn assert_packets(c: &BTreeMap<String, u64>, key: &str, ops: u64) {
+    let want = packets(ops);
+    let got = c[key];
+    let retried: u64 = [
+        "completer_retry_err",
+        "duplicate_request",
+        "out_of_seq_request",
+    ]
+    .iter()
+    .map(|k| c.get(*k).copied().unwrap_or(0))
+    .sum();
+    if retried == 0 || got == want {
+        assert_eq!(got, want, "{key}: {c:?}");
+    } else {
+        assert!(
+            got > want && got - want <= want / 4,
+            "{key} {got} against {want} with {retried} retry events: {c:?}"
+        );
+    }
+}
+
 fn sha(doc: &Value) -> String {
     doc["result"]["buffer_sha256"]
         .as_str()
@@ -193,12 +218,12 @@ fn rdma_loopback_write_moves_the_data_rxe_counts() {
         sha(&doc)
     );
     let c = b.counters("lb_write");
-    assert_eq!(c["sent_pkts"], packets(32), "{c:?}");
-    assert_eq!(c["rcvd_pkts"], packets(32), "{c:?}");
+    assert_packets(&c, "sent_pkts", 32);
+    assert_packets(&c, "rcvd_pkts", 32);
     let own = &facts(&doc)["nic_counters"]["delta"];
     assert_eq!(
         own["sent_pkts"].as_u64(),
-        Some(packets(32)),
+        Some(c["sent_pkts"]),
         "dmalab's own reading of the counters"
     );
 }
@@ -262,7 +287,7 @@ fn rdma_loopback_read_writes_this_hosts_buffer() {
     assert_eq!(moved(&doc, "writes"), 0);
     // The random fill is gone: 16 x 64 KiB of the zeroed target cover it.
     assert_eq!(sha(&doc), b.read("zero1m.sha256").trim());
-    assert_eq!(b.counters("lb_read")["sent_pkts"], packets(16));
+    assert_packets(&b.counters("lb_read"), "sent_pkts", 16);
 }
 
 #[test]
@@ -275,10 +300,10 @@ fn rdma_loopback_mixed_and_same_offsets_count_exactly() {
     assert!(w > 0 && r > 0, "mixed:50 issued {w} writes and {r} reads");
     assert_eq!(moved(&doc, "read_bytes"), r * MSG);
     assert_eq!(facts(&doc)["qps"], 3);
-    assert_eq!(b.counters("lb_mixed")["sent_pkts"], packets(40));
+    assert_packets(&b.counters("lb_mixed"), "sent_pkts", 40);
     b.ok("lb_same");
     assert_eq!(moved(&b.json("lb_same.json"), "writes"), 16);
-    assert_eq!(b.counters("lb_same")["sent_pkts"], packets(16));
+    assert_packets(&b.counters("lb_same"), "sent_pkts", 16);
 }
 
 #[test]
@@ -304,8 +329,8 @@ fn rdma_served_peer_gets_and_gives_the_same_bytes() {
     assert_eq!(srv["result"]["total"]["reads"], 16);
     assert_eq!(srv["result"]["total"]["writes"], 16);
     assert_eq!(srv["result"]["total"]["write_bytes"], 16 * MSG);
-    assert_eq!(b.counters("srv_read")["sent_pkts"], packets(16));
-    assert_eq!(b.counters("srv_write")["sent_pkts"], packets(16));
+    assert_packets(&b.counters("srv_read"), "sent_pkts", 16);
+    assert_packets(&b.counters("srv_write"), "sent_pkts", 16);
 }
 
 #[test]
@@ -330,7 +355,7 @@ fn rdma_serve_serves_two_clients_at_once() {
         moved(&a, "writes") + moved(&bb, "writes") + moved(&bb, "reads"),
         80
     );
-    assert_eq!(b.counters("two")["sent_pkts"], packets(80));
+    assert_packets(&b.counters("two"), "sent_pkts", 80);
 }
 
 #[test]

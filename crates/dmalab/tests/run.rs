@@ -401,21 +401,22 @@ fn fake_aggressor_test_name() -> String {
 
 /// Not a test of its own: the fake aggressor the evidence test starts (the
 /// test binary re-executed; without the variable it returns at once).
-/// Writes a live-stats file through `dmalab_load::live`, the writer `dmalab
+/// Writes a live-stats file through `dmalab_core::livestats`, the writer `dmalab
 /// load --live-stats` uses, so the layout cannot drift from the real one:
 /// 1 MiB and 256 commands per 10 ms, until killed.
 #[test]
 fn fake_aggressor_entry() {
+    use dmalab_core::livestats::Writer as LiveStats;
     use dmalab_core::sys::clock::monotonic_ns;
-    use dmalab_load::live::LiveStats;
     let Ok(path) = std::env::var("DMALAB_FAKE_LIVE_STATS") else {
         return;
     };
     let live = LiveStats::create(Some(Path::new(&path))).unwrap();
-    live.set_running(monotonic_ns());
+    let start = monotonic_ns();
+    live.set_running(start);
     loop {
         std::thread::sleep(Duration::from_millis(10));
-        live.add(1 << 20, 256, 256);
+        live.add(1 << 20, 256, 256, monotonic_ns() - start);
     }
 }
 

@@ -32,15 +32,21 @@ fn run(dir: &Path, toml: &str) -> (String, Vec<Value>) {
     run_under(dir, toml, &["nice", "-n", "-10"])
 }
 
-/// Runs `dmalab run` on `toml` under `wrap` (a command prefix).
+/// Runs `dmalab run` on `toml` under `wrap` (a command prefix, or none).
 fn run_under(dir: &Path, toml: &str, wrap: &[&str]) -> (String, Vec<Value>) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let exp = dir.join("e.toml");
     std::fs::write(&exp, toml).unwrap();
     let res = dir.join("e.jsonl");
-    let out = Command::new(wrap[0])
-        .args(&wrap[1..])
-        .arg(common::dmalab_bin())
+    let mut cmd = match wrap.split_first() {
+        Some((w, rest)) => {
+            let mut c = Command::new(w);
+            c.args(rest).arg(common::dmalab_bin());
+            c
+        }
+        None => Command::new(common::dmalab_bin()),
+    };
+    let out = cmd
         .args(["run", "-q", "-o"])
         .arg(&res)
         .arg(&exp)
@@ -243,6 +249,126 @@ run = {SPIN_VICTIM}
     assert!(stdout.contains("DMA share"), "{stdout}");
     let verdict = a["verdict"].as_str().unwrap();
     assert!(stdout.contains(verdict), "{verdict}\n{stdout}");
+}
+
+#[test]
+fn controls_alternate_after_and_before_their_loads_by_repetition() {
+    // A control always run after its load would take every slow drift of
+    // the host on itself: on a host getting busier, the control looks
+    // worse than its load and the DMA harmless. So the order alternates,
+    // ABBA-style: repetitions 1 and 3 run the control after the load,
+    // paced at the rate the load just reached; repetition 2 runs it
+    // before, paced at repetition 1's. A real io_uring aggressor on a
+    // scratch file (its twin is the null engine), paced so that the rate
+    // it reaches is steady; an idle victim.
+    let dir = tempfile::tempdir().unwrap();
+    let scratch = dir.path().join("scratch");
+    let (stdout, runs) = run_under(
+        dir.path(),
+        &format!(
+            r#"
+[experiment]
+repetitions = 3
+warmup = "100ms"
+cooldown = "0s"
+control = "auto"
+
+[[aggressor]]
+name = "rd"
+command = "load"
+target = "{}"
+size = "4M"
+pattern = "random"
+direction = "write"
+buffer = "256K"
+workers = 1
+rate_iops = 4000
+
+[[victim]]
+name = "alone"
+command = "idle"
+duration = "400ms"
+"#,
+            scratch.display()
+        ),
+        &[],
+    );
+    assert!(runs.iter().all(|r| r["status"] == "completed"), "{runs:?}");
+    let seq: Vec<(u64, &str)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["repetition"].as_u64().unwrap(),
+                r["load"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seq,
+        [
+            (1, "plain"),
+            (1, "rd"),
+            (1, "rd/control"),
+            (2, "plain"),
+            (2, "rd/control"),
+            (2, "rd"),
+            (3, "plain"),
+            (3, "rd"),
+            (3, "rd/control"),
+        ],
+        "the runs as made"
+    );
+    // The quiet-host check and the victim's evidence, in every record.
+    for r in &runs {
+        assert!(r["quiet"]["window_ns"].as_u64() > Some(0), "{r}");
+        assert!(r["victim_evidence"]["window_ns"].as_u64() > Some(0), "{r}");
+        if r["load"] != "plain" {
+            assert!(
+                r["victim_evidence"]["aggressor_cpu_ns"].is_u64(),
+                "the aggressor's CPU time: {r}"
+            );
+        }
+    }
+    // The records say the order, and which repetition's rate paced each.
+    let controls: Vec<&Value> = runs.iter().filter(|r| r["load"] == "rd/control").collect();
+    let order: Vec<(&str, u64)> = controls
+        .iter()
+        .map(|r| {
+            (
+                r["control"]["order"].as_str().unwrap_or("missing"),
+                r["control"]["paced_by_repetition"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [("after_load", 1), ("before_load", 1), ("after_load", 3)]
+    );
+    for c in &controls {
+        let by = &c["control"]["paced_by_repetition"];
+        let load = runs
+            .iter()
+            .find(|r| r["load"] == "rd" && r["repetition"] == *by)
+            .unwrap();
+        let measured = load["aggressor"]["evidence"]["cmd_per_s"].as_f64().unwrap();
+        assert_eq!(
+            c["control"]["target_cmd_per_s"].as_f64(),
+            Some(measured),
+            "paced at the rate its repetition {by} measured: {c}"
+        );
+        let argv = common::aggressor_argv(c);
+        let rate = ((measured.round() as u64).max(1)).to_string();
+        assert!(common::has_flag(&argv, "--rate-iops", &rate), "{argv:?}");
+        assert!(common::has_flag(&argv, "--engine", "null"), "{argv:?}");
+    }
+    // And the attribution says how many ran each way.
+    let a = attribution(dir.path(), "alone", "rd");
+    assert_eq!(a["control_order"]["after_load"], 2, "{a}");
+    assert_eq!(a["control_order"]["before_load"], 1, "{a}");
+    assert!(
+        stdout.contains("control order: 2 after the load, 1 before"),
+        "{stdout}"
+    );
 }
 
 #[test]

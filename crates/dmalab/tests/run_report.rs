@@ -168,11 +168,11 @@ fn report_is_self_contained_and_counts_its_plots() {
     synthetic(&res, 1.0);
     let html = dir.path().join("r.html");
     let printed = report(&res, &html);
-    // bars: 2 victims; histograms: lat x 2 configurations; figure against
-    // bandwidth: 2 victims.
-    assert!(printed.contains("(6 plots, 60 runs)"), "{printed}");
+    // bars: 2 victims; histograms and their CDFs: lat x 2 configurations;
+    // figure against bandwidth: 2 victims.
+    assert!(printed.contains("(8 plots, 60 runs)"), "{printed}");
     let text = std::fs::read_to_string(&html).unwrap();
-    assert_eq!(text.matches("<svg class=\"plot\"").count(), 6);
+    assert_eq!(text.matches("<svg class=\"plot\"").count(), 8);
     for bad in ["<script", "http://", "https://", "<link", "@import", "<img"] {
         let n = text.matches(bad).count();
         // The SVG namespace URI is an identifier, not a fetch.
@@ -198,8 +198,9 @@ fn report_is_self_contained_and_counts_its_plots() {
     let sres = dir.path().join("s.jsonl");
     synthetic_sweep(&sres);
     let printed = report(&sres, &dir.path().join("s.html"));
-    // bars (plain only), 1 histogram (plain), 2 sweep plots, 1 lat-vs-bw.
-    assert!(printed.contains("(5 plots, 12 runs)"), "{printed}");
+    // bars (plain only), 1 histogram and its CDF (plain), 2 sweep plots,
+    // 1 lat-vs-bw.
+    assert!(printed.contains("(6 plots, 12 runs)"), "{printed}");
 }
 
 /// Issue 27: a results file whose runs appear twice (two copies
@@ -224,7 +225,7 @@ fn report_counts_a_concatenated_files_runs_once_and_says_so() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     let printed = String::from_utf8_lossy(&out.stdout);
-    assert!(printed.contains("(6 plots, 60 runs)"), "{printed}");
+    assert!(printed.contains("(8 plots, 60 runs)"), "{printed}");
     let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
     assert_eq!(warnings.len(), 1, "one warning: {err}");
     assert!(
@@ -539,7 +540,7 @@ fn report_renders_in_headless_chromium_without_errors() {
     report(&res, &html);
     let (errors, plots, png) = open_in_chromium(&html, 1280);
     assert!(errors.is_empty(), "console errors: {errors:?}");
-    assert_eq!(plots, 6);
+    assert_eq!(plots, 8);
     assert!(
         png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000,
         "a real screenshot"

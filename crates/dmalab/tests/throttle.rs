@@ -255,6 +255,120 @@ fn throttle_holds_the_minimum_while_the_slo_cannot_be_met() {
     assert_eq!(l["settled_rate_bytes_per_s"], 1048576.0);
 }
 
+/// `dmalab throttle` with a fake exec victim (`fake_victim(calm,
+/// later)`) against the null aggressor, 1M to 8M: (exit code, stdout,
+/// stderr, the document).
+fn throttle_fake(
+    calm: u32,
+    later: u32,
+    extra: &[&str],
+) -> (Option<i32>, String, String, Option<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.json");
+    let victim = fake_victim(calm, later);
+    let o = Command::new(dmalab_bin())
+        .arg("throttle")
+        .args(["--victim-exec", &victim, "--victim-regex", "v=([0-9]+)"])
+        .args(["--aggressor", NULL_AGGRESSOR])
+        .args(["--slo", "value <= 2 x baseline", "--interval", "100ms"])
+        .args([
+            "--baseline-intervals",
+            "2",
+            "--min-rate",
+            "1M",
+            "--max-rate",
+            "8M",
+        ])
+        .args(extra)
+        .arg("--output")
+        .arg(&out)
+        .arg("-q")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let doc = std::fs::read(&out)
+        .ok()
+        .map(|b| serde_json::from_slice(&b).unwrap());
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        doc,
+    )
+}
+
+/// Issue 34: a victim past its bound whatever the rate (ten times its
+/// baseline as soon as the aggressor runs) held the loop at the floor,
+/// reporting violations; the session now says no rate can help.
+#[test]
+fn throttle_says_no_rate_meets_the_slo_when_the_minimum_rate_already_breaks_it() {
+    let (code, out, err, doc) = throttle_fake(3, 1000, &["--intervals", "9", "--start-rate", "4M"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains(
+            "no rate meets the SLO: at the minimum rate the victim is at x10.00; see the control cycle in `dmalab run`"
+        ),
+        "{out}"
+    );
+    let l = &doc.unwrap()["result"]["loops"][0];
+    assert_eq!(l["outcome"]["kind"], "no_rate_meets", "{l}");
+    assert_eq!(l["outcome"]["figure_ratio_at_min"], 10.0, "{l}");
+    assert_eq!(l["settled_rate_bytes_per_s"], 1048576.0);
+    // It stops climbing: every interval after the first at the minimum.
+    let series = l["series"].as_array().unwrap();
+    assert!(series[1..]
+        .iter()
+        .all(|p| p["rate_target_bytes_per_s"] == 1048576.0));
+}
+
+/// Issue 34: an insensitive victim reaches --max-rate in a few intervals
+/// and the session says the SLO holds there.
+#[test]
+fn throttle_says_the_slo_holds_at_the_maximum_rate_for_an_insensitive_victim() {
+    let (code, out, err, doc) = throttle_fake(1_000_000, 100, &["--intervals", "12"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("the SLO holds at the maximum rate"), "{out}");
+    let l = &doc.unwrap()["result"]["loops"][0];
+    assert_eq!(l["outcome"]["kind"], "holds_at_max", "{l}");
+    let series = l["series"].as_array().unwrap();
+    let at = series
+        .iter()
+        .position(|p| p["rate_target_bytes_per_s"] == 8.0 * 1048576.0);
+    assert!(at.is_some_and(|i| i <= 5), "{l}");
+}
+
+/// Issue 34: the PI controller stays available for comparison, and a PI
+/// loop too short to settle reports no settled rate (JSON null) and says
+/// so.
+#[test]
+fn a_throttle_loop_that_never_settled_has_no_settled_rate() {
+    // PI from the minimum on a victim that never slows climbs the whole
+    // 6 intervals, a few % each: still moving (past a 1% band) in the last
+    // third. Before issue 34 its last interval alone counted as settled.
+    let (code, out, err, doc) = throttle_fake(
+        1_000_000,
+        100,
+        &[
+            "--intervals",
+            "6",
+            "--controller",
+            "pi",
+            "--pi-boost-max",
+            "1",
+            "--settle-band",
+            "0.01",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("never settled (raise --intervals)"), "{out}");
+    let d = doc.unwrap();
+    assert_eq!(d["config"]["controller"]["kind"], "pi");
+    let l = &d["result"]["loops"][0];
+    assert_eq!(l["outcome"]["kind"], "never_settled", "{l}");
+    assert!(l["settled_rate_bytes_per_s"].is_null(), "{l}");
+    assert!(l["settle_time_s"].is_null(), "{l}");
+}
+
 #[test]
 fn throttle_bad_input_exits_2_and_names_the_option() {
     let dir = tempfile::tempdir().unwrap();

@@ -31,6 +31,12 @@ pub enum LedgerError {
         /// What is wrong with it.
         why: String,
     },
+    /// It could not be read, so it was not acted on.
+    #[error("{0}; not acted on")]
+    NotActedOn(Box<LedgerError>),
+    /// It holds no ledger of any format dmalab wrote.
+    #[error("{}: not a dmalab ledger; left alone (check what it names and remove it by hand)", .0.display())]
+    NotALedger(PathBuf),
 }
 
 fn euid() -> u32 {

@@ -313,17 +313,13 @@ impl LedgerDir {
     }
 
     /// Reads a ledger file (this format or an older one) defensively.
-    pub fn read(&self, path: &Path) -> Result<LedgerFile, String> {
-        let text = dir::read_trusted(path).map_err(|e| format!("{e}; not acted on"))?;
+    pub fn read(&self, path: &Path) -> Result<LedgerFile, LedgerError> {
+        let text = dir::read_trusted(path).map_err(|e| LedgerError::NotActedOn(Box::new(e)))?;
         if let Ok(l) = serde_json::from_str::<LedgerFile>(&text) {
             return Ok(l);
         }
-        legacy::translate(&self.path, path, &text).ok_or_else(|| {
-            format!(
-                "{}: not a dmalab ledger; left alone (check what it names and remove it by hand)",
-                path.display()
-            )
-        })
+        legacy::translate(&self.path, path, &text)
+            .ok_or_else(|| LedgerError::NotALedger(path.to_path_buf()))
     }
 
     /// Undoes the ledgers of dead owners under this directory, newest step
@@ -361,7 +357,7 @@ impl LedgerDir {
             let mut l = match self.read(&p) {
                 Ok(l) => l,
                 Err(e) => {
-                    r.errors.push(e);
+                    r.errors.push(e.to_string());
                     continue;
                 }
             };

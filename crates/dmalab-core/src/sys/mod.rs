@@ -10,6 +10,7 @@
 pub mod blockdev;
 pub mod clock;
 pub mod cpuinfo;
+pub mod numa;
 pub mod sched;
 pub mod swaps;
 pub mod tsc;

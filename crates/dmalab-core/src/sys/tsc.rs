@@ -19,14 +19,27 @@ use super::clock::monotonic_ns;
 use serde::{Deserialize, Serialize};
 
 /// Reads the TSC with `rdtscp` and then `lfence`: earlier instructions have
-/// completed, later ones have not started.
+/// completed, later ones have not started. On a CPU without `rdtscp` (QEMU's
+/// default `qemu64` model, some hypervisors) it reads `lfence; rdtsc; lfence`
+/// instead, which orders the same way; the choice is made once per process
+/// from CPUID, so the hot path is one predictable branch.
 #[inline(always)]
 pub fn rdtscp_fenced() -> u64 {
+    if has_rdtscp() {
+        rdtscp_lfence()
+    } else {
+        rdtsc_lfenced()
+    }
+}
+
+/// `rdtscp; lfence`, for callers that have checked [`has_rdtscp`].
+#[inline(always)]
+fn rdtscp_lfence() -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
         let mut aux = 0u32;
         // SAFETY: rdtscp and lfence only read the counter / order execution;
-        // every x86_64 CPU dmalab supports has them (checked in `TscInfo`).
+        // the caller checked CPUID 0x80000001 EDX bit 27 (`has_rdtscp`).
         unsafe {
             let t = core::arch::x86_64::__rdtscp(&mut aux);
             core::arch::x86_64::_mm_lfence();
@@ -37,6 +50,29 @@ pub fn rdtscp_fenced() -> u64 {
     {
         monotonic_ns()
     }
+}
+
+/// 0: not yet asked, 1: the CPU has `rdtscp`, 2: it has not.
+static RDTSCP: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Whether this CPU has `rdtscp` (CPUID 0x80000001 EDX bit 27), asked once.
+#[inline(always)]
+pub fn has_rdtscp() -> bool {
+    match RDTSCP.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => ask_rdtscp(),
+    }
+}
+
+#[cold]
+fn ask_rdtscp() -> bool {
+    let yes = cpuid_tsc().rdtscp;
+    RDTSCP.store(
+        if yes { 1 } else { 2 },
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    yes
 }
 
 /// Reads the TSC with a bare `rdtsc` (no ordering); only for comparisons.
@@ -433,8 +469,13 @@ impl TimerCost {
         fenced_pairs(&mut v);
         fenced_pairs(&mut v);
         let (fmed, fmin) = median_min(&mut v);
-        bare_rdtscp_pairs(&mut v);
-        let (rmed, _) = median_min(&mut v);
+        // 0 where the CPU has no rdtscp (the brackets then use fenced rdtsc).
+        let rmed = if has_rdtscp() {
+            bare_rdtscp_pairs(&mut v);
+            median_min(&mut v).0
+        } else {
+            0
+        };
         bare_rdtsc_pairs(&mut v);
         let step = v
             .iter()
@@ -464,6 +505,18 @@ impl TimerCost {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fenced read asks CPUID once and agrees with it; both fenced
+    /// reads count the same clock forwards, so the fallback a CPU without
+    /// `rdtscp` takes reads the same TSC.
+    #[test]
+    fn fenced_read_follows_cpuid_and_both_reads_count_one_clock() {
+        assert_eq!(has_rdtscp(), cpuid_tsc().rdtscp);
+        let a = rdtsc_lfenced();
+        let b = rdtscp_fenced();
+        let c = rdtsc_lfenced();
+        assert!(a <= b && b <= c, "{a} {b} {c}");
+    }
 
     /// A mock: time advances `step_ns` per call of either clock; the TSC is
     /// `offset + t * hz`; every `hiccup_every`-th monotonic read is delayed

@@ -26,8 +26,8 @@
 //!   (a test hook; `dmalab_gpu::mock`).
 
 use super::{
-    refuse_format_before, BufferPiece, Command, Completion, Driver, Engine, EngineError,
-    EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
+    refuse_allow_destroy, refuse_format_before, BufferPiece, Command, Completion, Driver, Engine,
+    EngineError, EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
 };
 use crate::pattern::Pattern;
 use crate::plan::Plan;
@@ -224,6 +224,22 @@ pub struct GpuDriver {
     reg: Mutex<Weak<HostRegistration>>,
     placed: Mutex<(Vec<WorkerPlacement>, Vec<String>)>,
     counts: Arc<CopyCounts>,
+    /// The driver's seam (`DMALAB_GPU_DRIVER`, read by the binary).
+    driver_spec: Option<String>,
+}
+
+/// The environment variable the binary reads for the GPU driver's seam.
+pub use dmalab_gpu::DRIVER_ENV;
+
+impl GpuDriver {
+    /// A driver that loads the GPU driver `spec` names (`mock[:OPTIONS]`,
+    /// a library; None: `libcuda.so.1`).
+    pub fn new(spec: Option<String>) -> Self {
+        Self {
+            driver_spec: spec,
+            ..Default::default()
+        }
+    }
 }
 
 /// A GPU-layer failure as a usage error of `option` (exit 2): the host
@@ -251,19 +267,16 @@ impl Driver for GpuDriver {
 
     fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError> {
         refuse_format_before(req)?;
-        if req.allow_destroy.is_some() {
-            return Err(UsageError::new(
-                "--allow-destroy",
-                "--engine gpu writes no storage (copies stay between the buffer and GPU memory); leave it out",
-            ));
-        }
+        refuse_allow_destroy(
+            req,
+            "--engine gpu writes no storage (copies stay between the buffer and GPU memory); leave it out",
+        )?;
         if let Some(t) = &req.target {
             let text = t.to_str().unwrap_or_default();
             self.target = Some(dmalab_gpu::parse_target("--target", text)?);
         }
-        let spec = std::env::var(dmalab_gpu::DRIVER_ENV).ok();
-        let loaded =
-            dmalab_gpu::load_driver(spec.as_deref()).map_err(|e| usage("--engine gpu", e))?;
+        let loaded = dmalab_gpu::load_driver(self.driver_spec.as_deref())
+            .map_err(|e| usage("--engine gpu", e))?;
         self.loaded = Some(loaded);
         let size = match req.size_bytes {
             Some(0) => return Err(UsageError::new("--size", "must be greater than 0")),
@@ -673,6 +686,28 @@ impl Engine for GpuEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_driver_seam_is_the_value_passed_in() {
+        // Whatever the environment says, the driver the binary chose.
+        let seams = crate::engine::DeviceSeams {
+            gpu_driver: Some("mock:fast".into()),
+            ..Default::default()
+        };
+        let e = crate::engine::driver(EngineKind::Gpu, &seams)
+            .inspect(&TargetRequest::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mock option 'fast'"), "{e}");
+        let seams = crate::engine::DeviceSeams {
+            gpu_driver: Some("mock".into()),
+            ..Default::default()
+        };
+        let info = crate::engine::driver(EngineKind::Gpu, &seams)
+            .inspect(&TargetRequest::default())
+            .unwrap();
+        assert_eq!(info.kind, "gpu");
+    }
 
     #[test]
     fn gpus_are_only_for_the_gpu_engine() {

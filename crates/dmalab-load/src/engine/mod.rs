@@ -162,6 +162,23 @@ impl EngineKind {
             EngineKind::Rdma => "rdma",
         }
     }
+
+    /// True when the engine moves data through a device, so the counters
+    /// can check the load's own accounting against what the device saw
+    /// (the null engine moves nothing).
+    pub fn moves_data(self) -> bool {
+        !matches!(self, EngineKind::Null)
+    }
+
+    /// The flag that sizes the space device offsets move in when the
+    /// region defaults to the whole target (the flag an error about too
+    /// small a target names).
+    pub fn size_option(self) -> &'static str {
+        match self {
+            EngineKind::Rdma => "--rdma-remote-buffer",
+            _ => "--size",
+        }
+    }
 }
 
 /// Everything an engine needs to open (see the module documentation).
@@ -183,7 +200,9 @@ pub struct EngineSpec {
     pub cpus: Vec<usize>,
     /// The buffer is locked in memory. When it is not (the locked-memory
     /// limit was too low), an engine must not pin it either: registering
-    /// it would be charged against the same limit.
+    /// it would be charged against the same limit. Also false when io_uring
+    /// cannot register the buffer's pages (a `--buffer-file` that is not on
+    /// tmpfs: `PlacementRecord::io_uring_registrable`).
     pub buffer_locked: bool,
 }
 
@@ -351,13 +370,26 @@ pub trait Driver: Send + Sync {
     }
 }
 
+/// The device libraries' test seams, passed in by the binary (the only
+/// place that reads them from its environment), as `dmalab-host` takes a
+/// `HostRoot`: no engine reads an environment variable.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceSeams {
+    /// The GPU driver ([`gpu::DRIVER_ENV`]): `mock[:OPTIONS]` or a
+    /// library; None: `libcuda.so.1`.
+    pub gpu_driver: Option<String>,
+    /// The NVMe passthrough path (`DMALAB_NVME_PATH`): `uring_cmd`,
+    /// `ioctl` or `auto`; None: auto. Checked when a queue opens.
+    pub nvme_path: Option<String>,
+}
+
 /// The factory: the driver of engine `kind`, fresh for one run.
-pub fn driver(kind: EngineKind) -> Box<dyn Driver> {
+pub fn driver(kind: EngineKind, seams: &DeviceSeams) -> Box<dyn Driver> {
     match kind {
         EngineKind::IoUring => Box::new(uring::UringDriver::default()),
-        EngineKind::Nvme => Box::new(nvme::NvmeDriver::default()),
+        EngineKind::Nvme => Box::new(nvme::NvmeDriver::new(seams.nvme_path.clone())),
         EngineKind::Null => Box::new(null::NullDriver::default()),
-        EngineKind::Gpu => Box::new(gpu::GpuDriver::default()),
+        EngineKind::Gpu => Box::new(gpu::GpuDriver::new(seams.gpu_driver.clone())),
         EngineKind::Rdma => Box::new(rdma::RdmaDriver::default()),
     }
 }
@@ -375,6 +407,15 @@ pub(crate) fn format_before_refusal() -> UsageError {
 pub(crate) fn refuse_format_before(req: &TargetRequest) -> Result<(), UsageError> {
     if req.format_before {
         return Err(format_before_refusal());
+    }
+    Ok(())
+}
+
+/// The refusal of `--allow-destroy` by an engine that writes no storage;
+/// `why` says what it does instead.
+pub(crate) fn refuse_allow_destroy(req: &TargetRequest, why: &str) -> Result<(), UsageError> {
+    if req.allow_destroy.is_some() {
+        return Err(UsageError::new("--allow-destroy", why));
     }
     Ok(())
 }

@@ -46,6 +46,19 @@ pub struct NvmeDriver {
     target: Option<TargetInfo>,
     allow_destroy: Option<PathBuf>,
     format_before: bool,
+    /// The passthrough path's seam (`DMALAB_NVME_PATH`, read by the binary).
+    path: Option<String>,
+}
+
+impl NvmeDriver {
+    /// A driver whose queues take the passthrough path `path` names
+    /// (`uring_cmd`, `ioctl`, `auto`; None: auto).
+    pub fn new(path: Option<String>) -> Self {
+        Self {
+            path,
+            ..Default::default()
+        }
+    }
 }
 
 impl Driver for NvmeDriver {
@@ -147,7 +160,7 @@ impl Driver for NvmeDriver {
     }
 
     fn open(&self, spec: &EngineSpec) -> Result<Box<dyn Engine>, EngineError> {
-        Ok(Box::new(NvmeEngine::open(spec)?))
+        Ok(Box::new(NvmeEngine::open(spec, self.path.as_deref())?))
     }
 
     fn header(&self) -> String {
@@ -279,8 +292,9 @@ pub struct NvmeEngine {
 }
 
 impl NvmeEngine {
-    /// Opens `spec.target`, identifies it and sets up the queue.
-    pub fn open(spec: &EngineSpec) -> Result<Self, EngineError> {
+    /// Opens `spec.target`, identifies it and sets up the queue on the
+    /// passthrough path `path` names (see [`NvmeDriver::new`]).
+    pub fn open(spec: &EngineSpec, path: Option<&str>) -> Result<Self, EngineError> {
         let dev = NvmeDevice::open(&spec.target, false).map_err(nvme_err)?;
         let info = dev.info().map_err(nvme_err)?;
         drop(dev);
@@ -304,7 +318,7 @@ impl NvmeEngine {
                 ),
             });
         }
-        let choice = PathChoice::from_env().map_err(nvme_err)?;
+        let choice = PathChoice::parse(path).map_err(nvme_err)?;
         let mut queue = NvmeQueue::open(&spec.target, spec.writes, spec.iodepth.max(1), choice)
             .map_err(nvme_err)?;
         let iov = spec.iovecs();

@@ -14,8 +14,8 @@
 //! NIC write this host's memory (and the peer's NIC read the peer's).
 
 use super::{
-    refuse_direction_both, refuse_format_before, BufferPiece, Command, Completion, Driver, Engine,
-    EngineError, EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
+    refuse_allow_destroy, refuse_direction_both, refuse_format_before, BufferPiece, Command,
+    Completion, Driver, Engine, EngineError, EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
 };
 use crate::plan::Plan;
 use crate::target::TargetError;
@@ -329,12 +329,7 @@ impl Driver for RdmaDriver {
 
     fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError> {
         refuse_format_before(req)?;
-        if req.allow_destroy.is_some() {
-            return Err(UsageError::new(
-                "--allow-destroy",
-                "the rdma engine writes no storage: leave it out",
-            ));
-        }
+        refuse_allow_destroy(req, "the rdma engine writes no storage: leave it out")?;
         let Some(t) = &req.target else {
             return Err(UsageError::new(
                 "--target",

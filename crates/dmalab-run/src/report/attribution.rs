@@ -6,14 +6,14 @@
 //! on its CPUs, the aggressor's CPU time), with the lost-CPU note beside
 //! the slowdown where the evidence shows it.
 
-use super::svg::{esc, nice_max, Canvas, Scale, PALETTE};
 use crate::analysis::{fmt_value, Cell};
+use crate::draw::{esc, nice_max, Canvas, Scale, PALETTE};
 use crate::plan::PLAIN;
 use std::fmt::Write;
 
-/// A ratio as a signed percentage.
-fn pct(r: f64) -> String {
-    format!("{:+.2}%", (r - 1.0) * 100.0)
+/// A change of the figure, percent, with its sign.
+fn pct(x: f64) -> String {
+    format!("{x:+.2}%")
 }
 
 /// One plot: plain, control and loaded bars for one cell.
@@ -93,8 +93,8 @@ pub fn section(cells: &[Cell]) -> (String, usize) {
     let mut body = String::new();
     let mut plots = 0;
     if !attributed.is_empty() {
-        body.push_str(r#"<h2>Attribution: DMA or the aggressor's CPU cost</h2><p class="meta">Each aggressor's control cycle runs the same CPU-side work (workers, iodepth, CPUs, pattern) paced at the command rate the aggressor reached in the same repetition, without moving data into host memory (docs/run.md). vs control = the load against its control (&gt;0: the DMA hurt); DMA share = (loaded − control) / (loaded − plain), with 95% bootstrap intervals, the samples resampled apart.</p>
-<div class="scroll"><table class="stats"><tr><th>configuration</th><th>victim</th><th>load</th><th>vs plain</th><th>control vs plain</th><th>vs control</th><th>DMA share</th><th>verdict</th></tr>
+        body.push_str(r#"<h2>Attribution: DMA or the aggressor's CPU cost</h2><p class="meta">Each aggressor's control cycle runs the same CPU-side work (workers, iodepth, CPUs, pattern) paced at the command rate the aggressor reached, without moving data into host memory (docs/run.md). Controls run after their loads in odd repetitions (paced at that repetition's rate) and before them in even ones (paced at the previous repetition's), so a slow drift of the host falls on loads and controls alike; <i>control order</i> counts the control runs each way. Changes are of the figure itself (a bandwidth that fell is negative); vs control = the load against its control (worse: the DMA hurt); DMA share = (loaded − control) / (loaded − plain), with 95% bootstrap intervals, the samples resampled apart.</p>
+<div class="scroll"><table class="stats"><tr><th>configuration</th><th>victim</th><th>load</th><th>vs plain</th><th>control vs plain</th><th>vs control</th><th>DMA share</th><th>control order</th><th>verdict</th></tr>
 "#);
         for c in &attributed {
             let Some(a) = &c.attribution else { continue };
@@ -105,9 +105,19 @@ pub fn section(cells: &[Cell]) -> (String, usize) {
                     "–".into()
                 }
             };
-            let vs_plain = match (c.slowdown, c.slowdown_ci) {
+            let vs_plain = match (c.change_pct, c.change_pct_ci) {
+                (Some(s), Some(_)) if c.values.len() <= 2 => format!("{} [n too small]", pct(s)),
                 (Some(s), Some((lo, hi))) => format!("{} [{} – {}]", pct(s), pct(lo), pct(hi)),
                 _ => String::new(),
+            };
+            // At n <= 2 a bootstrap interval collapses: said, not drawn.
+            let few = crate::analysis::attribution_n(c, a) <= 2;
+            let ci = |x: String, (lo, hi): (String, String)| {
+                if few {
+                    format!("{x} [n too small]")
+                } else {
+                    format!("{x} [{lo} – {hi}]")
+                }
             };
             let verdict = match &c.lost_cpu {
                 Some(l) => format!("{}; {l}", a.verdict),
@@ -115,20 +125,26 @@ pub fn section(cells: &[Cell]) -> (String, usize) {
             };
             let _ = writeln!(
                 body,
-                r#"<tr><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td>{}</td><td>{} [{} – {}]</td><td>{} [{} – {}]</td><td>{} [{} – {}]</td><td class="l">{}</td></tr>"#,
+                r#"<tr><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td>{}</td><td>{} [{} – {}]</td><td>{}</td><td>{}</td><td class="l">{}</td><td class="l">{}</td></tr>"#,
                 esc(&c.configuration),
                 esc(&c.victim),
                 esc(&c.load),
                 esc(&vs_plain),
-                pct(a.control_slowdown),
-                pct(a.control_slowdown_ci.0),
-                pct(a.control_slowdown_ci.1),
-                pct(a.slowdown_vs_control),
-                pct(a.slowdown_vs_control_ci.0),
-                pct(a.slowdown_vs_control_ci.1),
-                share(a.dma_share),
-                share(a.dma_share_ci.0),
-                share(a.dma_share_ci.1),
+                pct(a.control_change_pct),
+                pct(a.control_change_pct_ci.0),
+                pct(a.control_change_pct_ci.1),
+                esc(&ci(
+                    pct(a.change_vs_control_pct),
+                    (
+                        pct(a.change_vs_control_pct_ci.0),
+                        pct(a.change_vs_control_pct_ci.1)
+                    )
+                )),
+                esc(&ci(
+                    share(a.dma_share),
+                    (share(a.dma_share_ci.0), share(a.dma_share_ci.1))
+                )),
+                esc(&a.control_order.describe()),
                 esc(&verdict)
             );
         }

@@ -3,8 +3,8 @@
 //! configuration, victim and load, with runs whose counters were
 //! multiplexed (counted only part of the time and scaled) flagged.
 
-use super::svg::esc;
 use crate::analysis::fmt_value;
+use crate::draw::esc;
 use crate::record::{Results, RunRecord};
 use dmalab_core::schema::RunStatus;
 use serde_json::Value;

@@ -21,7 +21,7 @@ fn num(v: Option<f64>) -> String {
 /// The statistics table.
 pub fn cells(cells: &[Cell]) -> String {
     let mut out = String::from(
-        "configuration,victim,load,sweep_value,unit,better,n,failed,mean,median,sd,cv_pct,ci_lo,ci_hi,slowdown,slowdown_ci_lo,slowdown_ci_hi,mwu_u,mwu_p,mwu_method,noisy,aggressor_bw_bytes,aggressor_cmd_per_s\n",
+        "configuration,victim,load,sweep_value,unit,better,n,failed,mean,median,sd,cv_pct,ci_lo,ci_hi,change_pct,change_pct_ci_lo,change_pct_ci_hi,change,slowdown_factor,slowdown_factor_ci_lo,slowdown_factor_ci_hi,mwu_u,mwu_p,mwu_method,noisy,aggressor_bw_bytes,aggressor_cmd_per_s\n",
     );
     for c in cells {
         let s = c.summary.as_ref();
@@ -40,6 +40,10 @@ pub fn cells(cells: &[Cell]) -> String {
             num(s.map(|s| s.cv_pct)),
             num(s.map(|s| s.ci_lo)),
             num(s.map(|s| s.ci_hi)),
+            num(c.change_pct),
+            num(c.change_pct_ci.map(|x| x.0)),
+            num(c.change_pct_ci.map(|x| x.1)),
+            c.change.map(|x| x.word().to_string()).unwrap_or_default(),
             num(c.slowdown),
             num(c.slowdown_ci.map(|x| x.0)),
             num(c.slowdown_ci.map(|x| x.1)),

@@ -5,9 +5,9 @@
 use super::spawn::{failure_from, killpg, spawn, tail, Spawned};
 use super::RunOptions;
 use crate::experiment::{Aggressor, AggressorKind, Experiment};
-use crate::livestats::{LiveStats, State};
 use crate::plan::PlannedRun;
 use crate::record::{AggressorOutcome, Failure};
+use dmalab_core::livestats::{Reader as LiveStats, State};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -125,22 +125,11 @@ pub(super) fn stop_aggressor(mut ra: RunningAggressor) -> (AggressorOutcome, boo
     let early = ra.sp.child.try_wait().ok().flatten();
     let status = match early {
         Some(s) => Some(s),
-        None => {
-            killpg(ra.sp.pid, libc::SIGINT);
-            let t0 = Instant::now();
-            loop {
-                match ra.sp.child.try_wait() {
-                    Ok(Some(s)) => break Some(s),
-                    Ok(None) if t0.elapsed() < Duration::from_secs(15) => {
-                        std::thread::sleep(Duration::from_millis(20))
-                    }
-                    _ => {
-                        killpg(ra.sp.pid, libc::SIGKILL);
-                        break ra.sp.child.wait().ok();
-                    }
-                }
-            }
-        }
+        None => dmalab_core::process::stop_group(
+            &mut ra.sp.child,
+            libc::SIGINT,
+            Duration::from_secs(15),
+        ),
     };
     killpg(ra.sp.pid, libc::SIGKILL);
     let result = ra
@@ -268,7 +257,7 @@ fn wait_for_load(sp: &mut Spawned, live: &Path) -> Result<Arc<LiveStats>, String
             return Err(format!("exited before it started its load ({st})"));
         }
         if let Ok(Some(ls)) = LiveStats::open(live) {
-            if ls.snapshot().state != State::Starting {
+            if ls.snapshot().is_ok_and(|s| s.state != State::Starting) {
                 return Ok(Arc::new(ls));
             }
         }

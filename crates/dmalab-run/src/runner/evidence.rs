@@ -4,8 +4,8 @@
 //! time, and what the kernel says about the victim's process).
 
 use super::spawn::ChildUsage;
-use crate::livestats::{LiveStats, Snapshot, State};
 use crate::record::{Evidence, Sample, VictimEvidence};
+use dmalab_core::livestats::{Reader as LiveStats, Snapshot, State};
 use dmalab_core::sys::sched;
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -84,8 +84,13 @@ impl Window {
     /// The victim starts now.
     pub(super) fn start(&mut self) {
         self.sys0 = Some(SysSnap::take(&self.cpus, self.aggressor_pid));
-        if let Some(ls) = &self.stats {
-            let s0 = ls.snapshot();
+        // A page that cannot be read (truncated under the runner) leaves
+        // the window without load evidence rather than ending the run.
+        if let Some((ls, s0)) = self
+            .stats
+            .as_ref()
+            .and_then(|ls| Some((ls, ls.snapshot().ok()?)))
+        {
             self.start = Some(s0);
             let ls = ls.clone();
             let (tx, rx) = mpsc::channel::<()>();
@@ -95,7 +100,7 @@ impl Window {
                 while let Err(mpsc::RecvTimeoutError::Timeout) =
                     rx.recv_timeout(Duration::from_secs(1))
                 {
-                    let s = ls.snapshot();
+                    let Ok(s) = ls.snapshot() else { break };
                     out.push(sample(&s0, &prev, &s));
                     prev = s;
                 }
@@ -115,7 +120,7 @@ impl Window {
     pub(super) fn end_at(&mut self, t: Instant) {
         self.t1 = Some(t);
         if let Some(ls) = &self.stats {
-            self.end = Some(ls.snapshot());
+            self.end = ls.snapshot().ok();
         }
         self.sys1 = Some(SysSnap::take(&self.cpus, self.aggressor_pid));
     }

@@ -25,7 +25,7 @@ use crate::experiment::Control;
 use crate::experiment::Experiment;
 use crate::plan::{self, PlannedRun};
 use crate::progress::Progress;
-use crate::record::{ControlRecord, Failure, RunRecord};
+use crate::record::{ControlOrder, ControlRecord, Failure, RunRecord};
 use aggressor::{start_aggressor, stop_aggressor, ControlArgs};
 use dmalab_core::schema::{rfc3339, RunStatus};
 use dmalab_core::UsageError;
@@ -155,20 +155,39 @@ fn control_plan<'e>(
         Some(Control::Aggressor(j)) => (&exp.aggressors[*j], false),
         None => return Err(format!("aggressor '{}' has no control", a.name)),
     };
-    let target = match rates.get(&(p.configuration, p.repetition, p.victim, i)) {
-        Some((true, r)) => *r,
-        Some((false, _)) => {
-            return Err(format!(
-                "aggressor '{}''s run in repetition {} failed, so there is no command rate to pace its control at",
-                a.name, p.repetition
-            ))
-        }
-        None => {
-            return Err(format!(
-                "aggressor '{}' has no recorded run in repetition {}, so there is no command rate to pace its control at",
-                a.name, p.repetition
-            ))
-        }
+    let order = plan::control_order(exp, p.repetition);
+    let rate_of = |r: u32| rates.get(&(p.configuration, r, p.victim, i));
+    let (target, paced_by) = match order {
+        // After the load: the rate it reached in this repetition.
+        ControlOrder::AfterLoad => match rate_of(p.repetition) {
+            Some((true, r)) => (*r, p.repetition),
+            Some((false, _)) => {
+                return Err(format!(
+                    "aggressor '{}''s run in repetition {} failed, so there is no command rate to pace its control at",
+                    a.name, p.repetition
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "aggressor '{}' has no recorded run in repetition {}, so there is no command rate to pace its control at",
+                    a.name, p.repetition
+                ))
+            }
+        },
+        // Before the load: the rate of the latest earlier repetition whose
+        // loaded run completed (this repetition's has not run yet).
+        ControlOrder::BeforeLoad => match (1..p.repetition).rev().find_map(|r| match rate_of(r) {
+            Some((true, rate)) => Some((*rate, r)),
+            _ => None,
+        }) {
+            Some(t) => t,
+            None => {
+                return Err(format!(
+                    "repetition {} runs aggressor '{}''s control before its load, and no earlier repetition's run of it completed, so there is no command rate to pace the control at",
+                    p.repetition, a.name
+                ))
+            }
+        },
     };
     let rate_iops = target
         .filter(|r| r.is_finite() && *r > 0.0)
@@ -187,6 +206,8 @@ fn control_plan<'e>(
             kind: if twin { "twin" } else { "aggressor" }.into(),
             target_cmd_per_s: target,
             rate_iops,
+            order: Some(order),
+            paced_by_repetition: Some(paced_by),
         },
     ))
 }
@@ -276,6 +297,8 @@ fn one_run(
                     .into(),
                     target_cmd_per_s: None,
                     rate_iops: None,
+                    order: Some(plan::control_order(exp, p.repetition)),
+                    paced_by_repetition: None,
                 }));
                 rec.status = RunStatus::Failed;
                 rec.failure = Some(Failure {

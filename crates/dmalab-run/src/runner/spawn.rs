@@ -1,30 +1,15 @@
 //! Child processes: spawned in their own process group, pinned, killed
-//! with the parent; waited for with a timeout; the tail of what they wrote.
+//! with the parent (all three: `dmalab_core::process`); waited for with a
+//! timeout; the tail of what they wrote.
 
 use crate::record::Failure;
-use std::io::Read;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// The last `max` bytes of a file, lines intact where possible.
-pub(super) fn tail(path: &Path, max: usize) -> String {
-    let mut s = String::new();
-    if let Ok(mut f) = std::fs::File::open(path) {
-        let mut b = Vec::new();
-        let _ = f.read_to_end(&mut b);
-        let start = b.len().saturating_sub(max);
-        s = String::from_utf8_lossy(&b[start..]).into_owned();
-        if start > 0 {
-            if let Some(i) = s.find('\n') {
-                s = s[i + 1..].to_string();
-            }
-        }
-    }
-    s
-}
+pub(super) use dmalab_core::process::{killpg, tail};
 
 /// A spawned child in its own process group.
 pub(super) struct Spawned {
@@ -50,30 +35,13 @@ pub(super) fn spawn(
         .stdout(std::fs::File::create(&stdout)?)
         .stderr(std::fs::File::create(&stderr)?)
         .current_dir(dir);
-    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &c in cpus {
-        if c < libc::CPU_SETSIZE as usize {
-            // SAFETY: c is inside the set (checked above).
-            unsafe { libc::CPU_SET(c, &mut set) };
-        }
-    }
-    let pin = !cpus.is_empty();
-    // SAFETY: the closure runs in the forked child before exec and only
-    // makes async-signal-safe system calls on data prepared beforehand.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setpgid(0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            if pin && libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    dmalab_core::process::prepare(
+        &mut cmd,
+        &dmalab_core::process::Setup {
+            cpus: cpus.to_vec(),
+            ..dmalab_core::process::Setup::tied()
+        },
+    );
     let child = cmd.spawn()?;
     let pid = child.id() as i32;
     Ok(Spawned {
@@ -82,12 +50,6 @@ pub(super) fn spawn(
         stdout,
         stderr,
     })
-}
-
-/// Sends `sig` to a spawned child's process group.
-pub(super) fn killpg(pid: i32, sig: i32) {
-    // SAFETY: signals our own child's process group (pgid = its pid).
-    unsafe { libc::kill(-pid, sig) };
 }
 
 /// What the kernel says about a child that has exited, read before it is
@@ -210,20 +172,6 @@ pub(super) fn failure_from(reason: String, st: Option<ExitStatus>, stderr: &Path
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tail_keeps_whole_lines() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("err");
-        std::fs::write(&p, "first line\nsecond line\nthird\n").unwrap();
-        assert_eq!(tail(&p, 14), "third\n");
-        assert_eq!(tail(&p, 1000), "first line\nsecond line\nthird\n");
-    }
-
-    #[test]
-    fn tail_of_a_missing_file_is_empty() {
-        assert_eq!(tail(Path::new("/nonexistent/dmalab-tail"), 100), "");
-    }
 
     #[test]
     fn wait_timeout_kills_a_child_that_overstays() {

@@ -169,7 +169,7 @@ pub fn load_accounting(
 ) -> Option<LoadAccounting> {
     use dmalab_load::pattern::Pattern;
     use dmalab_load::plan::Direction;
-    if plan.engine == dmalab_load::engine::EngineKind::Null {
+    if !plan.engine.moves_data() {
         return None;
     }
     let blocks = if plan.stream.pattern.moves_data() {

@@ -102,6 +102,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn status(root: &HostRoot, a: StatusArgs) -> anyhow::Result<ExitCode> {
+    a.output
+        .check(&mut dmalab_core::output::OutputGuard::new())?;
     let started = SystemTime::now();
     let st = ddio::status(root, &Registers::files(root), a.device.as_deref())?;
     let text = st.render_text();

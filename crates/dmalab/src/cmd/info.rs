@@ -68,6 +68,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 struct HostConfig {}
 
 fn host(output: OutputArgs) -> anyhow::Result<ExitCode> {
+    output.check(&mut dmalab_core::output::OutputGuard::new())?;
     let started = SystemTime::now();
     let host = HostInfo::collect();
     let report = dmalab_host::info::HostReport::collect(&dmalab_host::HostRoot::system(), &host);
@@ -79,6 +80,8 @@ fn host(output: OutputArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn nvme(a: NvmeArgs) -> anyhow::Result<ExitCode> {
+    a.output
+        .check(&mut dmalab_core::output::OutputGuard::new())?;
     let started = SystemTime::now();
     let info = identify(&a.device)?;
     let text = info.render_text();

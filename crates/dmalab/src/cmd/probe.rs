@@ -14,7 +14,6 @@ use dmalab_probe::latency::IntervalFigures;
 use dmalab_probe::options::{BandwidthOptions, LatencyOptions, LoadedOptions};
 use dmalab_probe::text;
 use serde::Serialize;
-use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
@@ -122,18 +121,19 @@ fn finish<C: Serialize, R: Serialize>(
         );
     }
     doc.warnings.extend(warnings);
-    for w in &doc.warnings {
-        eprintln!("dmalab: warning: {w}");
+    if !output.quiet {
+        for w in &doc.warnings {
+            eprintln!("dmalab: warning: {w}");
+        }
     }
     output.write(&doc, file_text)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Prints one line to stdout at once (live output another program reads).
+/// Prints one line at once (live output another program reads), on stdout
+/// unless stdout carries the result document.
 fn live(line: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+    outln!("{line}");
 }
 
 fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {

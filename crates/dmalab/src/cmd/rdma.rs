@@ -4,6 +4,7 @@
 use super::common::OutputArgs;
 use dmalab_core::host::HostInfo;
 use dmalab_core::output::OutputGuard;
+use dmalab_core::placement::PlacementSpec;
 use dmalab_core::schema::ResultDoc;
 use dmalab_core::UsageError;
 use dmalab_rdma::access::{AllowNet, Secret};
@@ -69,6 +70,21 @@ struct ServeArgs {
     /// that reach the port).
     #[arg(long, value_name = "ADDR[/PREFIX]")]
     allow: Vec<String>,
+    /// Bind the served buffer to this NUMA node (mbind MPOL_BIND before
+    /// its pages are touched; every page is checked afterwards with
+    /// move_pages, and serving refused if one landed elsewhere).
+    #[arg(long, visible_alias = "numa-node", value_name = "NODE")]
+    membind: Option<usize>,
+    /// Back the served buffer with this file or DAX device (/dev/daxX.Y),
+    /// mapped shared. A path that does not exist is created and removed
+    /// afterwards; an existing one must be at least --buffer long and named
+    /// with --allow-destroy; it is never truncated.
+    #[arg(long, value_name = "PATH")]
+    buffer_file: Option<PathBuf>,
+    /// Allow the existing --buffer-file to be overwritten (the --fill byte
+    /// and the clients' writes land in it).
+    #[arg(long, value_name = "PATH")]
+    allow_destroy: Option<PathBuf>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -96,6 +112,8 @@ struct ServeConfigDoc {
     secret_file: Option<PathBuf>,
     /// Networks that may connect (empty: any).
     allow: Vec<String>,
+    /// Where the served buffer lives.
+    placement: PlacementSpec,
 }
 
 /// Runs `dmalab rdma`.
@@ -146,9 +164,29 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|t| t.parse::<AllowNet>())
             .collect::<Result<_, _>>()?,
+        placement: PlacementSpec {
+            membind: a.membind,
+            buffer_file: a.buffer_file.clone(),
+            buffer_file_allowed: match (&a.buffer_file, &a.allow_destroy) {
+                (Some(b), Some(d)) => dmalab_core::safety::same_path(b, d),
+                _ => false,
+            },
+        },
     };
+    if let (Some(d), false) = (&a.allow_destroy, cfg.placement.buffer_file_allowed) {
+        return Err(UsageError::new(
+            "--allow-destroy",
+            format!(
+                "{} is not the --buffer-file; rdma serve writes no other existing file",
+                d.display()
+            ),
+        )
+        .into());
+    }
     cfg.validate()?;
-    a.output.check(&mut OutputGuard::new())?;
+    let mut guard = OutputGuard::new();
+    super::common::guard_buffer_file(&mut guard, cfg.placement.buffer_file.as_deref())?;
+    a.output.check(&mut guard)?;
     let started = SystemTime::now();
     let stop = dmalab_core::signal::stop_flag();
     let report = serve::serve(&cfg, &stop, &|line: &str| {
@@ -172,6 +210,7 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
             handshake_timeout_s: handshake_timeout.as_secs(),
             secret_file: a.secret_file,
             allow: a.allow,
+            placement: cfg.placement.clone(),
         },
         report,
         started,

@@ -1,25 +1,37 @@
-//! `dmalab report RESULTS`: the HTML report (and CSV) of an experiment.
+//! `dmalab report RESULTS...`: the HTML report (and CSV) of an experiment,
+//! a throttle result, or one or several result documents of one command.
 
 use anyhow::Context;
 use dmalab_core::output::{Accept, OutputGuard};
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Turn a `dmalab run` results file into one self-contained HTML file
-/// (inline SVG, no network): bars with each run as a dot, latency
-/// histograms plain against loaded, sweep curves, latency against
-/// bandwidth, and the statistics table.
+/// Turn a result into one self-contained HTML file (inline SVG, no
+/// network): a `dmalab run` results file (bars with each run as a dot,
+/// latency histograms and CDFs plain against loaded, sweep curves, the
+/// statistics table), a `throttle` result, or the `--output` documents of
+/// `load`, `probe`, `page`, `stat` or `sim compare` (several of one command
+/// are overlaid: the figures side by side, latency distributions as CDFs).
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The results file `dmalab run` wrote (JSON lines).
-    #[arg(value_name = "RESULTS")]
-    pub results: PathBuf,
+    /// The results file `dmalab run` wrote (JSON lines), or result
+    /// documents of one command (`--output` of load, probe, page, stat,
+    /// sim compare, throttle) to draw together.
+    #[arg(value_name = "RESULTS", required = true, num_args = 1..)]
+    pub results: Vec<PathBuf>,
     /// HTML file to write [default: RESULTS with the extension .html].
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Also write the statistics table (one row per cell) as CSV.
+    /// Also write the statistics table (one row per cell) as CSV; for
+    /// result documents, one row per file and figure.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// Also write each figure on its own as a scalable SVG file into DIR
+    /// (created if missing), for a paper: `DIR/NN-name.svg`. For PDF,
+    /// convert them (`rsvg-convert -f pdf`).
+    #[arg(long, value_name = "DIR")]
+    pub figures: Option<PathBuf>,
     /// Also write one CSV row per run.
     #[arg(long, value_name = "FILE")]
     pub runs_csv: Option<PathBuf>,
@@ -40,12 +52,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .into());
         }
     }
-    let throttle = throttle_doc(&args.results);
+    let first = args.results[0].clone();
+    let doc = single_doc(&first);
+    if doc.is_none() && args.results.len() > 1 {
+        return Err(dmalab_core::UsageError::new(
+            "RESULTS",
+            format!("{} is not a result document: several files are drawn together only as result documents of one command (--output of load, probe, page, stat, sim compare); report a `dmalab run` results file on its own", first.display()),
+        )
+        .into());
+    }
     let out = args.output.clone().unwrap_or_else(|| {
-        if throttle.is_some() {
-            return args.results.with_extension("html");
+        if doc.is_some() {
+            return first.with_extension("html");
         }
-        let mut p = args.results.clone();
+        let mut p = first.clone();
         let name = p
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -57,7 +77,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Every output is checked before anything is read or rendered, so a bad
     // --csv does not leave the HTML written, and no output replaces RESULTS.
     let mut guard = OutputGuard::new();
-    guard.protect("RESULTS", &args.results);
+    for r in &args.results {
+        guard.protect("RESULTS", r);
+    }
     guard.check("--output", &out, Accept::FileOrStream)?;
     if let Some(p) = &args.csv {
         guard.check("--csv", p, Accept::FileOrStream)?;
@@ -65,18 +87,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(p) = &args.runs_csv {
         guard.check("--runs-csv", p, Accept::FileOrStream)?;
     }
-    if let Some(doc) = throttle {
-        return throttle_report(&args, &doc, &out);
+    if let Some(doc) = doc {
+        if doc["command"] == "throttle" && args.results.len() == 1 {
+            return throttle_report(&args, &doc, &out);
+        }
+        return documents_report(&args, doc, &out);
     }
     // A merged file (`dmalab fleet merge`) compares its hosts side by side.
-    let mut res = dmalab_run::record::read_for_report(&args.results)?;
+    let mut res = dmalab_run::record::read_for_report(&first).map_err(|e| {
+        // A file that is neither kind gets one line that says what to give.
+        if !first_line_is_a_record(&first) {
+            anyhow::Error::from(dmalab_core::UsageError::new(
+                "RESULTS",
+                format!("{}: not a dmalab result (neither a `dmalab run` results file nor a result document written by --output)", first.display()),
+            ))
+        } else {
+            anyhow::Error::from(e)
+        }
+    })?;
     // A run recorded twice (files concatenated, a merge merged again) is
     // one run: counted twice it would shrink every interval and p-value.
     let dropped = res.drop_duplicate_runs();
     if dropped > 0 {
         eprintln!(
             "dmalab: warning: {}: {dropped} run record(s) repeat a run already in the file (same host, plan position, configuration, repetition, victim, load and start); each run is counted once",
-            args.results.display()
+            first.display()
         );
     }
     let res = res.grouped_by_host();
@@ -90,6 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         rep.plots,
         res.runs.len()
     );
+    write_figures(&args, &rep.html)?;
     if let Some(p) = &args.csv {
         let cells = dmalab_run::analysis::cells(&res, noisy);
         dmalab_core::output::write_atomic(p, dmalab_run::report::csv::cells(&cells).as_bytes())
@@ -104,11 +140,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A `dmalab throttle --output` document (one JSON object whose command is
-/// `throttle`), or None for anything else. A results file is JSON lines
-/// whose first line is a whole object, so only a file whose first line is
-/// not is read in full: a large results file is never read twice.
-fn throttle_doc(path: &std::path::Path) -> Option<serde_json::Value> {
+/// A single result document (one JSON object with a `command`, such as
+/// `dmalab load --output` writes), or None for anything else. A results
+/// file is JSON lines whose first line is a whole object, so only a file
+/// whose first line is not is read in full: a large results file is never
+/// read twice.
+fn single_doc(path: &std::path::Path) -> Option<serde_json::Value> {
     use std::io::BufRead;
     let mut first = String::new();
     let f = std::fs::File::open(path).ok()?;
@@ -117,7 +154,85 @@ fn throttle_doc(path: &std::path::Path) -> Option<serde_json::Value> {
         return None;
     }
     let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
-    (doc["command"] == "throttle").then_some(doc)
+    doc["command"].is_string().then_some(doc)
+}
+
+/// Whether the file's first line is a JSON object with a `record` field, as
+/// every line of a `dmalab run` results file is (an unreadable file counts
+/// as one, so that its read error is the one shown).
+fn first_line_is_a_record(path: &std::path::Path) -> bool {
+    use std::io::BufRead;
+    let Ok(f) = std::fs::File::open(path) else {
+        return true;
+    };
+    let mut first = Vec::new();
+    if std::io::BufReader::new(f)
+        .take(1 << 20)
+        .read_until(b'\n', &mut first)
+        .is_err()
+    {
+        return true;
+    }
+    serde_json::from_slice::<serde_json::Value>(&first).is_ok_and(|v| v.get("record").is_some())
+}
+
+/// Writes the report of result documents of one command (the first one
+/// already read) to `out`.
+fn documents_report(
+    args: &Args,
+    first: serde_json::Value,
+    out: &std::path::Path,
+) -> anyhow::Result<ExitCode> {
+    use dmalab_run::document;
+    let usage = |e: document::DocError| dmalab_core::UsageError::new("RESULTS", e.to_string());
+    let mut docs = vec![(
+        args.results[0].display().to_string(),
+        document::from_value(&args.results[0], first).map_err(usage)?,
+    )];
+    for p in &args.results[1..] {
+        let text = std::fs::read_to_string(p)
+            .with_context(|| format!("RESULTS: cannot read {}", p.display()))?;
+        docs.push((
+            p.display().to_string(),
+            document::parse(p, &text).map_err(usage)?,
+        ));
+    }
+    document::same_command(&docs).map_err(usage)?;
+    let docs: Vec<document::Doc> = docs.into_iter().map(|(_, d)| d).collect();
+    let rep = dmalab_run::report::document::render(&docs);
+    dmalab_core::output::write_atomic(out, rep.html.as_bytes())
+        .with_context(|| format!("--output: cannot write {}", out.display()))?;
+    outln!(
+        "{} ({} plots, {} {})",
+        out.display(),
+        rep.plots,
+        docs.len(),
+        docs[0].command
+    );
+    write_figures(args, &rep.html)?;
+    if let Some(p) = &args.csv {
+        dmalab_core::output::write_atomic(p, dmalab_run::report::document::csv(&docs).as_bytes())
+            .with_context(|| format!("--csv: cannot write {}", p.display()))?;
+        outln!("{}", p.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--figures DIR`: each plot of the page on its own, as an SVG file.
+fn write_figures(args: &Args, html: &str) -> anyhow::Result<()> {
+    let Some(dir) = &args.figures else {
+        return Ok(());
+    };
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--figures: cannot create {}", dir.display()))?;
+    let figs = dmalab_run::draw::split_figures(html);
+    for (name, svg) in &figs {
+        let p = dir.join(format!("{name}.svg"));
+        dmalab_core::output::write_atomic(&p, svg.as_bytes())
+            .with_context(|| format!("--figures: cannot write {}", p.display()))?;
+    }
+    outln!("{} ({} figures)", dir.display(), figs.len());
+    Ok(())
 }
 
 /// Writes the throttle report of `doc` to `out` (already checked).
@@ -127,10 +242,11 @@ fn throttle_report(
     out: &std::path::Path,
 ) -> anyhow::Result<ExitCode> {
     let (html, plots) = dmalab_throttle::report::html(doc).map_err(|e| {
-        dmalab_core::UsageError::new("RESULTS", format!("{}: {e}", args.results.display()))
+        dmalab_core::UsageError::new("RESULTS", format!("{}: {e}", args.results[0].display()))
     })?;
     dmalab_core::output::write_atomic(out, html.as_bytes())
         .with_context(|| format!("--output: cannot write {}", out.display()))?;
     outln!("{} ({plots} plots, throttle)", out.display());
+    write_figures(args, &html)?;
     Ok(ExitCode::SUCCESS)
 }

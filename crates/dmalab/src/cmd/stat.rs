@@ -25,7 +25,7 @@ use dmalab_counters::perfstat::{self, Form, RepeatSummary, StatOptions, StatPlan
 use dmalab_counters::session::{CounterReport, CountersMode, Request, Scope, Session};
 use dmalab_counters::Roots;
 use serde::Serialize;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -67,9 +67,6 @@ pub struct Args {
     /// standard deviation of the mean, relative (perf stat -r's `+-`).
     #[arg(short = 'r', long, value_name = "N", default_value_t = 1)]
     repeat: u32,
-    /// No summary on stderr.
-    #[arg(long, short)]
-    quiet: bool,
     #[command(flatten)]
     output: OutputArgs,
     /// The command and its arguments (`--` before it is optional: every
@@ -255,7 +252,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         eprintln!("dmalab: warning: could not catch SIGHUP: {e}");
     }
     let printer = Printer {
-        quiet: a.quiet,
+        quiet: a.output.quiet,
         form: &plan.form,
     };
     let mut runs: Vec<Counted> = Vec::new();
@@ -293,7 +290,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         Some(r) => format!("{}{}", out.text(), r.render_text()),
         None => out.text(),
     };
-    if !a.quiet {
+    if !a.output.quiet {
         match (&plan.form, &repeat) {
             (Form::Text, _) => eprint!("{text}"),
             (Form::Csv(sep), Some(r)) => eprint!("{}", r.render_csv(sep, &out.report)),
@@ -345,7 +342,13 @@ fn run_once(
     cmd.args(args);
     // Its own group (pgid = its pid, set before it is held), so that the
     // signals dmalab forwards reach its children as well.
-    cmd.process_group(0);
+    dmalab_core::process::prepare(
+        &mut cmd,
+        &dmalab_core::process::Setup {
+            own_group: true,
+            ..Default::default()
+        },
+    );
     let held = dmalab_counters::child::spawn_held(cmd).context("dmalab stat: fork")?;
     let scope = match cpus {
         Some(c) => Scope::Cpus(c.clone()),

@@ -54,13 +54,17 @@ pub struct Args {
     /// 150ns', 'value >= 0.9 x baseline'. Repeat for one closed loop each.
     #[arg(long, value_name = "SLO", required = true)]
     pub slo: Vec<String>,
-    /// The controller.
-    #[arg(long, value_enum, default_value_t = Kind::Pi)]
+    /// The controller: model learns the victim's figure against the rate
+    /// and aims at the best rate that keeps a margin; pi and aimd are there
+    /// for comparison.
+    #[arg(long, value_enum, default_value_t = Kind::Model)]
     pub controller: Kind,
     /// Control interval (the victim reports once per interval).
     #[arg(long, default_value = "1s", value_name = "DURATION")]
     pub interval: String,
-    /// Control intervals per SLO.
+    /// Control intervals per SLO (the model controller settles within 10
+    /// on the simulated plants; a loop is settled once its last third holds
+    /// still).
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub intervals: usize,
     /// Intervals of baseline, aggressor idle.
@@ -99,6 +103,16 @@ pub struct Args {
     /// inside its bound (doubles each such interval; 1: no boost).
     #[arg(long, default_value_t = 4.0, value_name = "FACTOR")]
     pub pi_boost_max: f64,
+    /// Model: share of the victim's interference budget (its slack with
+    /// the aggressor idle) kept as a margin; at least twice the figure's
+    /// noise.
+    #[arg(long, default_value_t = 0.1, value_name = "SHARE")]
+    pub model_margin: f64,
+    /// Model: measure the victim at --min-rate, then at --max-rate, before
+    /// the model takes over (learns the range at once; a steep victim is
+    /// past its bound for up to two intervals at --max-rate).
+    #[arg(long)]
+    pub model_probe: bool,
     /// Settled: the rate target stays within this share of the settled rate
     /// (the median of the loop's last third).
     #[arg(long, default_value_t = 0.1, value_name = "SHARE")]
@@ -125,9 +139,6 @@ pub struct Args {
     /// The io.max key set: rbps (reads) or wbps (writes).
     #[arg(long, default_value = "rbps", value_name = "KEY")]
     pub io_max_key: String,
-    /// No progress lines on stderr.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -158,6 +169,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         pi_ki: a.pi_ki,
         pi_margin: a.pi_margin,
         pi_boost_max: a.pi_boost_max,
+        model_margin: a.model_margin,
+        model_probe: a.model_probe,
         settle_band: a.settle_band,
         sweep: a.sweep,
         sweep_points: a.sweep_points,
@@ -186,9 +199,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             dmalab_core::UsageError::new("--output", format!("cannot write {}: {e}", p.display()))
         })?;
     }
+    a.output
+        .check(&mut dmalab_core::output::OutputGuard::new())?;
     let exe = std::env::current_exe().context("cannot find the dmalab binary itself")?;
     let started = SystemTime::now();
-    let quiet = a.quiet;
+    let quiet = a.output.quiet;
     let mut progress = |line: &str| {
         if !quiet {
             eprintln!("{line}");

@@ -140,7 +140,7 @@ pub fn interrupt_running_load(
     mut cmd: std::process::Command,
     dir: &std::path::Path,
     what: &str,
-) -> (serde_json::Value, dmalab_load::live::Snapshot) {
+) -> (serde_json::Value, dmalab_core::livestats::Snapshot) {
     let (out, live) = (dir.join("r.json"), dir.join("live"));
     let mut child = cmd
         .arg("--output")
@@ -161,18 +161,22 @@ pub fn interrupt_running_load(
     let j: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(j["status"], "interrupted", "{what}");
-    let snap = dmalab_load::live::parse(&std::fs::read(&live).unwrap()).unwrap();
-    assert_eq!(snap.state, dmalab_load::live::state::FINISHED, "{what}");
+    let snap = dmalab_core::livestats::parse(&std::fs::read(&live).unwrap()).unwrap();
+    assert_eq!(
+        snap.state,
+        dmalab_core::livestats::State::Finished,
+        "{what}"
+    );
     (j, snap)
 }
 
 /// Waits (at most 15 s) until the load writing the live-stats page `live`
 /// says it is running and has counted commands; false when it never did.
 pub fn wait_until_load_runs(live: &std::path::Path) -> bool {
-    use dmalab_load::live::{parse, state};
+    use dmalab_core::livestats::{parse, State};
     for _ in 0..300 {
-        let snap = std::fs::read(live).ok().and_then(|b| parse(&b));
-        if snap.is_some_and(|s| s.state == state::RUNNING && s.commands > 0) {
+        let snap = std::fs::read(live).ok().and_then(|b| parse(&b).ok());
+        if snap.is_some_and(|s| s.state == State::Running && s.commands > 0) {
             return true;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));

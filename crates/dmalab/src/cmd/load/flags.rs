@@ -3,11 +3,13 @@
 //! `Plan::validate` and the engines' drivers).
 
 use crate::cmd::common::OutputArgs;
+use dmalab_core::placement::PlacementSpec;
 use dmalab_core::units::{parse_count, parse_count_rate, parse_duration, parse_rate, parse_size};
 use dmalab_core::{cpus, UsageError};
 use dmalab_load::buffer::{Fill, HugePages};
 use dmalab_load::engine::gpu::GpuArgs;
 use dmalab_load::engine::rdma::RdmaArgs;
+use dmalab_load::engine::uring::UringArgs;
 use dmalab_load::engine::{Driver, EngineKind, TargetInfo, TargetRequest};
 use dmalab_load::limiter::{Arrival, RateSpec};
 use dmalab_load::pattern::{DeviceOffsets, MaxBlocks, Pattern, StreamConfig};
@@ -91,6 +93,19 @@ pub struct LoadArgs {
     /// and give them back afterwards).
     #[arg(long, value_enum, default_value_t = HugePages::None)]
     pub hugepages: HugePages,
+    /// Bind the buffer to this NUMA node (mbind MPOL_BIND before its pages
+    /// are touched; every page is checked afterwards with move_pages, and
+    /// the run refused if one landed elsewhere). With --buffer-file: check
+    /// that the file's pages are on this node.
+    #[arg(long, visible_alias = "numa-node", value_name = "NODE")]
+    pub membind: Option<usize>,
+    /// Back the buffer with this file or DAX device (/dev/daxX.Y, e.g.
+    /// persistent memory), mapped shared (MAP_SYNC where the file offers
+    /// it). A path that does not exist is created and removed afterwards;
+    /// an existing one must be at least --buffer long and named with
+    /// --allow-destroy (the fill overwrites it); it is never truncated.
+    #[arg(long, value_name = "PATH")]
+    pub buffer_file: Option<PathBuf>,
     /// CPU reads of the buffer: once before the start, or always before each
     /// command (to keep DMA targets in the LLC with DDIO).
     #[arg(long, value_enum, default_value_t = CacheMode::None)]
@@ -123,9 +138,10 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub seed: u64,
     /// Allow writing to this exact existing file or device (only if every
-    /// safety check passes).
+    /// safety check passes): the target, or an existing --buffer-file (give
+    /// the flag once for each).
     #[arg(long, value_name = "PATH")]
-    pub allow_destroy: Option<PathBuf>,
+    pub allow_destroy: Vec<PathBuf>,
     /// Keep live counters in this 4096-byte file (see docs/load.md).
     #[arg(long, value_name = "FILE")]
     pub live_stats: Option<PathBuf>,
@@ -154,9 +170,6 @@ pub struct LoadArgs {
     /// brings back the same checksum.
     #[arg(long)]
     pub buffer_checksum: bool,
-    /// No per-second lines on stderr.
-    #[arg(long, short)]
-    pub quiet: bool,
     /// Count hardware/software events from the workers' start to the last
     /// completion, per second on the load's clock: a recipe (software,
     /// core, skx-pcie, ...) or perf event specs (see docs/counters.md).
@@ -171,6 +184,8 @@ pub struct LoadArgs {
     pub rdma: RdmaArgs,
     #[command(flatten)]
     pub gpu: GpuArgs,
+    #[command(flatten)]
+    pub uring: UringArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -199,9 +214,33 @@ impl LoadArgs {
         Ok(TargetRequest {
             target: self.target.clone(),
             size_bytes,
-            allow_destroy: self.allow_destroy.clone(),
+            allow_destroy: self.target_allow_destroy(),
             format_before: self.format_before,
         })
+    }
+
+    /// The `--allow-destroy` meant for the target: the first that does not
+    /// name the buffer file.
+    fn target_allow_destroy(&self) -> Option<PathBuf> {
+        self.allow_destroy
+            .iter()
+            .find(|p| !self.names_buffer_file(p))
+            .cloned()
+    }
+
+    fn names_buffer_file(&self, p: &std::path::Path) -> bool {
+        self.buffer_file
+            .as_deref()
+            .is_some_and(|b| dmalab_core::safety::same_path(b, p))
+    }
+
+    /// Where the buffer lives, as the flags say.
+    fn placement(&self) -> PlacementSpec {
+        PlacementSpec {
+            membind: self.membind,
+            buffer_file: self.buffer_file.clone(),
+            buffer_file_allowed: self.allow_destroy.iter().any(|p| self.names_buffer_file(p)),
+        }
     }
 
     /// The plan the flags describe, on the inspected target; nothing is
@@ -267,6 +306,7 @@ impl LoadArgs {
             cpus_allowed_policy: self.cpus_allowed_policy,
             iodepth: self.iodepth,
             hugepages: self.hugepages,
+            placement: self.placement(),
             mlock: true,
             cache: self.cache,
             rate: RateSpec {
@@ -288,6 +328,7 @@ impl LoadArgs {
             region_from_target: self.region.is_none(),
             gpu: self.gpu.plan(self.engine)?,
             rdma,
+            uring: self.uring.plan(self.engine)?,
         })
     }
 }

@@ -31,7 +31,7 @@ struct Checked {
 /// the plan's rules, the counters asked for, the engine's preflight. It
 /// creates nothing (see [`Driver`]).
 fn checked(a: &flags::LoadArgs) -> anyhow::Result<Checked> {
-    let mut driver = engine::driver(a.engine);
+    let mut driver = engine::driver(a.engine, &super::seams::engines());
     let target = driver.inspect(&a.target_request()?)?;
     let plan = a.plan(&target, driver.as_mut())?;
     plan.validate()?;
@@ -95,6 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(t) = &target.path {
         guard.protect("--target", t);
     }
+    super::common::guard_buffer_file(&mut guard, plan.placement.buffer_file.as_deref())?;
     a.output.check(&mut guard)?;
     if let Some(o) = &a.trace {
         guard.check("--trace", o, Accept::FileOrStream)?;
@@ -114,7 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let driver: Arc<dyn Driver> = Arc::from(driver);
     let mut host = HostInfo::collect();
     host.target = driver.device(&plan);
-    let quiet = a.quiet;
+    let quiet = a.output.quiet;
     let mut on_sample = |s: &dmalab_load::result::Sample| {
         if !quiet {
             eprintln!("{}", s.line());

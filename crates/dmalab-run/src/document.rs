@@ -1,0 +1,404 @@
+//! Single-command result documents (`dmalab load`, `probe`, `page`,
+//! `stat`, `sim compare --output`): telling one from any other file, and
+//! the figures that matter for each kind, listed once ([`key_figures`]);
+//! the report's table and CSV and `compare` all read them.
+
+use crate::draw;
+use serde_json::Value;
+use std::fmt::Write;
+use std::path::Path;
+
+/// Why a file cannot be reported or compared as result documents.
+#[derive(Debug, thiserror::Error)]
+pub enum DocError {
+    /// Not a dmalab result document.
+    #[error("{path}: not a dmalab result document ({why}); give a file written by a dmalab command's --output or `dmalab run`")]
+    NotAResult {
+        /// The file.
+        path: String,
+        /// What is missing.
+        why: String,
+    },
+    /// Documents of different commands.
+    #[error("{path}: a `{found}` result cannot be overlaid with `{expected}` results; give results of one command")]
+    Mixed {
+        /// The file that differs.
+        path: String,
+        /// The first file's command.
+        expected: String,
+        /// This file's command.
+        found: String,
+    },
+}
+
+/// A result document and the name it is shown under (its file stem).
+pub struct Doc {
+    /// Shown in legends and table heads.
+    pub name: String,
+    /// `load`, `probe latency`, `page`, ...
+    pub command: String,
+    /// The whole document.
+    pub value: Value,
+}
+
+/// Parses `text` (the file at `path`) as one result document: a JSON
+/// object with `schema_version`, `tool.name`, `command` and `result`.
+pub fn parse(path: &Path, text: &str) -> Result<Doc, DocError> {
+    let not = |why: &str| DocError::NotAResult {
+        path: path.display().to_string(),
+        why: why.to_string(),
+    };
+    let value: Value = serde_json::from_str(text).map_err(|_| not("not one JSON object"))?;
+    from_value(path, value)
+}
+
+/// Checks a parsed JSON value as in [`parse`].
+pub fn from_value(path: &Path, value: Value) -> Result<Doc, DocError> {
+    let not = |why: &str| DocError::NotAResult {
+        path: path.display().to_string(),
+        why: why.to_string(),
+    };
+    if !value.is_object() {
+        return Err(not("not a JSON object"));
+    }
+    if value["schema_version"].as_u64().is_none() || value["tool"]["name"].as_str().is_none() {
+        return Err(not("no schema_version and tool"));
+    }
+    let command = value["command"]
+        .as_str()
+        .ok_or_else(|| not("no command"))?
+        .to_string();
+    if !value["result"].is_object() {
+        return Err(not("no result"));
+    }
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string());
+    Ok(Doc {
+        name,
+        command,
+        value,
+    })
+}
+
+/// Checks that every document is of the first one's command.
+pub fn same_command(docs: &[(String, Doc)]) -> Result<(), DocError> {
+    let Some((_, first)) = docs.first() else {
+        return Ok(());
+    };
+    for (path, d) in docs {
+        if d.command != first.command {
+            return Err(DocError::Mixed {
+                path: path.clone(),
+                expected: first.command.clone(),
+                found: d.command.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A figure that matters: its words, its unit (`B/s`, `ns`, `%`,
+/// `commands/s`, ...), whether higher is better, and its value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figure {
+    /// In words: "data bandwidth", "p99 latency".
+    pub what: String,
+    /// The value's unit.
+    pub unit: String,
+    /// True when a larger value is better (bandwidths), false for
+    /// latencies and times, None where neither is.
+    pub higher_is_better: Option<bool>,
+    /// The value, None where the document has none.
+    pub value: Option<f64>,
+}
+
+fn fig(r: &Value, ptr: &str, what: &str, unit: &str, hib: Option<bool>) -> Figure {
+    Figure {
+        what: what.into(),
+        unit: unit.into(),
+        higher_is_better: hib,
+        value: r.pointer(ptr).and_then(Value::as_f64),
+    }
+}
+
+/// Percentiles of a latency summary at `ptr` (fio's `percentile_ns`).
+fn latency_figures(r: &Value, ptr: &str, what: &str, out: &mut Vec<Figure>) {
+    out.push(fig(
+        r,
+        &format!("{ptr}/mean_ns"),
+        &format!("mean {what}"),
+        "ns",
+        Some(false),
+    ));
+    for (p, name) in [
+        ("50.000000", "p50"),
+        ("99.000000", "p99"),
+        ("99.900000", "p99.9"),
+    ] {
+        out.push(fig(
+            r,
+            &format!("{ptr}/percentile_ns/{p}"),
+            &format!("{name} {what}"),
+            "ns",
+            Some(false),
+        ));
+    }
+}
+
+/// The figures that matter in a document of `command`, in table order.
+pub fn key_figures(command: &str, doc: &Value) -> Vec<Figure> {
+    let r = &doc["result"];
+    let mut f = Vec::new();
+    match command {
+        "load" => {
+            f.push(fig(
+                r,
+                "/rates/data_bw_bytes",
+                "data bandwidth",
+                "B/s",
+                Some(true),
+            ));
+            f.push(fig(
+                r,
+                "/rates/iops",
+                "command rate",
+                "commands/s",
+                Some(true),
+            ));
+            latency_figures(r, "/lat_ns", "command latency", &mut f);
+            f.push(fig(r, "/cpu/cpu_pct", "CPU use", "% of a CPU", Some(false)));
+            f.push(fig(
+                r,
+                "/rate_check/mean_error_pct",
+                "rate error, mean",
+                "%",
+                Some(false),
+            ));
+            f.push(fig(
+                r,
+                "/rate_check/window_max_error_pct",
+                "rate error, worst 1-s window",
+                "%",
+                Some(false),
+            ));
+        }
+        c if c.starts_with("probe") => {
+            f.push(fig(r, "/bw_bytes", "bandwidth", "B/s", Some(true)));
+            latency_figures(r, "/per_access", "access latency", &mut f);
+            f.push(fig(
+                r,
+                "/timer/subtracted_ns",
+                "timer bracket subtracted",
+                "ns",
+                None,
+            ));
+        }
+        "page" => {
+            f.push(fig(
+                r,
+                "/table2/avg_all_ns",
+                "Table 2 (1): mean latency of all accesses",
+                "ns",
+                Some(false),
+            ));
+            f.push(fig(
+                r,
+                "/table2/major_mode_ns",
+                "Table 2 (2): most frequent major-fault latency",
+                "ns",
+                Some(false),
+            ));
+            f.push(fig(
+                r,
+                "/table2/avg_major_ns",
+                "Table 2 (3): mean major-fault latency",
+                "ns",
+                Some(false),
+            ));
+            f.push(fig(
+                r,
+                "/table2/os_overhead_ns",
+                "Table 2 (4): OS overhead",
+                "ns",
+                Some(false),
+            ));
+            f.push(fig(
+                r,
+                "/table2/os_overhead_pct",
+                "Table 2 (5): OS overhead share",
+                "%",
+                Some(false),
+            ));
+            f.push(fig(
+                r,
+                "/table2/time_in_over_100us_pct",
+                "run time in accesses > 100 µs",
+                "%",
+                Some(false),
+            ));
+            f.push(fig(
+                r,
+                "/table2/time_in_over_1ms_pct",
+                "run time in accesses ≥ 1 ms",
+                "%",
+                Some(false),
+            ));
+            for class in ["hit", "minor", "major"] {
+                f.push(fig(
+                    r,
+                    &format!("/total/{class}/share_pct"),
+                    &format!("{class} share of accesses"),
+                    "%",
+                    None,
+                ));
+            }
+            latency_figures(r, "/total/all/lat", "access latency", &mut f);
+        }
+        "stat" => {
+            f.push(fig(r, "/wall_ns", "run time", "ns", Some(false)));
+            for e in r["counters"]["events"].as_array().into_iter().flatten() {
+                let (Some(id), Some(v)) = (e["id"].as_str(), e["value"].as_f64()) else {
+                    continue;
+                };
+                f.push(Figure {
+                    what: id.to_string(),
+                    unit: e["unit"].as_str().unwrap_or("").to_string(),
+                    higher_is_better: None,
+                    value: Some(v),
+                });
+            }
+            for m in r["counters"]["metrics"].as_array().into_iter().flatten() {
+                let (Some(n), Some(v)) = (m["name"].as_str(), m["value"].as_f64()) else {
+                    continue;
+                };
+                f.push(Figure {
+                    what: n.replace('_', " "),
+                    unit: m["unit"].as_str().unwrap_or("").to_string(),
+                    higher_is_better: None,
+                    value: Some(v),
+                });
+            }
+        }
+        "sim compare" => {
+            for s in r["schemes"].as_array().into_iter().flatten() {
+                let Some(name) = s["scheme"].as_str() else {
+                    continue;
+                };
+                f.push(Figure {
+                    what: format!("{name}: simulated time"),
+                    unit: "ns".into(),
+                    higher_is_better: Some(false),
+                    value: s["total_ns"].as_f64(),
+                });
+            }
+        }
+        _ => {
+            // Any other command: the numbers at the top of its result.
+            for (k, v) in r.as_object().into_iter().flatten() {
+                if let Some(x) = v.as_f64() {
+                    let unit = if k.ends_with("_ns") {
+                        "ns"
+                    } else if k.ends_with("bw_bytes") {
+                        "B/s"
+                    } else {
+                        ""
+                    };
+                    f.push(Figure {
+                        what: k.replace('_', " "),
+                        unit: unit.into(),
+                        higher_is_better: None,
+                        value: Some(x),
+                    });
+                }
+            }
+        }
+    }
+    f.retain(|x| x.value.is_some() || command == "page");
+    f
+}
+
+/// A value with its unit for a table: binary units for bandwidth.
+pub fn fmt_figure(v: f64, unit: &str) -> String {
+    match unit {
+        "B/s" => draw::bw_fmt(v),
+        "ns" => dmalab_core::units::fmt_ns(v),
+        "commands/s" => format!("{v:.0} commands/s"),
+        "%" => format!("{v:.2}%"),
+        "" => draw::tick(v),
+        u => format!("{} {u}", draw::tick(v)),
+    }
+}
+
+/// The change of B against A in words: `−44.2% (worse)`.
+pub fn fmt_change(a: f64, b: f64, higher_is_better: Option<bool>) -> String {
+    if a == 0.0 || !a.is_finite() || !b.is_finite() {
+        return String::new();
+    }
+    let c = b / a - 1.0;
+    let sign = if c < 0.0 { "\u{2212}" } else { "+" };
+    let judged = match higher_is_better {
+        Some(h) if c != 0.0 => {
+            if (c > 0.0) == h {
+                " (better)"
+            } else {
+                " (worse)"
+            }
+        }
+        _ => "",
+    };
+    format!("{sign}{:.2}%{judged}", (c * 100.0).abs())
+}
+
+/// `compare A B` of two documents of one command: the figures that matter,
+/// each with the change of B against A, in words.
+pub fn compare(a: &Doc, b: &Doc) -> String {
+    let (fa, fb) = (
+        key_figures(&a.command, &a.value),
+        key_figures(&b.command, &b.value),
+    );
+    let mut rows = vec![(
+        "figure".to_string(),
+        a.name.clone(),
+        b.name.clone(),
+        "change".to_string(),
+    )];
+    for f in &fa {
+        let v = fb.iter().find(|x| x.what == f.what).and_then(|x| x.value);
+        let show = |x: Option<f64>| {
+            x.map(|v| fmt_figure(v, &f.unit))
+                .unwrap_or_else(|| "n/a".into())
+        };
+        let ch = match (f.value, v) {
+            (Some(x), Some(y)) => fmt_change(x, y, f.higher_is_better),
+            _ => String::new(),
+        };
+        rows.push((f.what.clone(), show(f.value), show(v), ch));
+    }
+    let w: Vec<usize> = (0..3)
+        .map(|i| {
+            rows.iter()
+                .map(|r| [&r.0, &r.1, &r.2][i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = format!("{}: {} against {}\n", a.command, b.name, a.name);
+    for r in rows {
+        let pad =
+            |s: &str, n: usize| format!("{s}{}", " ".repeat(n.saturating_sub(s.chars().count())));
+        let _ = writeln!(
+            out,
+            "  {}  {}  {}  {}",
+            pad(&r.0, w[0]),
+            pad(&r.1, w[1]),
+            pad(&r.2, w[2]),
+            r.3
+        )
+        .map(|_| ());
+    }
+    out.lines()
+        .map(|l| l.trim_end().to_string() + "\n")
+        .collect()
+}
