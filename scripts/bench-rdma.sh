@@ -6,16 +6,17 @@
 # CPU per operation, and the error of each tool's software rate limit in
 # 1-second windows at 10/50/90% of its own maximum.
 #
-#   scripts/bench-rdma.sh [--runtime SECS] [--reps N] [--dmalab BIN]
+#   scripts/bench-rdma.sh [--runtime SECS] [--rate-runtime SECS] [--reps N] [--dmalab BIN]
 #
 # rxe copies with the CPU and the guest runs under TCG: the figures compare
 # the two tools on the same software stack, not a NIC's DMA.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runtime=5 reps=3 dmalab=""
+runtime=5 rate_runtime=10 reps=3 dmalab=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --runtime) runtime="$2"; shift 2 ;;
+    --rate-runtime) rate_runtime="$2"; shift 2 ;;
     --reps) reps="$2"; shift 2 ;;
     --dmalab) dmalab="$2"; shift 2 ;;
     *) echo "bench-rdma.sh: unknown option $1" >&2; exit 2 ;;
@@ -27,7 +28,7 @@ if [ -z "$dmalab" ]; then
 fi
 out=target/bench-rdma
 mkdir -p "$out"
-sed -e "s/@RUNTIME@/$runtime/" -e "s/@REPS@/$reps/" scripts/nvme-vm/guest-bench-rdma.sh >"$out/job.sh"
+sed -e "s/@RUNTIME@/$runtime/" -e "s/@RATE_RUNTIME@/$rate_runtime/" -e "s/@REPS@/$reps/" scripts/nvme-vm/guest-bench-rdma.sh >"$out/job.sh"
 # The paper's experiment file, checked where an RDMA device exists (its
 # aggressors' own --dry-run opens the device).
 {
@@ -37,12 +38,12 @@ sed -e "s/@RUNTIME@/$runtime/" -e "s/@REPS@/$reps/" scripts/nvme-vm/guest-bench-
   echo "(cd /tmp && /usr/dmalab/bin/dmalab run /tmp/rdma-interference.toml --dry-run) >/results/example-dry-run.txt 2>&1"
   echo "echo \$? >/results/example-dry-run.rc"
 } >>"$out/job.sh"
-timeout_s=$(((reps * 4 + 6) * (runtime + 8) + 300))
+timeout_s=$(((reps * 4) * (runtime + 8) + 6 * (rate_runtime + 8) + 300))
 scripts/nvme-vm/run.sh --out "$out" --job "$out/job.sh" --dmalab "$dmalab" --with-rdma --timeout "$timeout_s"
 echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, $(uname -r)"
 echo "guest: $(cat "$out/results/uname" 2>/dev/null), QEMU TCG -smp 2, soft-RoCE rxe0 over lo"
-echo "settings: 64 KiB messages, 1 QP, 16 outstanding, ${runtime}s per run, $reps interleaved repetitions"
+echo "settings: 64 KiB messages, 1 QP, 16 outstanding, ${runtime}s per run (${rate_runtime}s under a rate limit), $reps interleaved repetitions"
 if [ -s "$out/results/errors" ]; then
   echo "errors from the guest:"; cat "$out/results/errors"
 fi
@@ -106,4 +107,11 @@ for line in open(os.path.join(d, "rates")):
         errs = [abs(x - target) / target * 100 for x in w]
         print(f"  {pct:>2}% {tool:<12} target {target / MIB:8.1f} MiB/s, mean {sum(w) / len(w) / MIB:8.1f} MiB/s, "
               f"window error median {bs.median(errs):5.2f}% max {max(errs):5.2f}% ({len(w)} windows)")
+    # dmalab's own check: whole 1-s windows of its completion timestamps.
+    try:
+        rc = json.load(open(os.path.join(d, f"rate_dm_{pct}.json")))["result"]["rate_check"]
+        print(f"  {pct:>2}% dmalab's rate_check: {len(rc['windows_per_s'])} windows, max error "
+              f"{rc['window_max_error_pct']:.2f}%, beyond device holds {rc.get('unexplained_max_error_pct', float('nan')):.2f}%")
+    except Exception as e:
+        print(f"  {pct:>2}% dmalab's rate_check missing: {e}")
 PY

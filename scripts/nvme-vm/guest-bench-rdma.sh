@@ -1,11 +1,14 @@
-# The RDMA benchmark's guest job (scripts/bench-rdma.sh substitutes @RUNTIME@
-# and @REPS@): dmalab's rdma engine against perftest's ib_write_bw and
+# The RDMA benchmark's guest job (scripts/bench-rdma.sh substitutes @RUNTIME@,
+# @RATE_RUNTIME@ and @REPS@): dmalab's rdma engine against perftest's ib_write_bw and
 # ib_read_bw on soft-RoCE (rxe0 over lo), same message size (64 KiB), one
 # QP, 16 outstanding, interleaved; then each tool's software rate limit at
 # 10/50/90% of its own maximum, judged in 1-second windows of rxe's
 # sent_pkts (sampled beside the run, the same oracle for both tools).
 . /usr/dmalab/lib.sh
 RT=@RUNTIME@
+# Rate runs are longer: the goal is judged over at least 5 whole 1-s
+# windows, and the first and last sampler windows straddle start and end.
+RRT=@RATE_RUNTIME@
 REPS=@REPS@
 D=/usr/dmalab/bin/dmalab
 HW=/sys/class/infiniband/rxe0/ports/1/hw_counters
@@ -22,26 +25,29 @@ dm_run() { # OP NAME [extra flags]: one dmalab run against a local serve
   S=$!
   w=0; while ! grep -q serving /results/$name.serve.err && [ $w -lt 200 ]; do sleep 0.1; w=$((w + 1)); done
   $D load --engine rdma --target 127.0.0.1:18700 --rdma-op "$op" --pattern single --bs 64K --buffer 16M \
-    --rdma-remote-buffer 16M --device-offsets sequential --iodepth 16 --runtime ${RT}s -q "$@" \
+    --rdma-remote-buffer 16M --device-offsets sequential --iodepth 16 --runtime ${DRT:-$RT}s -q "$@" \
     --output /results/$name.json >/dev/null 2>>/results/errors
   kill -TERM $S; wait $S
 }
 
 pt_run() { # TOOL NAME [extra flags]: one perftest run, server and client
   tool="$1"; name="$2"; shift 2
-  /usr/dmalab/bin/$tool -d rxe0 -x 1 -s 65536 -t 16 -q 1 -D $RT -F "$@" >/results/$name.server 2>&1 &
+  /usr/dmalab/bin/$tool -d rxe0 -x 1 -s 65536 -t 16 -q 1 -D ${DRT:-$RT} -F "$@" >/results/$name.server 2>&1 &
   S=$!
   sleep 1
-  /usr/dmalab/bin/$tool -d rxe0 -x 1 -s 65536 -t 16 -q 1 -D $RT -F --cpu_util "$@" 127.0.0.1 \
+  /usr/dmalab/bin/$tool -d rxe0 -x 1 -s 65536 -t 16 -q 1 -D ${DRT:-$RT} -F --cpu_util "$@" 127.0.0.1 \
     >/results/$name.txt 2>&1
   wait $S
 }
 
+# Bandwidth runs signal one request in 16 (the queue depth), as perftest
+# moderates its completions (--cq-mod); rate runs signal every request, so
+# dmalab's own window check sees each completion's time.
 i=1
 while [ $i -le $REPS ]; do
-  dm_run write W_dm_$i
+  dm_run write W_dm_$i --signal-every 16
   pt_run ib_write_bw W_pt_$i
-  dm_run read R_dm_$i
+  dm_run read R_dm_$i --signal-every 16
   pt_run ib_read_bw R_pt_$i
   i=$((i + 1))
 done
@@ -54,12 +60,12 @@ for pct in 10 50 90; do
   rate=$(awk -v m="$dm_max" -v p=$pct 'BEGIN {printf "%d", m * p / 100}')
   sampler /results/rate_dm_$pct.samples &
   P=$!
-  dm_run write rate_dm_$pct --rate "$rate"
+  DRT=$RRT dm_run write rate_dm_$pct --rate "$rate"
   kill $P
   mib=$(awk -v m="$pt_max" -v p=$pct 'BEGIN {printf "%.2f", m * p / 100}')
   sampler /results/rate_pt_$pct.samples &
   P=$!
-  pt_run ib_write_bw rate_pt_$pct --rate_limit="$mib" --rate_units=M --rate_limit_type=SW
+  DRT=$RRT pt_run ib_write_bw rate_pt_$pct --rate_limit="$mib" --rate_units=M --rate_limit_type=SW
   kill $P
   echo "$pct $rate $mib" >>/results/rates
 done

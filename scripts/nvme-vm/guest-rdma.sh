@@ -75,6 +75,16 @@ L="$T $D load --engine rdma -q --pattern single --bs 64K"
 counted lb_write $L --target loopback --rdma-op write --buffer 1M --rdma-remote-buffer 1M \
   --device-offsets sequential --fill random:7 --commands 32 --iodepth 4 --qps 2 --buffer-checksum \
   --output /results/lb_write.json
+# Inline writes (128 B: the CPU copies them into the work request), a whole
+# 8 KiB buffer once; selective signalling; a path MTU below the port's.
+counted lb_inline $T $D load --engine rdma -q --pattern single --bs 128 --target loopback \
+  --rdma-op write --rdma-inline --buffer 8K --rdma-remote-buffer 8K --device-offsets sequential \
+  --fill random:11 --commands 64 --iodepth 4 --buffer-checksum --output /results/lb_inline.json
+counted lb_signal $L --target loopback --rdma-op write --buffer 1M --rdma-remote-buffer 1M \
+  --device-offsets sequential --commands 41 --iodepth 8 --qps 2 --signal-every 4 \
+  --output /results/lb_signal.json
+counted lb_mtu $L --target loopback --rdma-op write --buffer 1M --rdma-remote-buffer 1M \
+  --mtu 1024 --commands 8 --iodepth 4 --output /results/lb_mtu.json
 counted lb_read $L --target loopback --rdma-op read --buffer 1M --rdma-remote-buffer 1M \
   --device-offsets sequential --fill random:3 --commands 16 --iodepth 4 --buffer-checksum \
   --output /results/lb_read.json

@@ -84,6 +84,11 @@ case_run write_full_4k $L --target /dev/ng0n2 --pattern full --bs 4K --max-block
 # A command larger than MDTS (512 KiB here) is refused, not split.
 case_run mdts_too_big $L --target /dev/ng0n2 --pattern full --bs 4K --max-blocks 256 --buffer 4M \
   --direction write --commands 4
+# --max-blocks mdts: as many blocks per command as the maximum transfer allows
+# (the test checks them against nvme-cli's MDTS and the kernel's limit).
+case_run mdts_blocks $L --target /dev/ng0n2 --pattern full --bs 4K --max-blocks mdts --buffer 4M \
+  --direction write --device-offsets sequential --commands 4 --iodepth 1 --output /results/mdts_blocks.json
+cat /sys/block/nvme0n2/queue/max_hw_sectors_kb >/results/max_hw_sectors_kb 2>&1
 
 # --- The data really moved: write a random buffer, read it back ------------
 # 256 single 4 KiB commands cover the 1 MiB buffer once, at LBAs 0..255 of

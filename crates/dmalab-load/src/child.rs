@@ -44,6 +44,10 @@ child_options! {
         iodepth: Values = "16",
         /// `--hugepages`.
         hugepages: Values = "none",
+        /// `--membind` (the buffer's NUMA node; alias `--numa-node`).
+        membind: Values = "0",
+        /// `--buffer-file` (a DAX device or file backing the buffer).
+        buffer_file: Values = "/tmp/dmalab-buffer-file",
         /// `--cache`.
         cache: Values = "none",
         /// `--rate`.
@@ -100,6 +104,20 @@ child_options! {
         rdma_inline: Switch,
         /// `--rdma-secret-file` (engine rdma).
         rdma_secret_file: Values = "/tmp/dmalab-rdma-secret",
+        /// `--signal-every` (engine rdma).
+        signal_every: Values = "8",
+        /// `--mtu` (engine rdma).
+        mtu: Values = "1024",
+        /// `--rdma-mix-order` (engine rdma).
+        rdma_mix_order: Values = "interleave",
+        /// `--sqpoll-cpu` (engine io_uring).
+        sqpoll_cpu: Values = "1",
+        /// `--iopoll` (engine io_uring).
+        iopoll: Switch,
+        /// `--register-files` (engine io_uring).
+        register_files: Values = "false",
+        /// `--submit-batch` (engine io_uring).
+        submit_batch: Values = "2",
         /// `--gpus` (engine gpu).
         gpus: Values = "0",
         /// `--gpu-wait` (engine gpu).

@@ -8,6 +8,7 @@
 //! tests below pin its exact sequences.
 
 use crate::engine::{Command, Op};
+use dmalab_core::UsageError;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -48,6 +49,68 @@ pub enum DeviceOffsets {
     Sequential,
     /// Uniformly random, block-aligned, within the region.
     Random,
+}
+
+/// `--max-blocks`: blocks per command for the random and full patterns,
+/// a number or `mdts`, the device's own largest transfer (nvme-memload
+/// read it from Identify Controller: "the SSD allows transferring up to 32
+/// blocks of 4096 byte per command").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaxBlocks {
+    /// This many blocks.
+    Count(u32),
+    /// The most blocks of `--bs` one command of the target may carry (its
+    /// maximum transfer: MDTS, the kernel's limit, NLB's range).
+    Mdts,
+}
+
+impl MaxBlocks {
+    /// Parses `N` or `mdts`.
+    pub fn parse(option: &str, text: &str) -> Result<Self, UsageError> {
+        if text.eq_ignore_ascii_case("mdts") {
+            return Ok(Self::Mdts);
+        }
+        match text.parse::<u32>() {
+            Ok(n) => Ok(Self::Count(n)),
+            Err(_) => Err(UsageError::new(
+                option,
+                format!("'{text}' is neither a number of blocks nor mdts; give e.g. 32 or mdts"),
+            )),
+        }
+    }
+
+    /// The number of blocks: `Count` as given; `Mdts` as the whole blocks
+    /// of `bs_bytes` in `max_transfer_bytes`, the engine's reading of its
+    /// device (`None`: the engine has no such limit to read, refused).
+    pub fn resolve(
+        self,
+        option: &str,
+        bs_bytes: u64,
+        max_transfer_bytes: Option<u64>,
+    ) -> Result<u32, UsageError> {
+        let n = match self {
+            Self::Count(n) => return Ok(n),
+            Self::Mdts => {
+                let Some(max) = max_transfer_bytes else {
+                    return Err(UsageError::new(
+                        option,
+                        "mdts reads the device's maximum transfer from Identify Controller: use it with --engine nvme, or give a number of blocks",
+                    ));
+                };
+                max / bs_bytes.max(1)
+            }
+        };
+        if n == 0 {
+            return Err(UsageError::new(
+                option,
+                format!(
+                    "mdts: the device moves at most {} bytes per command, less than one --bs block of {bs_bytes} bytes; use a smaller --bs",
+                    max_transfer_bytes.unwrap_or(0)
+                ),
+            ));
+        }
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
 }
 
 /// What the stream needs to know.
@@ -458,5 +521,40 @@ mod tests {
             Err(StreamError::RegionTooSmall { .. })
         ));
         assert_eq!(piece_bytes(3 * 512, 1 << 30), (1 << 30) / 1536 * 1536);
+    }
+
+    #[test]
+    fn max_blocks_mdts_is_the_device_limit_in_whole_blocks_of_bs() {
+        assert_eq!(
+            MaxBlocks::parse("--max-blocks", "mdts"),
+            Ok(MaxBlocks::Mdts)
+        );
+        assert_eq!(
+            MaxBlocks::parse("--max-blocks", "8"),
+            Ok(MaxBlocks::Count(8))
+        );
+        assert!(MaxBlocks::parse("--max-blocks", "lots").is_err());
+        // The thesis' SSD: 128 KiB per command = 32 blocks of 4 KiB.
+        let m = MaxBlocks::Mdts;
+        assert_eq!(m.resolve("--max-blocks", 4096, Some(128 << 10)), Ok(32));
+        assert_eq!(m.resolve("--max-blocks", 512, Some(128 << 10)), Ok(256));
+        // Whole blocks only.
+        assert_eq!(m.resolve("--max-blocks", 3 << 12, Some(128 << 10)), Ok(10));
+        // A number is kept whatever the device says.
+        let c = MaxBlocks::Count(7);
+        assert_eq!(c.resolve("--max-blocks", 4096, None), Ok(7));
+    }
+
+    #[test]
+    fn max_blocks_mdts_without_a_device_limit_or_below_one_block_is_refused() {
+        let e = MaxBlocks::Mdts
+            .resolve("--max-blocks", 4096, None)
+            .unwrap_err();
+        assert_eq!(e.option, "--max-blocks");
+        assert!(e.to_string().contains("--engine nvme"), "{e}");
+        let e = MaxBlocks::Mdts
+            .resolve("--max-blocks", 8192, Some(4096))
+            .unwrap_err();
+        assert!(e.to_string().contains("smaller --bs"), "{e}");
     }
 }

@@ -53,6 +53,8 @@ child_options! {
         allow_destroy: Values = "/tmp/dmalab-swap",
         /// `--xml`.
         xml: Values = "/tmp/dmalab-page.xml",
+        /// `--quiet`.
+        quiet: Switch,
     }
     runner_sets {
         output: Values = "/tmp/dmalab-out.json",

@@ -50,6 +50,8 @@ child_options! {
         interval_json: Switch,
         /// `--matrix`.
         matrix: Switch,
+        /// `--quiet`.
+        quiet: Switch,
     }
     runner_sets {
         output: Values = "/tmp/dmalab-out.json",
@@ -86,6 +88,12 @@ child_options! {
         oversubscribe: Switch,
         /// `--interval-json`.
         interval_json: Switch,
+        /// `--access` (sequential or random addresses).
+        access: Values = "random",
+        /// `--granularity` (bytes per random access).
+        granularity: Values = "64",
+        /// `--quiet`.
+        quiet: Switch,
     }
     runner_sets {
         output: Values = "/tmp/dmalab-out.json",

@@ -25,6 +25,7 @@ use crate::verbs::{
 };
 use dmalab_core::UsageError;
 use serde::Serialize;
+use std::collections::VecDeque;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -97,6 +98,30 @@ impl std::fmt::Display for RdmaOp {
     }
 }
 
+/// `--rdma-mix-order`: how `mixed:PCT` spreads its READs among the commands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "snake_case")]
+pub enum MixOrder {
+    /// Each command a READ with probability PCT (seeded per worker).
+    #[default]
+    Random,
+    /// READs spread evenly and deterministically: command k of a worker is
+    /// a READ when floor((k+1)*PCT/100) > floor(k*PCT/100), so every run of
+    /// 100 consecutive commands holds exactly PCT READs (mixed:50
+    /// alternates WRITE, READ, as the RDMA paper's tool does).
+    Interleave,
+}
+
+impl MixOrder {
+    /// Whether command `k` (0-based, per worker) of an interleaved
+    /// `mixed:read_pct` is a READ.
+    pub fn interleaved_read(k: u64, read_pct: u8) -> bool {
+        let p = u64::from(read_pct.min(100));
+        (k + 1) * p / 100 > k * p / 100
+    }
+}
+
 /// `--target` of the rdma engine.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -152,6 +177,14 @@ pub struct ClientConfig {
     pub sysfs_root: PathBuf,
     /// The server's shared secret (`--rdma-secret-file`), when it asks.
     pub secret: Option<Secret>,
+    /// `--signal-every N`: one work request in N asks for a completion
+    /// (CQ moderation); the unsignalled ones before it are finished when it
+    /// completes (an RC send queue completes in order). 1: every one.
+    pub signal_every: u32,
+    /// `--mtu`: the path MTU to use, bytes (None: the port's active MTU).
+    pub mtu_bytes: Option<u32>,
+    /// `--rdma-mix-order` for `mixed:PCT`.
+    pub mix_order: MixOrder,
 }
 
 /// Default remote region (`dmalab rdma serve`'s default buffer).
@@ -181,6 +214,23 @@ impl ClientConfig {
                 "an RDMA message carries at least one byte",
             ));
         }
+        if self.signal_every == 0 || self.signal_every > 1 << 16 {
+            return Err(UsageError::new(
+                "--signal-every",
+                format!(
+                    "{} is not 1..=65536 work requests per completion",
+                    self.signal_every
+                ),
+            ));
+        }
+        if let Some(m) = self.mtu_bytes {
+            if crate::verbs::mtu_code(m).is_none() {
+                return Err(UsageError::new(
+                    "--mtu",
+                    format!("{m} is not an RDMA MTU: use 256, 512, 1024, 2048 or 4096"),
+                ));
+            }
+        }
         let r = self.remote_buffer_bytes;
         if r < u64::from(self.max_msg_bytes) {
             return Err(UsageError::new(
@@ -192,6 +242,20 @@ impl ClientConfig {
             ));
         }
         Ok(())
+    }
+}
+
+/// Checks `--mtu` against the port's active MTU (`active_bytes`): a path
+/// MTU above it cannot be used.
+pub fn check_mtu(asked: Option<u32>, active_bytes: u32, port: &str) -> Result<(), UsageError> {
+    match asked {
+        Some(m) if m > active_bytes => Err(UsageError::new(
+            "--mtu",
+            format!(
+                "{m} bytes is above {port}'s active MTU of {active_bytes} bytes: use {active_bytes} or less"
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -229,6 +293,9 @@ pub struct Client {
     loop_buf: Option<RawBuffer>,
     before: Option<Snapshot>,
     moved: Mutex<Moved>,
+    /// Work requests posted signalled, fences included, and fences, over
+    /// all workers.
+    signalled: Mutex<(u64, u64)>,
     first_error: Mutex<Option<String>>,
 }
 
@@ -276,6 +343,7 @@ impl Client {
             loop_buf,
             before,
             moved: Mutex::new(Moved::default()),
+            signalled: Mutex::new((0, 0)),
             first_error: Mutex::new(None),
         })
     }
@@ -290,9 +358,10 @@ impl Client {
     pub fn worker(self: &Arc<Self>, seed: u64) -> Result<Worker, RdmaError> {
         let qps = self.cfg.qps as usize;
         let per_qp = self.cfg.iodepth.div_ceil(self.cfg.qps);
-        let cq = CompletionQueue::new(&self.ctx, self.cfg.iodepth)?;
+        // Room for one fence per QP (see Worker::fence) beside the requests.
+        let cq = CompletionQueue::new(&self.ctx, self.cfg.iodepth + self.cfg.qps)?;
         let params = QpParams {
-            max_send_wr: per_qp,
+            max_send_wr: per_qp + 1,
             max_inline: if self.cfg.inline { 256 } else { 0 },
             rd_atomic: 16,
         };
@@ -304,6 +373,12 @@ impl Client {
             streams: Vec::new(),
             remote: Vec::with_capacity(qps),
             inflight: vec![0; qps],
+            unreaped: vec![VecDeque::new(); qps],
+            since_signal: vec![0; qps],
+            signalled_out: vec![0; qps],
+            signalled: 0,
+            fences: 0,
+            posted: 0,
             per_qp,
             slot_op: Vec::new(),
             slot_qp: Vec::new(),
@@ -311,7 +386,7 @@ impl Client {
             rng: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
             next_qp: 0,
             moved: Moved::default(),
-            wc: vec![sys::ibv_wc::default(); self.cfg.iodepth.max(1) as usize],
+            wc: vec![sys::ibv_wc::default(); (self.cfg.iodepth + self.cfg.qps).max(1) as usize],
             last_progress: Instant::now(),
             cq,
         };
@@ -322,7 +397,10 @@ impl Client {
                     RdmaError::Usage(UsageError::new("--target", "loopback buffer missing"))
                 })?;
                 for _ in 0..qps {
-                    let a = QueuePair::new(&self.ctx, &w.cq, params)?;
+                    let mut a = QueuePair::new(&self.ctx, &w.cq, params)?;
+                    if let Some(m) = self.cfg.mtu_bytes {
+                        a.limit_mtu(m);
+                    }
                     let b = QueuePair::new(
                         &self.ctx,
                         &resp_cq,
@@ -344,7 +422,10 @@ impl Client {
             }
             PeerTarget::Peer(addr) => {
                 for _ in 0..qps {
-                    let qp = QueuePair::new(&self.ctx, &w.cq, params)?;
+                    let mut qp = QueuePair::new(&self.ctx, &w.cq, params)?;
+                    if let Some(m) = self.cfg.mtu_bytes {
+                        qp.limit_mtu(m);
+                    }
                     let mut s = connect_tcp(addr)?;
                     let ours = qp.endpoint(None, self.cfg.max_msg_bytes);
                     let theirs = handshake::client(addr, &mut s, &ours, self.cfg.secret.as_ref())?;
@@ -377,6 +458,7 @@ impl Client {
     pub fn facts(&self, workers: usize) -> ClientFacts {
         let after = counters::read(&self.cfg.sysfs_root, &self.ctx.name, self.ctx.port);
         let moved = self.moved.lock().map(|m| *m).unwrap_or_default();
+        let (signalled, fences) = self.signalled.lock().map(|m| *m).unwrap_or_default();
         ClientFacts {
             device: self.ctx.name.clone(),
             port: self.ctx.port,
@@ -384,6 +466,17 @@ impl Client {
             gid_index: self.ctx.gid_index,
             gid: gid_text(&self.ctx.gid),
             mtu_bytes: self.ctx.mtu_bytes(),
+            path_mtu_bytes: self
+                .cfg
+                .mtu_bytes
+                .map_or(self.ctx.mtu_bytes(), |m| m.min(self.ctx.mtu_bytes())),
+            signal_every: self.cfg.signal_every,
+            signalled_work_requests: signalled,
+            fences,
+            mix_order: match self.cfg.op {
+                RdmaOp::Mixed { .. } => Some(self.cfg.mix_order),
+                _ => None,
+            },
             target: match &self.cfg.target {
                 PeerTarget::Loopback => "loopback".into(),
                 PeerTarget::Peer(p) => p.clone(),
@@ -477,6 +570,21 @@ pub struct ClientFacts {
     pub gid: String,
     /// The port's active MTU, bytes.
     pub mtu_bytes: u32,
+    /// The path MTU this side offers its peers, bytes (`--mtu`, else the
+    /// port's active MTU; a QP uses the smaller of it and its peer's).
+    pub path_mtu_bytes: u32,
+    /// `--signal-every`: one work request in this many asks for a completion.
+    pub signal_every: u32,
+    /// Work requests posted signalled, fences included (the completions
+    /// the NIC wrote; each command is still counted once in `moved`).
+    pub signalled_work_requests: u64,
+    /// Of those, zero-length RDMA WRITEs posted only to be signalled behind
+    /// unsignalled requests a worker waited for (one packet and its
+    /// acknowledgement each, no data).
+    pub fences: u64,
+    /// `--rdma-mix-order` (mixed operations only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mix_order: Option<MixOrder>,
     /// `loopback` or HOST:PORT.
     pub target: String,
     /// `--rdma-op`.
@@ -514,6 +622,20 @@ pub struct Worker {
     streams: Vec<TcpStream>,
     remote: Vec<Endpoint>,
     inflight: Vec<u32>,
+    /// Per QP, the work requests posted and not yet finished, in posting
+    /// order: (wr_id, signalled). A completion finishes its own and every
+    /// one before it on that QP.
+    unreaped: Vec<VecDeque<(u64, bool)>>,
+    /// Per QP, work requests posted unsignalled since its last signalled one.
+    since_signal: Vec<u32>,
+    /// Per QP, signalled work requests (fences included) not yet completed.
+    signalled_out: Vec<u32>,
+    /// Signalled work requests posted, fences included.
+    signalled: u64,
+    /// Fences posted.
+    fences: u64,
+    /// Commands posted (the mixed interleave's counter).
+    posted: u64,
     per_qp: u32,
     slot_op: Vec<u32>,
     slot_qp: Vec<u16>,
@@ -524,6 +646,10 @@ pub struct Worker {
     wc: Vec<sys::ibv_wc>,
     last_progress: Instant,
 }
+
+/// The bit that marks a fence's wr_id (see [`Worker::fence`]; the low
+/// bits hold its QP's index); a request's wr_id is its u32 slot.
+const FENCE: u64 = 1 << 63;
 
 /// How long a worker waits without any completion, requests in flight,
 /// before it gives the peer up.
@@ -550,11 +676,17 @@ impl Worker {
     }
 
     fn choose_op(&mut self) -> u32 {
+        let k = self.posted;
+        self.posted += 1;
         match self.client.cfg.op {
             RdmaOp::Write => sys::IBV_WR_RDMA_WRITE,
             RdmaOp::Read => sys::IBV_WR_RDMA_READ,
             RdmaOp::Mixed { read_pct } => {
-                if self.next_rand() % 100 < u64::from(read_pct) {
+                let read = match self.client.cfg.mix_order {
+                    MixOrder::Interleave => MixOrder::interleaved_read(k, read_pct),
+                    MixOrder::Random => self.next_rand() % 100 < u64::from(read_pct),
+                };
+                if read {
                     sys::IBV_WR_RDMA_READ
                 } else {
                     sys::IBV_WR_RDMA_WRITE
@@ -624,7 +756,13 @@ impl Worker {
             length: len,
             lkey,
         };
-        let mut flags = sys::IBV_SEND_SIGNALED;
+        // Signal every Nth request of a QP, and the one that fills its
+        // queue (the worker will wait for room); the rest finish with the
+        // next completion of their QP, or with a fence when the worker
+        // waits for them (see `fence`).
+        let signal = self.since_signal[q] + 1 >= self.client.cfg.signal_every
+            || self.inflight[q] + 1 >= self.per_qp;
+        let mut flags = if signal { sys::IBV_SEND_SIGNALED } else { 0 };
         if op == sys::IBV_WR_RDMA_WRITE && self.client.cfg.inline && len <= self.qps[q].max_inline {
             flags |= sys::IBV_SEND_INLINE;
         }
@@ -643,6 +781,17 @@ impl Worker {
             self.last_progress = Instant::now();
         }
         self.inflight[q] += 1;
+        self.unreaped[q].push_back((u64::from(slot), signal));
+        if signal {
+            if self.signalled_out.iter().all(|&f| f == 0) {
+                self.last_progress = Instant::now();
+            }
+            self.since_signal[q] = 0;
+            self.signalled_out[q] += 1;
+            self.signalled += 1;
+        } else {
+            self.since_signal[q] += 1;
+        }
         self.slot_op[s] = op;
         self.slot_qp[s] = q as u16;
         self.slot_len[s] = len;
@@ -664,51 +813,37 @@ impl Worker {
         let mut idle = 0u32;
         let mut fatal = None;
         loop {
+            if min > 0 {
+                self.fence()?;
+            }
             let n = self.cq.poll(&mut self.wc)?;
             for i in 0..n {
                 let wc = self.wc[i];
-                let slot = wc.wr_id as u32;
-                let s = slot as usize;
-                let q = self.slot_qp.get(s).copied().unwrap_or(0) as usize;
-                if let Some(f) = self.inflight.get_mut(q) {
-                    *f = f.saturating_sub(1);
-                }
-                let op = self
-                    .slot_op
-                    .get(s)
-                    .copied()
-                    .unwrap_or(sys::IBV_WR_RDMA_WRITE);
-                let result = if wc.status == sys::IBV_WC_SUCCESS {
-                    // byte_len is not defined for RDMA WRITE completions:
-                    // the posted length is what moved.
-                    let len = self.slot_len.get(s).copied().unwrap_or(0);
-                    if op == sys::IBV_WR_RDMA_READ {
-                        self.moved.reads += 1;
-                        self.moved.read_bytes += u64::from(len);
-                    } else {
-                        self.moved.writes += 1;
-                        self.moved.write_bytes += u64::from(len);
-                    }
-                    i32::try_from(len).unwrap_or(i32::MAX)
-                } else {
-                    self.moved.errors += 1;
-                    if fatal.is_none() {
-                        fatal = Some(format!(
-                            "{} on QP {}: {} (vendor error {:#x}); the peer went away or refused the access",
-                            if op == sys::IBV_WR_RDMA_READ { "RDMA READ" } else { "RDMA WRITE" },
-                            wc.qp_num,
-                            self.client.ctx.status_text(wc.status),
-                            wc.vendor_err
-                        ));
-                    }
-                    -libc::EIO
+                let Some(q) = self.qp_of(wc.wr_id) else {
+                    continue;
                 };
-                out.push(Finished { slot, result });
-                got += 1;
+                // An RC send queue completes in order: this completion
+                // finishes every request posted on its QP before it.
+                while let Some((id, signalled)) = self.unreaped[q].pop_front() {
+                    let last = id == wc.wr_id;
+                    if signalled {
+                        self.signalled_out[q] = self.signalled_out[q].saturating_sub(1);
+                    }
+                    if id & FENCE == 0 {
+                        // Those before it succeeded: an error ends a QP, and
+                        // every request after it completes (flushed) on its own.
+                        let status = if last { wc.status } else { sys::IBV_WC_SUCCESS };
+                        out.push(self.finish(id as u32, q, status, &wc, &mut fatal));
+                        got += 1;
+                    }
+                    if last {
+                        break;
+                    }
+                }
             }
             if n > 0 {
                 self.last_progress = Instant::now();
-            } else if self.inflight.iter().any(|&f| f > 0)
+            } else if self.signalled_out.iter().any(|&f| f > 0)
                 && self.last_progress.elapsed() >= STALL
                 && fatal.is_none()
             {
@@ -754,6 +889,96 @@ impl Worker {
         Ok(())
     }
 
+    /// The index of the QP a completion of `wr_id` came from (a fence
+    /// carries it; a request's slot knows it).
+    fn qp_of(&self, wr_id: u64) -> Option<usize> {
+        let q = if wr_id & FENCE != 0 {
+            (wr_id & !FENCE) as usize
+        } else {
+            usize::from(*self.slot_qp.get(wr_id as usize)?)
+        };
+        (q < self.qps.len()).then_some(q)
+    }
+
+    /// Counts one finished request of `slot` on QP `q` and makes its
+    /// [`Finished`].
+    fn finish(
+        &mut self,
+        slot: u32,
+        q: usize,
+        status: u32,
+        wc: &sys::ibv_wc,
+        fatal: &mut Option<String>,
+    ) -> Finished {
+        let s = slot as usize;
+        if let Some(f) = self.inflight.get_mut(q) {
+            *f = f.saturating_sub(1);
+        }
+        let op = self
+            .slot_op
+            .get(s)
+            .copied()
+            .unwrap_or(sys::IBV_WR_RDMA_WRITE);
+        let result = if status == sys::IBV_WC_SUCCESS {
+            // byte_len is not defined for RDMA WRITE completions (nor are
+            // unsignalled ones seen at all): the posted length is what moved.
+            let len = self.slot_len.get(s).copied().unwrap_or(0);
+            if op == sys::IBV_WR_RDMA_READ {
+                self.moved.reads += 1;
+                self.moved.read_bytes += u64::from(len);
+            } else {
+                self.moved.writes += 1;
+                self.moved.write_bytes += u64::from(len);
+            }
+            i32::try_from(len).unwrap_or(i32::MAX)
+        } else {
+            self.moved.errors += 1;
+            if fatal.is_none() {
+                *fatal = Some(format!(
+                    "{} on QP {}: {} (vendor error {:#x}); the peer went away or refused the access",
+                    if op == sys::IBV_WR_RDMA_READ { "RDMA READ" } else { "RDMA WRITE" },
+                    wc.qp_num,
+                    self.client.ctx.status_text(status),
+                    wc.vendor_err
+                ));
+            }
+            -libc::EIO
+        };
+        Finished { slot, result }
+    }
+
+    /// Gives every QP whose unfinished requests are all unsignalled a
+    /// signalled zero-length RDMA WRITE behind them (it moves no data), so
+    /// a worker that waits for completions gets them: without it the last
+    /// requests of a run, or of a paced gap, would never be reported.
+    fn fence(&mut self) -> Result<(), RdmaError> {
+        for q in 0..self.qps.len() {
+            if self.signalled_out[q] > 0 || self.unreaped[q].is_empty() {
+                continue;
+            }
+            let remote = self.remote[q];
+            let mut wr = sys::ibv_send_wr::default();
+            wr.wr_id = FENCE | q as u64;
+            wr.num_sge = 0;
+            wr.opcode = sys::IBV_WR_RDMA_WRITE;
+            wr.send_flags = sys::IBV_SEND_SIGNALED;
+            wr.remote_addr = remote.addr;
+            wr.rkey = remote.rkey;
+            // SAFETY: a zero-length WRITE names no local memory; the remote
+            // address is the start of the region the peer registered.
+            unsafe { self.qps[q].post(&mut wr)? };
+            self.unreaped[q].push_back((FENCE | q as u64, true));
+            if self.signalled_out.iter().all(|&f| f == 0) {
+                self.last_progress = Instant::now();
+            }
+            self.signalled_out[q] += 1;
+            self.signalled += 1;
+            self.fences += 1;
+            self.since_signal[q] = 0;
+        }
+        Ok(())
+    }
+
     /// What this worker has moved so far.
     pub fn moved(&self) -> Moved {
         self.moved
@@ -772,6 +997,10 @@ impl Drop for Worker {
         for (i, s) in self.streams.iter_mut().enumerate() {
             let d = if i == 0 { done } else { Done::default() };
             let _ = handshake::send_done("server", s, &d);
+        }
+        if let Ok(mut n) = self.client.signalled.lock() {
+            n.0 += self.signalled;
+            n.1 += self.fences;
         }
         if let Ok(mut m) = self.client.moved.lock() {
             m.writes += self.moved.writes;
@@ -843,6 +1072,9 @@ mod tests {
             inline: false,
             sysfs_root: PathBuf::from("/sys/class/infiniband"),
             secret: None,
+            signal_every: 1,
+            mtu_bytes: None,
+            mix_order: MixOrder::Random,
         }
     }
 
@@ -864,5 +1096,43 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn interleaved_mix_holds_pct_exactly_in_every_window_of_100() {
+        // mixed:50 alternates WRITE, READ as the paper's tool does.
+        let half: Vec<bool> = (0..6).map(|k| MixOrder::interleaved_read(k, 50)).collect();
+        assert_eq!(half, [false, true, false, true, false, true]);
+        for pct in 0..=100u8 {
+            let seq: Vec<bool> = (0..400)
+                .map(|k| MixOrder::interleaved_read(k, pct))
+                .collect();
+            for w in seq.windows(100) {
+                let reads = w.iter().filter(|r| **r).count();
+                assert_eq!(reads, usize::from(pct), "mixed:{pct}");
+            }
+        }
+    }
+
+    #[test]
+    fn signal_every_and_mtu_are_validated() {
+        let mut c = cfg();
+        c.signal_every = 0;
+        assert_eq!(c.validate().unwrap_err().option, "--signal-every");
+        let mut c = cfg();
+        c.mtu_bytes = Some(1500);
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.option, "--mtu");
+        assert!(e.message.contains("256, 512, 1024, 2048 or 4096"), "{e}");
+        let mut c = cfg();
+        c.mtu_bytes = Some(2048);
+        c.signal_every = 64;
+        assert!(c.validate().is_ok());
+        // Against the port: soft-RoCE on a 1500-byte Ethernet says 1024.
+        let e = check_mtu(Some(2048), 1024, "rxe0 port 1").unwrap_err();
+        assert_eq!(e.option, "--mtu");
+        assert!(e.message.contains("active MTU of 1024"), "{e}");
+        assert!(check_mtu(Some(1024), 1024, "rxe0 port 1").is_ok());
+        assert!(check_mtu(None, 1024, "rxe0 port 1").is_ok());
     }
 }

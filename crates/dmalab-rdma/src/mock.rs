@@ -13,7 +13,8 @@
 //! `DMALAB_IBVERBS_LIB=mock:log=PATH` also appends one line per memory
 //! registration and per QP INIT transition to PATH (`reg_mr LEN access
 //! FLAGS`, `qp_init QPN access FLAGS`), so a test can see what a process
-//! exposed to remote peers.
+//! exposed to remote peers, and the path MTU code of each RTR transition
+//! (`qp_rtr QPN path_mtu CODE`).
 
 use crate::sys::{self, ibv_context, ibv_cq, ibv_mr, ibv_qp, ibv_send_wr, ibv_wc, Gid, Verbs};
 use std::collections::VecDeque;
@@ -271,6 +272,9 @@ unsafe extern "C" fn modify_qp(qp: *mut ibv_qp, attr: *mut sys::ibv_qp_attr, mas
     let (a, n) = unsafe { (&*attr, (*qp).qp_num) };
     if mask & sys::IBV_QP_ACCESS_FLAGS != 0 {
         log(&format!("qp_init {n} access {:#x}", a.qp_access_flags));
+    }
+    if mask & sys::IBV_QP_PATH_MTU != 0 {
+        log(&format!("qp_rtr {n} path_mtu {}", a.path_mtu));
     }
     0
 }

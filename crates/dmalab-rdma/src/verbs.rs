@@ -90,6 +90,12 @@ fn no_device_list(flag: Option<&str>) -> RdmaError {
     }
 }
 
+/// The IB MTU code of `bytes` (256 -> 1 ... 4096 -> 5); None for any
+/// other size.
+pub fn mtu_code(bytes: u32) -> Option<u32> {
+    (1..=5).find(|&c| mtu_bytes(c) == bytes)
+}
+
 fn mtu_bytes(code: u32) -> u32 {
     match code {
         1..=5 => 128 << code,
@@ -561,6 +567,9 @@ pub struct QueuePair {
     /// Inline data the QP accepts, bytes.
     pub max_inline: u32,
     rd_atomic: u8,
+    /// The largest path MTU this QP agrees to (IB code 1..=5), below the
+    /// port's active MTU when `--mtu` asks for less.
+    mtu_cap: u32,
 }
 
 // SAFETY: one owner posts to a QP (&mut self in `post`); it may move
@@ -616,8 +625,23 @@ impl QueuePair {
                 psn,
                 max_inline: attr.cap.max_inline_data.min(inline),
                 rd_atomic: p.rd_atomic.max(1),
+                mtu_cap: ctx.port_attr.active_mtu,
             });
         }
+    }
+
+    /// Caps the path MTU this QP offers and connects with at `mtu_bytes`
+    /// (256..=4096, a power of two, at most the port's active MTU: see
+    /// [`mtu_code`]); must come before [`endpoint`](Self::endpoint).
+    pub fn limit_mtu(&mut self, mtu_bytes: u32) {
+        if let Some(code) = mtu_code(mtu_bytes) {
+            self.mtu_cap = code.min(self.ctx.port_attr.active_mtu);
+        }
+    }
+
+    /// The path MTU this QP offers, bytes.
+    pub fn mtu_bytes(&self) -> u32 {
+        mtu_bytes(self.mtu_cap)
     }
 
     /// The QP number.
@@ -637,7 +661,7 @@ impl QueuePair {
             qp_num: self.qp_num(),
             psn: self.psn,
             lid: self.ctx.port_attr.lid,
-            mtu: u8::try_from(self.ctx.port_attr.active_mtu).unwrap_or(1),
+            mtu: u8::try_from(self.mtu_cap).unwrap_or(1),
             gid: self.ctx.gid,
             addr,
             len,
@@ -686,7 +710,7 @@ impl QueuePair {
         let global = remote.gid != [0; 16];
         let mut a = sys::ibv_qp_attr {
             qp_state: sys::IBV_QPS_RTR,
-            path_mtu: c.port_attr.active_mtu.min(u32::from(remote.mtu)),
+            path_mtu: self.mtu_cap.min(u32::from(remote.mtu)),
             dest_qp_num: remote.qp_num,
             rq_psn: remote.psn,
             max_dest_rd_atomic: self.rd_atomic,
@@ -774,6 +798,10 @@ mod tests {
         assert_eq!(mtu_bytes(3), 1024);
         assert_eq!(mtu_bytes(5), 4096);
         assert_eq!(mtu_bytes(9), 0);
+        assert_eq!(mtu_code(256), Some(1));
+        assert_eq!(mtu_code(4096), Some(5));
+        assert_eq!(mtu_code(1500), None);
+        assert_eq!(mtu_code(8192), None);
     }
 
     #[test]

@@ -783,6 +783,41 @@ fn sequential_commands_reach_the_device_unmerged() {
     );
 }
 
+/// `--max-blocks mdts` reads the limit from Identify Controller: on an
+/// engine without one it is refused with one line, as is a word that is
+/// neither a number nor mdts.
+#[test]
+fn max_blocks_mdts_is_refused_off_the_nvme_engine() {
+    for engine in ["null", "io_uring"] {
+        let err = common::assert_usage_error(
+            [
+                "load",
+                "--engine",
+                engine,
+                "--max-blocks",
+                "mdts",
+                "--commands",
+                "1",
+                "--dry-run",
+            ],
+            "--max-blocks",
+        );
+        assert!(err.contains("--engine nvme"), "{engine}: {err}");
+    }
+    let err = common::assert_usage_error(
+        [
+            "load",
+            "--engine",
+            "null",
+            "--max-blocks",
+            "most",
+            "--dry-run",
+        ],
+        "--max-blocks",
+    );
+    assert!(err.contains("mdts"), "{err}");
+}
+
 #[test]
 fn io_uring_submission_path_flags_are_checked_in_one_line() {
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();

@@ -657,6 +657,39 @@ fn command_beyond_mdts_is_refused() {
     assert!(b.case_trace("mdts_too_big").is_empty());
 }
 
+/// `--max-blocks mdts` moves, per command, the whole blocks of `--bs` in the
+/// device's maximum transfer: 2^MDTS pages (nvme-cli's Identify
+/// Controller; QEMU's minimum page is 4 KiB) or the kernel's
+/// `max_hw_sectors_kb`, whichever is less.
+#[test]
+fn max_blocks_mdts_moves_the_devices_maximum_transfer_per_command() {
+    let Some(b) = boot() else { return };
+    let ctrl = b.json("id-ctrl.json");
+    let mdts = ctrl["mdts"].as_u64().expect("id-ctrl mdts");
+    let hw_kb: u64 = b.read("max_hw_sectors_kb").trim().parse().unwrap();
+    let max_bytes = match mdts {
+        0 => hw_kb * 1024,
+        m => ((1u64 << m) * 4096).min(hw_kb * 1024),
+    };
+    let doc = check_pattern(
+        b,
+        &PatternCase {
+            name: "mdts_blocks",
+            nsid: 2,
+            lba: 4096,
+            bs: 4096,
+            blocks_per_command: max_bytes / 4096,
+            write: false,
+            same: false,
+        },
+    );
+    assert_eq!(doc["result"]["totals"]["commands"], 4);
+    assert_eq!(
+        doc["result"]["totals"]["blocks"].as_u64().unwrap(),
+        4 * max_bytes / 4096
+    );
+}
+
 /// The safety guard refuses a namespace with a partition table, one with a
 /// filesystem signature, and a mounted one; none of their bytes change and
 /// no Write reaches the device.

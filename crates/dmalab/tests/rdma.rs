@@ -228,6 +228,55 @@ fn rdma_loopback_write_moves_the_data_rxe_counts() {
     );
 }
 
+/// `--rdma-inline`: 128-byte writes posted as inline data land exactly
+/// (the target holds the local buffer), one packet and one acknowledgement
+/// each.
+#[test]
+fn rdma_loopback_inline_writes_move_the_data() {
+    let Some(b) = boot() else { return };
+    b.ok("lb_inline");
+    let doc = b.json("lb_inline.json");
+    assert_eq!(facts(&doc)["inline"], true);
+    assert_eq!(moved(&doc, "writes"), 64);
+    assert_eq!(moved(&doc, "write_bytes"), 64 * 128);
+    assert_eq!(
+        facts(&doc)["loopback_buffer_sha256"].as_str().unwrap(),
+        sha(&doc)
+    );
+    assert_eq!(b.counters("lb_inline")["sent_pkts"], 64 * 2);
+}
+
+/// `--signal-every 4`: every command counted once; rxe sent each message's
+/// packets and, per fence, one request and one acknowledgement more.
+#[test]
+fn rdma_loopback_signal_every_counts_every_command() {
+    let Some(b) = boot() else { return };
+    b.ok("lb_signal");
+    let doc = b.json("lb_signal.json");
+    assert_eq!(moved(&doc, "writes"), 41);
+    assert_eq!(doc["result"]["totals"]["commands"], 41);
+    let f = facts(&doc);
+    let fences = f["fences"].as_u64().unwrap();
+    let signalled = f["signalled_work_requests"].as_u64().unwrap();
+    assert!(signalled < 41, "{signalled} of 41 signalled");
+    assert_eq!(
+        b.counters("lb_signal")["sent_pkts"],
+        packets(41) + 2 * fences
+    );
+}
+
+/// `--mtu 1024`: each 64 KiB WRITE goes out as 64 packets of 1 KiB (rxe's
+/// own count), not 16 of 4 KiB.
+#[test]
+fn rdma_loopback_mtu_sets_the_packet_size() {
+    let Some(b) = boot() else { return };
+    b.ok("lb_mtu");
+    let doc = b.json("lb_mtu.json");
+    assert_eq!(facts(&doc)["path_mtu_bytes"], 1024);
+    assert_eq!(moved(&doc, "writes"), 8);
+    assert_eq!(b.counters("lb_mtu")["sent_pkts"], 8 * (MSG / 1024 + 1));
+}
+
 #[test]
 fn rdma_loopback_read_writes_this_hosts_buffer() {
     let Some(b) = boot() else { return };

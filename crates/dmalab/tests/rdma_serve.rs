@@ -364,3 +364,125 @@ fn rdma_serve_with_allow_closes_other_peers_with_a_reason() {
     );
     assert!(err.contains("ADDR/PREFIX"), "{err}");
 }
+
+/// `dmalab load --engine rdma --target loopback` on the fake verbs library:
+/// its exit status, stderr and result document.
+fn mock_loopback(extra: &[&str], env: &str) -> (Option<i32>, String, Option<serde_json::Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let o = crate::common::dmalab()
+        .args(["load", "--engine", "rdma", "--target", "loopback", "-q"])
+        .args(["--pattern", "single", "--bs", "4K", "--buffer", "1M"])
+        .args(["--rdma-remote-buffer", "1M", "--output"])
+        .arg(&out)
+        .args(extra)
+        .env("DMALAB_IBVERBS_LIB", env)
+        .timeout(HANG)
+        .output()
+        .unwrap();
+    let doc = std::fs::read_to_string(&out)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        doc,
+    )
+}
+
+/// `--signal-every 8`: one work request in eight asks the NIC for a
+/// completion, yet every command is counted once, exactly (the last ones
+/// of the run through a fence), on one QP and on several.
+#[test]
+fn signal_every_signals_fewer_requests_and_still_counts_every_command() {
+    for qps in ["1", "3"] {
+        let (code, err, doc) = mock_loopback(
+            &[
+                "--commands",
+                "1003",
+                "--iodepth",
+                "24",
+                "--qps",
+                qps,
+                "--signal-every",
+                "8",
+            ],
+            "mock",
+        );
+        assert_eq!(code, Some(0), "{err}");
+        let doc = doc.unwrap();
+        let r = &doc["result"];
+        assert_eq!(r["totals"]["commands"], 1003, "{r}");
+        assert_eq!(r["totals"]["errors"], 0, "{r}");
+        let f = &r["rdma"];
+        assert_eq!(f["moved"]["writes"], 1003, "{f}");
+        assert_eq!(f["moved"]["write_bytes"], 1003 * 4096, "{f}");
+        assert_eq!(f["signal_every"], 8);
+        let signalled = f["signalled_work_requests"].as_u64().unwrap();
+        // One in eight per QP, plus at most one fence per QP and wait.
+        assert!(
+            (1003 / 8..=1003 / 8 + 40).contains(&signalled),
+            "qps {qps}: {signalled} signalled"
+        );
+    }
+    // The default signals every request.
+    let (code, err, doc) = mock_loopback(&["--commands", "100"], "mock");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        doc.unwrap()["result"]["rdma"]["signalled_work_requests"],
+        100
+    );
+}
+
+/// `--rdma-op mixed:30 --rdma-mix-order interleave` issues exactly 30
+/// READs in every 100 commands: 300 of 1000, no more, no less.
+#[test]
+fn mixed_interleave_issues_exactly_pct_reads() {
+    let (code, err, doc) = mock_loopback(
+        &[
+            "--commands",
+            "1000",
+            "--rdma-op",
+            "mixed:30",
+            "--rdma-mix-order",
+            "interleave",
+        ],
+        "mock",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let doc = doc.unwrap();
+    let f = &doc["result"]["rdma"];
+    assert_eq!(f["moved"]["reads"], 300, "{f}");
+    assert_eq!(f["moved"]["writes"], 700, "{f}");
+    assert_eq!(f["mix_order"], "interleave");
+    // An order only makes sense for a mix.
+    let (code, err, _) = mock_loopback(
+        &["--commands", "10", "--rdma-mix-order", "interleave"],
+        "mock",
+    );
+    crate::common::assert_usage_stderr(code, &err, "--rdma-mix-order");
+}
+
+/// `--mtu 1024` connects every QP with path MTU 1024 (IB code 3, as the
+/// verbs library sees it at RTR); a size that is no RDMA MTU is refused
+/// with one line.
+#[test]
+fn mtu_sets_the_path_mtu_of_every_qp() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("verbs.log");
+    let (code, err, doc) = mock_loopback(
+        &["--commands", "10", "--qps", "2", "--mtu", "1024"],
+        &format!("mock:log={}", log.display()),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(doc.unwrap()["result"]["rdma"]["path_mtu_bytes"], 1024);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let rtr: Vec<&str> = text.lines().filter(|l| l.starts_with("qp_rtr ")).collect();
+    // Two initiators and their two loopback responders.
+    assert_eq!(rtr.len(), 4, "{text}");
+    assert!(rtr.iter().all(|l| l.ends_with(" path_mtu 3")), "{text}");
+    for bad in ["1500", "8192"] {
+        let (code, err, _) = mock_loopback(&["--commands", "10", "--mtu", bad], "mock");
+        crate::common::assert_usage_stderr(code, &err, "--mtu");
+    }
+}

@@ -630,3 +630,38 @@ fn missing_redis_says_how_to_install_it() {
         "{err}"
     );
 }
+
+/// The thesis' examples parse, and every aggressor's flags (nvme-memload's
+/// semantics: `iodepth = 1`, `timeslot = "1s"`) pass `dmalab load`'s own
+/// rules: `run --dry-run` checks each one with `load --dry-run`.
+#[test]
+fn thesis_examples_plan_every_run_through_load() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    for (file, runs, loads) in [
+        (
+            "thesis.toml",
+            "180 runs planned; nothing was run (--dry-run)",
+            &["plain", "random", "single"][..],
+        ),
+        (
+            "thesis-bandwidth.toml",
+            "25 runs planned; nothing was run (--dry-run)",
+            &["nvme-memload"][..],
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let o = common::dmalab()
+            .current_dir(dir.path())
+            .args(["run", "--dry-run"])
+            .arg(examples.join(file))
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{file}: {out}{err}");
+        assert!(out.contains(runs), "{file}: {out}{err}");
+        for load in loads {
+            assert!(out.contains(load), "{file}: {load}: {out}");
+        }
+    }
+}

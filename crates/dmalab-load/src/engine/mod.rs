@@ -331,6 +331,13 @@ pub trait Driver: Send + Sync {
     /// take). Opens nothing for writing and creates nothing.
     fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError>;
 
+    /// The most bytes one command to the inspected target may move, read
+    /// from the device (`--max-blocks mdts`); `None` (the default) for an
+    /// engine whose device states no such limit.
+    fn max_transfer_bytes(&mut self) -> Result<Option<u64>, UsageError> {
+        Ok(None)
+    }
+
     /// Checks the validated plan against the device (transfer limits, the
     /// safety guard before storage writes). Creates nothing.
     fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError>;

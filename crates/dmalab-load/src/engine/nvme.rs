@@ -112,6 +112,14 @@ impl Driver for NvmeDriver {
         Ok(info)
     }
 
+    fn max_transfer_bytes(&mut self) -> Result<Option<u64>, UsageError> {
+        let Some(target) = self.target.as_ref().and_then(|t| t.path.clone()) else {
+            return Err(UsageError::new("--target", NEEDS_TARGET));
+        };
+        let info = identify(&target)?;
+        Ok(Some(info.max_transfer_bytes))
+    }
+
     fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError> {
         refuse_direction_both(plan)?;
         let Some(target) = &plan.target else {
@@ -191,14 +199,7 @@ impl Driver for NvmeDriver {
 /// `bs` bytes fits the namespace: whole logical blocks, at most the
 /// maximum transfer (MDTS and the kernel's limit).
 pub fn preflight(target: &Path, bs: u64, cmd_blocks: u64) -> Result<NvmeInfo, UsageError> {
-    let info = NvmeDevice::open(target, false)
-        .and_then(|d| d.info())
-        .map_err(|e| {
-            UsageError::new(
-                "--target",
-                format!("cannot identify the NVMe namespace: {e} (the nvme engine needs root for admin passthrough)"),
-            )
-        })?;
+    let info = identify(target)?;
     let lba = info.lba_size_bytes;
     let max = info.max_transfer_bytes;
     if !bs.is_multiple_of(lba) {
@@ -230,6 +231,18 @@ pub fn preflight(target: &Path, bs: u64, cmd_blocks: u64) -> Result<NvmeInfo, Us
         ));
     }
     Ok(info)
+}
+
+/// Identify Controller and Namespace of `target`.
+fn identify(target: &Path) -> Result<NvmeInfo, UsageError> {
+    NvmeDevice::open(target, false)
+        .and_then(|d| d.info())
+        .map_err(|e| {
+            UsageError::new(
+                "--target",
+                format!("cannot identify the NVMe namespace: {e} (the nvme engine needs root for admin passthrough)"),
+            )
+        })
 }
 
 /// `--format-before`: Format NVM of the namespace at `target` with the LBA

@@ -23,7 +23,8 @@ use dmalab_core::host::DeviceInfo;
 use dmalab_core::UsageError;
 use dmalab_rdma::access::Secret;
 use dmalab_rdma::client::{
-    Client, ClientConfig, Finished, LocalPiece, PeerTarget, RdmaOp, Worker, DEFAULT_REMOTE_BUFFER,
+    check_mtu, Client, ClientConfig, Finished, LocalPiece, MixOrder, PeerTarget, RdmaOp, Worker,
+    DEFAULT_REMOTE_BUFFER,
 };
 use dmalab_rdma::verbs::{Context, DeviceConfig};
 use dmalab_rdma::RdmaError;
@@ -144,6 +145,19 @@ pub struct RdmaPlan {
     /// `--rdma-secret-file`: the file holding the server's shared secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_file: Option<PathBuf>,
+    /// `--signal-every`: one work request in this many is signalled.
+    #[serde(default = "one")]
+    pub signal_every: u32,
+    /// `--mtu`: the path MTU asked for, bytes (None: the port's active MTU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu_bytes: Option<u32>,
+    /// `--rdma-mix-order`.
+    #[serde(default)]
+    pub mix_order: MixOrder,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// The flags only `--engine rdma` takes (other engines refuse them).
@@ -181,6 +195,20 @@ pub struct RdmaArgs {
     /// a `dmalab rdma serve --secret-file`.
     #[cfg_attr(feature = "clap", arg(long, value_name = "PATH"))]
     pub rdma_secret_file: Option<PathBuf>,
+    /// --engine rdma: ask for a completion on one work request in N (CQ
+    /// moderation, as perftest's --cq-mod); the unsignalled ones are
+    /// counted when a later one of their QP completes. Default 1.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
+    pub signal_every: Option<u32>,
+    /// --engine rdma: path MTU in bytes (256, 512, 1024, 2048 or 4096; at
+    /// most the port's active MTU, which is the default).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "BYTES"))]
+    pub mtu: Option<u32>,
+    /// --engine rdma: how --rdma-op mixed:PCT orders its READs: random (each
+    /// command a READ with probability PCT) or interleave (spread evenly,
+    /// exactly PCT in every 100 commands of a worker; mixed:50 alternates).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "ORDER", value_enum))]
+    pub rdma_mix_order: Option<MixOrder>,
 }
 
 impl RdmaArgs {
@@ -197,20 +225,33 @@ impl RdmaArgs {
                 ("--gid-index", self.gid_index.is_some()),
                 ("--rdma-inline", self.rdma_inline),
                 ("--rdma-secret-file", self.rdma_secret_file.is_some()),
+                ("--signal-every", self.signal_every.is_some()),
+                ("--mtu", self.mtu.is_some()),
+                ("--rdma-mix-order", self.rdma_mix_order.is_some()),
             ];
             if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
                 return Err(UsageError::new(*flag, "only with --engine rdma"));
             }
             return Ok(None);
         }
+        let op: RdmaOp = self.rdma_op.as_deref().unwrap_or("write").parse()?;
+        if self.rdma_mix_order.is_some() && !matches!(op, RdmaOp::Mixed { .. }) {
+            return Err(UsageError::new(
+                "--rdma-mix-order",
+                format!("orders the READs of --rdma-op mixed:PCT, not of {op}: leave it out or use mixed"),
+            ));
+        }
         Ok(Some(RdmaPlan {
-            op: self.rdma_op.as_deref().unwrap_or("write").parse()?,
+            op,
             qps: self.qps.unwrap_or(1),
             device: self.rdma_device.clone(),
             port: self.rdma_port.unwrap_or(1),
             gid_index: self.gid_index,
             inline: self.rdma_inline,
             secret_file: self.rdma_secret_file.clone(),
+            signal_every: self.signal_every.unwrap_or(1),
+            mtu_bytes: self.mtu,
+            mix_order: self.rdma_mix_order.unwrap_or_default(),
         }))
     }
 
@@ -354,11 +395,19 @@ impl Driver for RdmaDriver {
                 .as_deref()
                 .map(|p| Secret::read(p, "--rdma-secret-file"))
                 .transpose()?,
+            signal_every: r.signal_every,
+            mtu_bytes: r.mtu_bytes,
+            mix_order: r.mix_order,
         };
         cfg.validate()?;
         // The device, port and GID now, so their errors are one line and
         // exit 2 before anything runs.
         let ctx = Context::open(&cfg.device).map_err(|e| usage("--rdma-device", e))?;
+        check_mtu(
+            cfg.mtu_bytes,
+            ctx.mtu_bytes(),
+            &format!("{} port {}", ctx.name, ctx.port),
+        )?;
         if let PeerTarget::Peer(addr) = &target {
             let info = dmalab_rdma::client::query_server(addr, cfg.secret.as_ref())
                 .map_err(|e| usage("--target", e))?;
@@ -540,9 +589,13 @@ mod tests {
             gid_index: Some(1),
             inline: false,
             secret_file: None,
+            signal_every: 8,
+            mtu_bytes: Some(1024),
+            mix_order: MixOrder::Interleave,
         };
         let j = serde_json::to_value(&p).unwrap();
         assert_eq!(j["op"], "mixed:30");
+        assert_eq!(j["mix_order"], "interleave");
         assert_eq!(serde_json::from_value::<RdmaPlan>(j).unwrap(), p);
     }
 }

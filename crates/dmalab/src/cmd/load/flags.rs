@@ -10,9 +10,9 @@ use dmalab_load::buffer::{Fill, HugePages};
 use dmalab_load::engine::gpu::GpuArgs;
 use dmalab_load::engine::rdma::RdmaArgs;
 use dmalab_load::engine::uring::UringArgs;
-use dmalab_load::engine::{EngineKind, TargetInfo, TargetRequest};
+use dmalab_load::engine::{Driver, EngineKind, TargetInfo, TargetRequest};
 use dmalab_load::limiter::{Arrival, RateSpec};
-use dmalab_load::pattern::{DeviceOffsets, Pattern, StreamConfig};
+use dmalab_load::pattern::{DeviceOffsets, MaxBlocks, Pattern, StreamConfig};
 use dmalab_load::plan::{CacheMode, CpuPolicy, Direction, Plan};
 use std::path::PathBuf;
 
@@ -66,9 +66,11 @@ pub struct LoadArgs {
     /// device's logical block size).
     #[arg(long, default_value = "4K", value_name = "SIZE")]
     pub bs: String,
-    /// Blocks per command for the random and full patterns.
-    #[arg(long, default_value_t = 32, value_name = "N")]
-    pub max_blocks: u32,
+    /// Blocks per command for the random and full patterns, or mdts: as
+    /// many as the device's maximum transfer allows (--engine nvme, from
+    /// Identify Controller and the namespace's LBA format).
+    #[arg(long, default_value = "32", value_name = "N|mdts")]
+    pub max_blocks: String,
     /// Size of the DMA buffer (a multiple of --bs).
     #[arg(long, default_value = "64M", value_name = "SIZE")]
     pub buffer: String,
@@ -243,8 +245,14 @@ impl LoadArgs {
 
     /// The plan the flags describe, on the inspected target; nothing is
     /// checked here beyond parsing (see [`Plan::validate`]).
-    pub fn plan(&self, t: &TargetInfo) -> Result<Plan, UsageError> {
+    pub fn plan(&self, t: &TargetInfo, driver: &mut dyn Driver) -> Result<Plan, UsageError> {
         let bs = positive("--bs", parse_size("--bs", &self.bs)?)?;
+        let max_blocks = match MaxBlocks::parse("--max-blocks", &self.max_blocks)? {
+            MaxBlocks::Count(n) => n,
+            MaxBlocks::Mdts => {
+                MaxBlocks::Mdts.resolve("--max-blocks", bs, driver.max_transfer_bytes()?)?
+            }
+        };
         let buffer = positive("--buffer", parse_size("--buffer", &self.buffer)?)?;
         let region = match parsed("--region", &self.region, parse_size)? {
             Some(r) => positive("--region", r)?,
@@ -284,7 +292,7 @@ impl LoadArgs {
                 write_storage: direction == Direction::Read,
                 alternate: direction == Direction::Both,
                 bs_bytes: bs,
-                max_blocks: self.max_blocks,
+                max_blocks,
                 buffer_bytes: buffer,
                 piece_bytes: piece,
                 region_bytes: region,

@@ -33,7 +33,7 @@ struct Checked {
 fn checked(a: &flags::LoadArgs) -> anyhow::Result<Checked> {
     let mut driver = engine::driver(a.engine, &super::seams::engines());
     let target = driver.inspect(&a.target_request()?)?;
-    let plan = a.plan(&target)?;
+    let plan = a.plan(&target, driver.as_mut())?;
     plan.validate()?;
     let counters = super::counters::with_mode(
         super::counters::request("--counters", a.counters.as_deref())?,
