@@ -50,8 +50,9 @@ pub struct RateCheck {
     /// limits in force during the window. Empty: `target_per_s` throughout.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub windows_target_per_s: Vec<f64>,
-    /// Largest |window - target| / target, percent (0 with no window).
-    pub window_max_error_pct: f64,
+    /// Largest |window - target| / target, percent (null with no whole
+    /// window: see `no_window`).
+    pub window_max_error_pct: Option<f64>,
     /// Per window, nanoseconds during which a due command waited because
     /// every queue slot was busy (the longest of any worker's): the device,
     /// not the pacer, held the rate back.
@@ -75,10 +76,16 @@ pub struct RateCheck {
     /// device let it; equal to the window error where the device never
     /// held a command.
     pub unexplained_max_error_pct: f64,
-    /// Mean rate over the whole windows, units per second.
-    pub mean_per_s: f64,
-    /// |mean - target| / target, percent.
-    pub mean_error_pct: f64,
+    /// Mean rate over the whole windows, units per second (null with no
+    /// whole window).
+    pub mean_per_s: Option<f64>,
+    /// |mean - target| / target, percent (null with no whole window).
+    pub mean_error_pct: Option<f64>,
+    /// Why the window statistics are null: the run ended before its first
+    /// whole 1-second window, so there is nothing to judge the rate on
+    /// (absent when there was at least one window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_window: Option<String>,
     /// KS test of the completion gaps (Poisson arrival only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ks: Option<KsResult>,
@@ -213,18 +220,18 @@ pub fn check_rate_schedule(
         } else {
             Vec::new()
         },
-        window_max_error_pct,
+        window_max_error_pct: (whole > 0).then_some(window_max_error_pct),
         windows_held_ns,
         held_max_pct,
         windows_steal_ns,
         steal_max_pct,
         unexplained_max_error_pct,
-        mean_per_s,
-        mean_error_pct: if whole > 0 {
-            err_at(mean_per_s, mean_target)
-        } else {
-            100.0
-        },
+        mean_per_s: (whole > 0).then_some(mean_per_s),
+        mean_error_pct: (whole > 0).then(|| err_at(mean_per_s, mean_target)),
+        no_window: (whole == 0).then(|| {
+            "no full 1-s window: the run ended before its first whole second (raise --runtime)"
+                .to_string()
+        }),
         ks,
     }
 }
@@ -284,11 +291,11 @@ mod tests {
         let mut c: Vec<(u64, u64)> = (0..1500).map(|k| (k * 1_000_000, 4096)).collect();
         c.extend((0..750).map(|k| (1_500_000_000 + k * 2_000_000, 4096)));
         let r = check_rate_schedule(&c, &[], &[], false, &s, 3_000_000_000, false);
-        assert!(r.window_max_error_pct < 0.5, "{r:?}");
+        assert!(r.window_max_error_pct.unwrap() < 0.5, "{r:?}");
         assert_eq!(r.windows_target_per_s.len(), 3);
         // The same completions against the first target alone fail.
         let r = check_rate(&c, &[], &[], false, 1000.0, 3_000_000_000, false);
-        assert!(r.window_max_error_pct > 40.0);
+        assert!(r.window_max_error_pct.unwrap() > 40.0);
     }
     use rand::SeedableRng;
     use rand_distr::{Distribution, Exp1};
@@ -298,9 +305,9 @@ mod tests {
         let c: Vec<(u64, u64)> = (0..3000).map(|i| (i * 1_000_000 + 50_000, 4096)).collect();
         let r = check_rate(&c, &[], &[], false, 1000.0, 3_000_000_000, false);
         assert_eq!(r.windows_per_s, vec![1000.0, 1000.0, 1000.0]);
-        assert_eq!(r.window_max_error_pct, 0.0);
+        assert_eq!(r.window_max_error_pct.unwrap(), 0.0);
         let r = check_rate(&c, &[], &[], true, 4096.0 * 1000.0, 3_000_000_000, false);
-        assert_eq!(r.mean_error_pct, 0.0);
+        assert_eq!(r.mean_error_pct.unwrap(), 0.0);
     }
 
     #[test]
@@ -318,7 +325,10 @@ mod tests {
         let r = check_rate(&c, &held, &[], false, 1000.0, 4_000_000_000, false);
         assert_eq!(r.windows_per_s, vec![1000.0, 900.0, 1020.0, 995.0]);
         assert_eq!(r.windows_held_ns, vec![0, 30_000_000, 5_000_000, 0]);
-        assert!((r.window_max_error_pct - 10.0).abs() < 1e-9, "{r:?}");
+        assert!(
+            (r.window_max_error_pct.unwrap() - 10.0).abs() < 1e-9,
+            "{r:?}"
+        );
         assert!((r.held_max_pct - 3.0).abs() < 1e-9, "{r:?}");
         assert!((r.unexplained_max_error_pct - 7.0).abs() < 1e-9, "{r:?}");
         // Held for a third of window 1: nothing left for the pacer but the
@@ -328,7 +338,7 @@ mod tests {
         assert!((r.unexplained_max_error_pct - 0.5).abs() < 1e-9, "{r:?}");
         // No holds: the pacer owns every window's error.
         let r = check_rate(&c, &[], &[], false, 1000.0, 4_000_000_000, false);
-        assert_eq!(r.unexplained_max_error_pct, r.window_max_error_pct);
+        assert_eq!(r.unexplained_max_error_pct, r.window_max_error_pct.unwrap());
         assert_eq!(r.held_max_pct, 0.0);
     }
 
@@ -341,10 +351,30 @@ mod tests {
         assert_eq!(r.windows_steal_ns, vec![0, 40_000_000, 10_000_000]);
         assert!((r.steal_max_pct - 4.0).abs() < 1e-9, "{r:?}");
         // Steal is evidence beside the error, not an excuse for it.
-        assert_eq!(r.unexplained_max_error_pct, r.window_max_error_pct);
+        assert_eq!(r.unexplained_max_error_pct, r.window_max_error_pct.unwrap());
         // Fewer samples than windows (a run cut short): zeros, not a panic.
         let r = check_rate(&c, &[], &steal[..1], false, 1000.0, 3_000_000_000, false);
         assert_eq!(r.windows_steal_ns, vec![0, 0, 0]);
+    }
+
+    #[test]
+    fn a_run_without_a_whole_window_judges_nothing() {
+        // 0.9 s of exact completions: no whole window, so no mean and no
+        // error (not 0% and not 100%), and the reason says why.
+        let c: Vec<(u64, u64)> = (0..900).map(|i| (i * 1_000_000, 1)).collect();
+        let r = check_rate(&c, &[], &[], false, 1000.0, 900_000_000, false);
+        assert!(r.windows_per_s.is_empty());
+        assert_eq!(r.mean_per_s, None);
+        assert_eq!(r.mean_error_pct, None);
+        assert_eq!(r.window_max_error_pct, None);
+        assert!(r
+            .no_window
+            .as_deref()
+            .unwrap()
+            .contains("no full 1-s window"));
+        let r = check_rate(&c, &[], &[], false, 1000.0, 1_000_000_000, false);
+        assert_eq!(r.no_window, None);
+        assert_eq!(r.mean_error_pct, Some(10.0));
     }
 
     #[test]
@@ -352,8 +382,8 @@ mod tests {
         // 2000 commands all in the first second: windows 2000, 0.
         let c: Vec<(u64, u64)> = (0..2000).map(|i| (i * 1000, 1)).collect();
         let r = check_rate(&c, &[], &[], false, 1000.0, 2_000_000_000, false);
-        assert_eq!(r.window_max_error_pct, 100.0);
-        assert_eq!(r.mean_error_pct, 0.0);
+        assert_eq!(r.window_max_error_pct.unwrap(), 100.0);
+        assert_eq!(r.mean_error_pct.unwrap(), 0.0);
     }
 
     #[test]

@@ -293,14 +293,27 @@ impl LoadResult {
                 ""
             }
         ));
-        s.push_str(&format!(
-            "  commands {}  blocks {} of {}  data {}  errors {}\n",
-            t.commands,
-            t.blocks,
-            fmt_bytes(bs as f64),
-            fmt_bytes(t.data_bytes as f64),
-            t.errors
-        ));
+        // What moved depends on the engine: the null engine moves nothing
+        // (its blocks are counted but no byte goes anywhere), and only the
+        // NVMe engines send 64 B commands and get 16 B completions over the
+        // bus; io_uring on a file, RDMA and GPU copies have no NVMe command.
+        let moved_nothing = self.engine == "null";
+        let nvme_commands = self.engine.starts_with("nvme");
+        if moved_nothing {
+            s.push_str(&format!(
+                "  commands {}  errors {}  (commands only: the null engine moves no bytes)\n",
+                t.commands, t.errors
+            ));
+        } else {
+            s.push_str(&format!(
+                "  commands {}  blocks {} of {}  data {}  errors {}\n",
+                t.commands,
+                t.blocks,
+                fmt_bytes(bs as f64),
+                fmt_bytes(t.data_bytes as f64),
+                t.errors
+            ));
+        }
         if self.storage_read_bytes > 0 && self.storage_write_bytes > 0 {
             // --direction both: what each direction moved.
             s.push_str(&format!(
@@ -309,20 +322,26 @@ impl LoadResult {
                 fmt_bytes(self.storage_write_bytes as f64)
             ));
         }
-        s.push_str(&format!(
-            "  data      {:>12}/s  {:>12.0} blocks/s  {:>12.0} commands/s\n",
-            fmt_bytes(r.data_bw_bytes),
-            r.blocks_per_s,
-            r.iops
-        ));
-        s.push_str(&format!(
-            "  commands  {:>12}/s  (64 B command + 16 B completion each)\n",
-            fmt_bytes(r.command_bw_bytes)
-        ));
-        s.push_str(&format!(
-            "  combined  {:>12}/s  (blocks*bs + commands*80 B) / runtime\n",
-            fmt_bytes(r.combined_bw_bytes)
-        ));
+        if moved_nothing {
+            s.push_str(&format!("  commands  {:>12.0}/s\n", r.iops));
+        } else {
+            s.push_str(&format!(
+                "  data      {:>12}/s  {:>12.0} blocks/s  {:>12.0} commands/s\n",
+                fmt_bytes(r.data_bw_bytes),
+                r.blocks_per_s,
+                r.iops
+            ));
+        }
+        if nvme_commands {
+            s.push_str(&format!(
+                "  commands  {:>12}/s  (64 B command + 16 B completion each)\n",
+                fmt_bytes(r.command_bw_bytes)
+            ));
+            s.push_str(&format!(
+                "  combined  {:>12}/s  (blocks*bs + commands*80 B) / runtime\n",
+                fmt_bytes(r.combined_bw_bytes)
+            ));
+        }
         let p = |q: f64| self.lat_ns.p(q).map_or("-".into(), |v| fmt_ns(v as f64));
         s.push_str(&format!(
             "  latency   mean {}  p50 {}  p99 {}  p99.9 {}  max {}\n",
@@ -344,14 +363,18 @@ impl LoadResult {
         }
         for w in &self.workers {
             s.push_str(&format!(
-                "  worker {:<3} cpus {:<8} {:>12}/s  {:>10.0} commands/s  usr {}  sys {}\n",
+                "  worker {:<3} cpus {:<8} {:>14}  {:>10.0} commands/s  usr {}  sys {}\n",
                 w.index,
                 if w.cpus.is_empty() {
                     "any".to_string()
                 } else {
                     dmalab_core::cpus::format_cpu_list(&w.cpus)
                 },
-                fmt_bytes(w.rates.data_bw_bytes),
+                if moved_nothing {
+                    "-".to_string()
+                } else {
+                    format!("{}/s", fmt_bytes(w.rates.data_bw_bytes))
+                },
                 w.rates.iops,
                 fmt_ns(w.cpu.usr_ns as f64),
                 fmt_ns(w.cpu.sys_ns as f64)
@@ -368,14 +391,19 @@ impl LoadResult {
                 ),
                 None => format!("{:.0}", c.target_per_s),
             };
-            s.push_str(&format!(
-                "  rate      target {target} {}/s  mean {:.0} ({:.3}% off)  worst 1-s window {:.3}% off over {} windows\n",
-                c.unit,
-                c.mean_per_s,
-                c.mean_error_pct,
-                c.window_max_error_pct,
-                c.windows_per_s.len()
-            ));
+            match (c.mean_per_s, c.mean_error_pct, c.window_max_error_pct) {
+                (Some(mean), Some(err), Some(worst)) => s.push_str(&format!(
+                    "  rate      target {target} {}/s  mean {mean:.0} ({err:.3}% off)  worst 1-s window {worst:.3}% off over {} windows\n",
+                    c.unit,
+                    c.windows_per_s.len()
+                )),
+                // Under a second of submission: no window to judge, so no
+                // error (neither 0% nor 100%).
+                _ => s.push_str(&format!(
+                    "  rate      target {target} {}/s  no full 1-s window: the run ended before its first whole second (raise --runtime)\n",
+                    c.unit
+                )),
+            }
             if c.windows_held_ns.iter().any(|&h| h > 0) {
                 s.push_str(&format!(
                     "  device    due commands waited for a full queue for {} (up to {:.2}% of a window); worst window error beyond that: {:.3}%\n",

@@ -71,6 +71,34 @@ pub fn percentiles(sum: &LatencySummary) -> String {
     )
 }
 
+/// [`percentiles`] with every figure below the timer's resolution marked
+/// `*` and a note that says what the mark means (the figure is noise around
+/// zero once the bracket is subtracted, not a latency).
+pub fn percentiles_flagged(sum: &LatencySummary, resolution_ns: f64) -> String {
+    let Some(below) = crate::latency::BelowResolution::of(sum, resolution_ns) else {
+        return percentiles(sum);
+    };
+    let mark = |name: &str, shown: String| {
+        if below.figures.iter().any(|f| f == name) {
+            format!("{shown}*")
+        } else {
+            shown
+        }
+    };
+    let p = |q: f64, name: &str| mark(name, sum.p(q).map_or("-".into(), |v| fmt_ns(v as f64)));
+    format!(
+        "samples {}  mean {}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  (* below the timer's {:.1} ns resolution: the bracket subtracted from each sample)",
+        sum.samples,
+        mark("mean", fmt_ns(sum.mean_ns)),
+        p(50.0, "p50"),
+        p(90.0, "p90"),
+        p(99.0, "p99"),
+        p(99.9, "p99.9"),
+        mark("max", fmt_ns(sum.max_ns as f64)),
+        below.resolution_ns
+    )
+}
+
 /// A text histogram: the summary's buckets merged to half-octaves, with
 /// bars.
 pub fn histogram(sum: &LatencySummary) -> String {
@@ -177,11 +205,12 @@ pub fn latency(plan: &LatencyPlan, r: &LatencyResult) -> String {
         }
     }
     if let Some(p) = &r.per_access {
-        let _ = writeln!(s, "per-access: {}", percentiles(p));
+        let res = crate::latency::BelowResolution::resolution_ns(&r.tsc, &r.timer);
+        let _ = writeln!(s, "per-access: {}", percentiles_flagged(p, res));
         if r.threads.len() > 1 {
             for t in &r.threads {
                 if let Some(tp) = &t.per_access {
-                    let _ = writeln!(s, "  CPU {}: {}", t.cpu, percentiles(tp));
+                    let _ = writeln!(s, "  CPU {}: {}", t.cpu, percentiles_flagged(tp, res));
                 }
             }
         }
@@ -352,5 +381,29 @@ mod tests {
             histogram(&sum),
             "        from           to      samples   share\n      0.0 ns       0.0 ns            3   0.14%  #\n      5.0 ns       5.0 ns          100   4.71%  ####\n     88.0 ns      95.0 ns         1000  47.15%  ########################################\n     96.0 ns     114.0 ns         1007  47.48%  ########################################\n     5.00 us      5.40 us           10   0.47%  #\n     1.50 ms      1.60 ms            1   0.05%  #\n"
         );
+    }
+
+    #[test]
+    fn figures_below_the_timer_resolution_are_marked() {
+        // Regression: `--size 32K --mode both` printed `p50 1.0 ns` after
+        // subtracting a 15.4 ns bracket, with nothing to say it is noise.
+        let mut h = LatHist::new();
+        h.record_n(1, 900);
+        h.record_n(40, 100);
+        let sum = h.summary();
+        let line = percentiles_flagged(&sum, 15.4);
+        assert!(line.contains("p50 1.0 ns*"), "{line}");
+        assert!(
+            line.contains("(* below the timer's 15.4 ns resolution: the bracket"),
+            "{line}"
+        );
+        // The max (40 ns) is above it and stays unmarked.
+        assert!(line.contains("max 40.0 ns "), "{line}");
+        let below = crate::latency::BelowResolution::of(&sum, 15.4).unwrap();
+        assert!(below.figures.contains(&"p50".to_string()), "{below:?}");
+        assert!(!below.figures.contains(&"max".to_string()), "{below:?}");
+        // Nothing below: the line is the plain one, byte for byte.
+        assert_eq!(percentiles_flagged(&sum, 0.5), percentiles(&sum));
+        assert_eq!(crate::latency::BelowResolution::of(&sum, 0.5), None);
     }
 }

@@ -79,6 +79,11 @@ pub struct Cell {
     /// lost CPU time, not memory interference).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_cpu: Option<String>,
+    /// The configuration's `ddio` value when the host did not make it for
+    /// some of the cell's runs (no DDIO control there): the cell then
+    /// measured the host's own DDIO state, not the one its name says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ddio_not_applied: Option<String>,
 }
 
 /// Means over a cell's completed runs of what the victim's process and CPUs
@@ -554,6 +559,11 @@ pub fn cells(res: &Results, noisy_cv_pct: f64) -> Vec<Cell> {
                 .count(),
             evidence,
             lost_cpu: lost,
+            ddio_not_applied: runs
+                .iter()
+                .filter_map(|r| r.ddio.as_ref())
+                .find(|d| !d.applied)
+                .map(|d| d.requested.clone()),
         });
     }
     out
@@ -637,6 +647,9 @@ pub fn text_table(cells: &[Cell]) -> String {
                 c.busy_runs,
                 c.values.len() + c.failed
             ));
+        }
+        if let Some(d) = &c.ddio_not_applied {
+            flags.push(format!("ddio {d} not applied"));
         }
         rows.push([
             c.configuration.clone(),

@@ -48,7 +48,17 @@ better = "higher"
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // The table flags every cell whose DDIO setting was never made: its
+    // figures are the host's own DDIO state, whatever the name says.
+    for (config, want) in [("ddio=off", "off"), ("ddio=ways:2", "ways:2")] {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(config))
+            .unwrap_or_else(|| panic!("no {config} row in {stdout}"));
+        assert!(row.contains(&format!("ddio {want} not applied")), "{row}");
+    }
     assert!(
         stderr.contains(&format!("ddio off: not set: {why}")),
         "{stderr}"
@@ -89,4 +99,13 @@ better = "higher"
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<h2>DDIO per configuration</h2>"));
     assert!(page.contains(r#"<td class="l">ddio=ways:2</td><td>ways:2</td><td>0 of 2</td>"#));
+    // The statistics table and the bar chart say it too.
+    assert!(
+        page.contains(r#"<td class="l">ddio=off (ddio off not applied)</td>"#),
+        "statistics table row not flagged"
+    );
+    assert!(
+        page.contains(r#"text-anchor="middle">ddio=ways:2 (ddio ways:2 not applied)</text>"#),
+        "bar chart group not flagged"
+    );
 }

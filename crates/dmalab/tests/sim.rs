@@ -487,4 +487,13 @@ fn a_dma_only_trace_gets_a_note() {
         "{}",
         stdout(&out)
     );
+    // The note replaces the speedups: no column of 1.000 beside it.
+    let text = stdout(&out);
+    for scheme in ["snoop", "shared"] {
+        let row = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(scheme))
+            .unwrap_or_else(|| panic!("no {scheme} row in {text}"));
+        assert_eq!(row.split_whitespace().nth(2), Some("-"), "{row}");
+    }
 }

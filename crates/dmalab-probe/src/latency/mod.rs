@@ -17,7 +17,8 @@ pub mod result;
 pub mod worker;
 
 pub use result::{
-    ClockFigures, IntervalFigures, LatencyResult, MatrixCell, RoundFigures, ThreadLatency,
+    BelowResolution, ClockFigures, IntervalFigures, LatencyResult, MatrixCell, RoundFigures,
+    ThreadLatency,
 };
 pub use worker::{IntervalCtx, IntervalMsg, PerAccessRun, Worker};
 
@@ -225,6 +226,15 @@ pub fn run(
         threads,
         intervals,
         matrix: Vec::new(),
+        below_timer_resolution: None,
+    };
+    let resolution = BelowResolution::resolution_ns(&result.tsc, &result.timer);
+    let result = LatencyResult {
+        below_timer_resolution: result
+            .per_access
+            .as_ref()
+            .and_then(|p| BelowResolution::of(p, resolution)),
+        ..result
     };
     Ok((result, warnings))
 }

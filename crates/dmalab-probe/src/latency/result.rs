@@ -132,4 +132,66 @@ pub struct LatencyResult {
     /// NUMA latency matrix (with `--matrix`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub matrix: Vec<MatrixCell>,
+    /// Per-access figures smaller than the timer can resolve (absent when
+    /// none is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub below_timer_resolution: Option<BelowResolution>,
+}
+
+/// The per-access figures that lie below the timer's resolution: once the
+/// bracket is subtracted, a sample shorter than the bracket itself (or than
+/// one TSC step) is noise around zero, not a latency.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct BelowResolution {
+    /// The resolution, nanoseconds: the larger of the subtracted bracket
+    /// and one TSC step.
+    pub resolution_ns: f64,
+    /// The figures below it, by name (`mean`, `p50`, `p90`, `p99`,
+    /// `p99.9`, `max`).
+    pub figures: Vec<String>,
+}
+
+/// The figures of the per-access line, by name, in the order printed.
+pub const PER_ACCESS_FIGURES: [&str; 6] = ["mean", "p50", "p90", "p99", "p99.9", "max"];
+
+/// The value of the per-access figure `name` in `sum`, nanoseconds.
+pub fn figure_ns(sum: &LatencySummary, name: &str) -> Option<f64> {
+    match name {
+        "mean" => Some(sum.mean_ns),
+        "max" => Some(sum.max_ns as f64),
+        p => p
+            .strip_prefix('p')
+            .and_then(|q| q.parse::<f64>().ok())
+            .and_then(|q| sum.p(q))
+            .map(|v| v as f64),
+    }
+}
+
+impl BelowResolution {
+    /// The resolution of a per-access sample under `timer` and `tsc`.
+    pub fn resolution_ns(tsc: &TscInfo, timer: &TimerCost) -> f64 {
+        let step = if tsc.tsc_hz > 0.0 {
+            tsc.ns(timer.tsc_step_cycles as f64)
+        } else {
+            0.0
+        };
+        timer.subtracted_ns.max(step)
+    }
+
+    /// The figures of `sum` below `resolution_ns`; None when there is none
+    /// (or no resolution was measured).
+    pub fn of(sum: &LatencySummary, resolution_ns: f64) -> Option<Self> {
+        if sum.samples == 0 || resolution_ns <= 0.0 {
+            return None;
+        }
+        let figures: Vec<String> = PER_ACCESS_FIGURES
+            .iter()
+            .filter(|n| figure_ns(sum, n).is_some_and(|v| v < resolution_ns))
+            .map(|n| n.to_string())
+            .collect();
+        (!figures.is_empty()).then_some(BelowResolution {
+            resolution_ns,
+            figures,
+        })
+    }
 }

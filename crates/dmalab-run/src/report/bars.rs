@@ -71,11 +71,21 @@ fn bar_plot(res: &Results, victim: &str, cells: &[&Cell]) -> Option<String> {
     let mut k = 0;
     for (gi, c) in configs.iter().enumerate() {
         let gx = cv.fx(group_w * (gi as f64 + 0.5));
+        // A configuration whose DDIO setting the host could not make
+        // measured the host's own state: say so under its name.
+        let not_applied = cells
+            .iter()
+            .filter(|x| &x.configuration == *c)
+            .find_map(|x| x.ddio_not_applied.as_deref());
+        let name = match not_applied {
+            Some(d) => format!("{c} (ddio {d} not applied)"),
+            None => c.to_string(),
+        };
         let _ = write!(
             cv.body,
             r##"<text x="{gx:.1}" y="{:.1}" class="tick" text-anchor="middle">{}</text>"##,
             cv.py(0.0) + 16.0,
-            esc(c)
+            esc(&name)
         );
         for (li, l) in loads.iter().enumerate() {
             let Some(cell) = cells

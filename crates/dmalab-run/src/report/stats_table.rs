@@ -58,7 +58,14 @@ pub(super) fn stats_table(cells: &[Cell], noisy_cv_pct: f64) -> String {
             body,
             r#"<tr{}><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td>{}</td><td>{}</td><td>{mean}</td><td>{med}</td><td>{sd}</td><td>{cvp}{}</td><td>{ci}</td><td>{slow}</td><td>{sci}</td><td>{u}</td><td{}>{p}</td><td>{}</td><td>{}</td></tr>"#,
             if c.noisy { r#" class="noisy""# } else { "" },
-            esc(&c.configuration),
+            match &c.ddio_not_applied {
+                Some(d) => format!(
+                    "{} (ddio {d} not applied)",
+                    esc(&c.configuration),
+                    d = esc(d)
+                ),
+                None => esc(&c.configuration),
+            },
             esc(&c.victim),
             esc(&load),
             c.values.len(),
