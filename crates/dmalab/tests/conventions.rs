@@ -264,9 +264,22 @@ fn every_command_prints_rates_in_binary_units() {
     let shown = dmalab_core::units::fmt_rate(bw);
     assert!(total.contains(&shown), "{shown} in {total}");
 
-    // load's per-second lines in the summary's unit.
-    let dir = tempfile::tempdir().unwrap();
-    let (code, out, err) = null_load(dir.path(), &["--runtime", "1100ms", "--bs", "512"]);
+    // load's per-second lines in the summary's unit: a load that moves
+    // data (the null engine's summary has no data line), on a file of a
+    // disk-backed directory (O_DIRECT).
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let target = dir.path().join("t");
+    let o = common::dmalab()
+        .current_dir(dir.path())
+        .args(["load", "--target", target.to_str().unwrap()])
+        .args(["--size", "8M", "--buffer", "1M", "--runtime", "1100ms"])
+        .output()
+        .unwrap();
+    let (code, out, err) = (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
     assert_eq!(code, 0, "{err}");
     let second = err
         .lines()
