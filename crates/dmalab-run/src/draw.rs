@@ -152,6 +152,43 @@ impl Canvas {
         self.h - self.bottom - self.y.frac(v / self.div.1) * (self.h - self.top - self.bottom)
     }
 
+    /// A histogram's step outline as SVG path data: buckets `(lo, hi,
+    /// share)` (`hi` inclusive, in order) join at their edges where they
+    /// are contiguous; a gap in the data drops to the baseline `floor`
+    /// (the share at the bottom of the axis) instead of being bridged.
+    pub fn step_path(
+        &self,
+        buckets: impl IntoIterator<Item = (u64, u64, f64)>,
+        floor: f64,
+    ) -> String {
+        let base = self.py(floor);
+        let mut d = String::new();
+        let mut prev: Option<(u64, f64)> = None;
+        for (lo, hi, share) in buckets {
+            let y = self.py(share.max(floor));
+            let (x0, x1) = (self.px(lo as f64), self.px((hi + 1) as f64));
+            match prev {
+                Some((h, _)) if h + 1 == lo => {
+                    let _ = write!(d, "L{x0:.1},{y:.1} L{x1:.1},{y:.1} ");
+                }
+                Some((_, px1)) => {
+                    let _ = write!(
+                        d,
+                        "L{px1:.1},{base:.1} M{x0:.1},{base:.1} L{x0:.1},{y:.1} L{x1:.1},{y:.1} "
+                    );
+                }
+                None => {
+                    let _ = write!(d, "M{x0:.1},{base:.1} L{x0:.1},{y:.1} L{x1:.1},{y:.1} ");
+                }
+            }
+            prev = Some((hi, x1));
+        }
+        if let Some((_, px1)) = prev {
+            let _ = write!(d, "L{px1:.1},{base:.1}");
+        }
+        d
+    }
+
     /// Pixel x of a fraction of the plot width.
     pub fn fx(&self, f: f64) -> f64 {
         self.left + f * (self.w - self.left - self.right)
@@ -537,33 +574,12 @@ pub fn histogram_plot(
         &|v| tick(v),
         true,
     );
-    let base = cv.py(floor / 100.0);
     for (i, (name, col, b)) in series.iter().enumerate() {
         let total = b.iter().fold(0u64, |t, x| t.saturating_add(x.2)) as f64;
-        let mut d = String::new();
-        let mut prev: Option<(u64, f64)> = None;
-        for (lo, hi, c) in b {
-            let y = cv.py((*c as f64 / total).max(floor / 100.0));
-            let (x0, x1) = (cv.px(*lo as f64), cv.px((*hi + 1) as f64));
-            match prev {
-                Some((h, _)) if h + 1 == *lo => {
-                    let _ = write!(d, "L{x0:.1},{y:.1} L{x1:.1},{y:.1} ");
-                }
-                Some((_, px1)) => {
-                    let _ = write!(
-                        d,
-                        "L{px1:.1},{base:.1} M{x0:.1},{base:.1} L{x0:.1},{y:.1} L{x1:.1},{y:.1} "
-                    );
-                }
-                None => {
-                    let _ = write!(d, "M{x0:.1},{base:.1} L{x0:.1},{y:.1} L{x1:.1},{y:.1} ");
-                }
-            }
-            prev = Some((*hi, x1));
-        }
-        if let Some((_, px1)) = prev {
-            let _ = write!(d, "L{px1:.1},{base:.1}");
-        }
+        let d = cv.step_path(
+            b.iter().map(|&(lo, hi, c)| (lo, hi, c as f64 / total)),
+            floor / 100.0,
+        );
         let fill = if i == 0 { "0.2" } else { "0" };
         let _ = write!(
             cv.body,

@@ -99,33 +99,11 @@ fn hist_plot(res: &Results, victim: &str, config: &str) -> Option<String> {
     );
     for (l, b, total) in &series {
         let col = color(&labels, l);
-        let base = cv.py(floor);
-        // A step outline: contiguous buckets join at their edges; a gap
-        // in the data drops to the baseline.
-        let mut d = String::new();
-        let mut prev_hi: Option<(u64, f64)> = None;
-        for (lo, (hi, c)) in b {
-            let y = cv.py((*c as f64 / *total as f64).max(floor));
-            let (x0, x1) = (cv.px(*lo as f64), cv.px((*hi + 1) as f64));
-            match prev_hi {
-                Some((h, _)) if h + 1 == *lo => {
-                    let _ = write!(d, "L{x0:.1},{y:.1} L{x1:.1},{y:.1} ");
-                }
-                Some((_, px1)) => {
-                    let _ = write!(
-                        d,
-                        "L{px1:.1},{base:.1} M{x0:.1},{base:.1} L{x0:.1},{y:.1} L{x1:.1},{y:.1} "
-                    );
-                }
-                None => {
-                    let _ = write!(d, "M{x0:.1},{base:.1} L{x0:.1},{y:.1} L{x1:.1},{y:.1} ");
-                }
-            }
-            prev_hi = Some((*hi, x1));
-        }
-        if let Some((_, px1)) = prev_hi {
-            let _ = write!(d, "L{px1:.1},{base:.1}");
-        }
+        let d = cv.step_path(
+            b.iter()
+                .map(|(lo, (hi, c))| (*lo, *hi, *c as f64 / *total as f64)),
+            floor,
+        );
         let fill = if l == PLAIN { "0.25" } else { "0" };
         let _ = write!(
             cv.body,
