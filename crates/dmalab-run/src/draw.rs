@@ -597,6 +597,42 @@ pub fn histogram_plot(
 }
 
 /// One line of a [`line_plot`]: name, colour, and (x, y) points where a
+impl Canvas {
+    /// The 720 x 360 canvas with linear axes from 0 that fits `points`
+    /// (the data's own units; points that are not finite are ignored),
+    /// each axis in the unit [`AxisUnit::for_unit`] picks for its largest
+    /// value; `None` when no point is finite. Line plots and the sweep's
+    /// XY plots start here.
+    pub fn linear_for(
+        points: impl IntoIterator<Item = (f64, f64)>,
+        xunit: &str,
+        yunit: &str,
+    ) -> Option<(Canvas, AxisUnit, AxisUnit)> {
+        let pts: Vec<(f64, f64)> = points
+            .into_iter()
+            .filter(|p| p.0.is_finite() && p.1.is_finite())
+            .collect();
+        if pts.is_empty() {
+            return None;
+        }
+        let xmax = pts.iter().map(|p| p.0).fold(0.0, f64::max);
+        let ymax = pts.iter().map(|p| p.1).fold(0.0, f64::max);
+        let (ux, uy) = (
+            AxisUnit::for_unit(xunit, xmax),
+            AxisUnit::for_unit(yunit, ymax),
+        );
+        let cv = Canvas::with_units(
+            720.0,
+            360.0,
+            ux.linear_to(xmax),
+            uy.linear_to(ymax),
+            &ux,
+            &uy,
+        );
+        Some((cv, ux, uy))
+    }
+}
+
 /// `None` y is a gap (the line stops and starts again after it).
 pub type Line = (String, String, Vec<(f64, Option<f64>)>);
 
@@ -612,27 +648,11 @@ pub fn line_plot(
     aria: &str,
 ) -> Option<String> {
     let all = lines.iter().chain(dashed.iter());
-    let pts: Vec<(f64, f64)> = all
-        .flat_map(|l| l.2.iter().filter_map(|(x, y)| y.map(|y| (*x, y))))
-        .filter(|p| p.0.is_finite() && p.1.is_finite())
-        .collect();
-    if pts.is_empty() {
-        return None;
-    }
-    let xmax = pts.iter().map(|p| p.0).fold(0.0, f64::max);
-    let ymax = pts.iter().map(|p| p.1).fold(0.0, f64::max);
-    let (ux, uy) = (
-        AxisUnit::for_unit(xunit, xmax),
-        AxisUnit::for_unit(yunit, ymax),
-    );
-    let mut cv = Canvas::with_units(
-        720.0,
-        360.0,
-        ux.linear_to(xmax),
-        uy.linear_to(ymax),
-        &ux,
-        &uy,
-    );
+    let (mut cv, ux, uy) = Canvas::linear_for(
+        all.flat_map(|l| l.2.iter().filter_map(|(x, y)| y.map(|y| (*x, y)))),
+        xunit,
+        yunit,
+    )?;
     let unit_words = |u: &AxisUnit, unit: &str, what: &str| {
         if u.name.is_empty() && !unit.is_empty() {
             format!("{what} ({unit})")

@@ -3,7 +3,7 @@
 
 use super::{metric_words, Figures};
 use crate::analysis::{self, fmt_value};
-use crate::draw::{bw_fmt, esc, rate_fmt, tick, AxisUnit, Canvas, PALETTE};
+use crate::draw::{bw_fmt, esc, rate_fmt, tick, Canvas, PALETTE};
 use crate::plan::PLAIN;
 use crate::record::Results;
 use crate::stats;
@@ -31,28 +31,11 @@ fn xy_plot(
     line_through_means: bool,
     aria: &str,
 ) -> Option<String> {
-    let pts: Vec<(f64, f64)> = series
-        .iter()
-        .flat_map(|s| s.2.iter().map(|p| (p.0, p.1)))
-        .filter(|p| p.0.is_finite() && p.1.is_finite())
-        .collect();
-    if pts.is_empty() {
-        return None;
-    }
-    let xmax = pts.iter().map(|p| p.0).fold(0.0, f64::max);
-    let ymax = pts.iter().map(|p| p.1).fold(0.0, f64::max);
-    let (ux, uy) = (
-        AxisUnit::for_unit(xunit, xmax),
-        AxisUnit::for_unit(yunit, ymax),
-    );
-    let mut cv = Canvas::with_units(
-        720.0,
-        360.0,
-        ux.linear_to(xmax),
-        uy.linear_to(ymax),
-        &ux,
-        &uy,
-    );
+    let (mut cv, ux, uy) = Canvas::linear_for(
+        series.iter().flat_map(|s| s.2.iter().map(|p| (p.0, p.1))),
+        xunit,
+        yunit,
+    )?;
     cv.axes(
         title,
         &ux.title(xwhat),
