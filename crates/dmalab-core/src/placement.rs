@@ -272,6 +272,15 @@ fn check_buffer_file(p: &Path, len: u64, allowed: bool) -> Result<FileKind, Usag
                     ),
                 ));
             }
+            // The file is fallocated to the buffer's size; on a full
+            // filesystem that fails (or, where fallocate is missing, the
+            // mapping dies of SIGBUS at the first page with no block).
+            crate::sys::check_room(
+                dir,
+                len,
+                "--buffer",
+                &format!("choose a smaller --buffer or a {BUFFER_FILE} on a filesystem with room"),
+            )?;
             return Ok(FileKind::New);
         }
         Err(e) => {

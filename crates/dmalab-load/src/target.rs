@@ -247,28 +247,14 @@ pub fn inspect_file_or_block(
 }
 
 /// A file of `size` bytes that dmalab creates in `dir` must fit in what the
-/// filesystem has free, checked before anything is written: filling the
-/// disk for minutes and then failing with ENOSPC helps nobody (and leaves
-/// other writers on that disk without room meanwhile).
+/// filesystem has free, checked before anything is written.
 fn check_room(dir: &Path, size: u64) -> Result<(), UsageError> {
-    use dmalab_core::units::fmt_bytes;
-    let Ok(Some(free)) = dmalab_core::sys::free_bytes(dir) else {
-        // Unknown (no statvfs, or a filesystem of no stated size such as
-        // ramfs): the fill reports ENOSPC if it comes to that.
-        return Ok(());
-    };
-    if size > free {
-        return Err(UsageError::new(
-            "--size",
-            format!(
-                "{size} bytes ({}) do not fit in {}, which has {free} bytes ({}) free; choose a smaller --size or a --target on a filesystem with room",
-                fmt_bytes(size as f64),
-                dir.display(),
-                fmt_bytes(free as f64)
-            ),
-        ));
-    }
-    Ok(())
+    dmalab_core::sys::check_room(
+        dir,
+        size,
+        "--size",
+        "choose a smaller --size or a --target on a filesystem with room",
+    )
 }
 
 /// `--size` only sizes a file dmalab creates: naming another size for an

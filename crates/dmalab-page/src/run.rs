@@ -77,7 +77,7 @@ fn precheck(cfg: &PageConfig) -> Result<Option<cgroup::MemoryHierarchy>, PageErr
                 ));
             }
         }
-        SwapSpec::File { path, .. } => {
+        SwapSpec::File { path, size_bytes } => {
             if path.exists() {
                 return Err(UsageError::new(
                     "--swap",
@@ -104,6 +104,12 @@ fn precheck(cfg: &PageConfig) -> Result<Option<cgroup::MemoryHierarchy>, PageErr
                 )
                 .into());
             }
+            dmalab_core::sys::check_room(
+                &parent,
+                *size_bytes,
+                "--swap",
+                "choose a smaller SIZE in --swap file:PATH:SIZE, a PATH on a filesystem with room, or --swap zram",
+            )?;
         }
         SwapSpec::Dev { .. } => {}
     }

@@ -262,3 +262,117 @@ fn a_file_larger_than_the_free_space_is_refused_before_writing() {
         "something was written"
     );
 }
+
+/// Issue 33 item 7: a `--buffer-file` dmalab creates is fallocated to the
+/// buffer's size. On a filesystem without room the previous binary created
+/// it, mapped it and died of SIGBUS at the first page with no block (exit
+/// 135), leaving the 64 MiB file behind. Now the room is checked first, for
+/// `load` and for `rdma serve` (one placement check): exit 2 naming
+/// --buffer and what is free, nothing written.
+#[test]
+fn a_buffer_file_larger_than_the_free_space_is_refused_before_mapping() {
+    if !common::need_root() || !common::need("mount", common::have_program("mount")) {
+        return;
+    }
+    let fs = SmallFs::new("8m");
+    let buf = fs.0.path().join("buf");
+    let runs: [&[&str]; 2] = [
+        &["load", "--engine", "null", "--commands", "10", "-q"],
+        &["rdma", "serve"],
+    ];
+    for args in runs {
+        let o = common::dmalab()
+            .args(args)
+            .arg("--buffer-file")
+            .arg(&buf)
+            .args(["--buffer", "64M"])
+            .output()
+            .unwrap();
+        let err = common::assert_usage_output(&o, "--buffer");
+        assert!(
+            err.contains("67108864 bytes") && err.contains("8388608 bytes (8.00 MiB) free"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(
+            std::fs::read_dir(fs.0.path()).unwrap().count(),
+            0,
+            "{args:?}: something was written"
+        );
+    }
+    // A buffer that fits is still created (and removed after the run).
+    common::dmalab()
+        .args(["load", "--engine", "null", "--commands", "10", "-q"])
+        .arg("--buffer-file")
+        .arg(&buf)
+        .args(["--buffer", "4M"])
+        .assert()
+        .success();
+    assert!(!buf.exists());
+}
+
+/// A small ext4 filesystem on a loop device (page refuses a swap file on
+/// tmpfs before it looks at the room), unmounted on drop.
+struct SmallExt4 {
+    dir: tempfile::TempDir,
+    _image: tempfile::TempDir,
+}
+
+impl SmallExt4 {
+    fn new(mib: u64) -> Self {
+        let image = tempfile::tempdir().unwrap();
+        let img = image.path().join("fs.img");
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(mib * MIB)
+            .unwrap();
+        let st = Command::new("mkfs.ext4")
+            .args(["-q", "-F"])
+            .arg(&img)
+            .status()
+            .expect("run mkfs.ext4");
+        assert!(st.success(), "mkfs.ext4 failed");
+        let dir = tempfile::tempdir().unwrap();
+        let st = Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&img)
+            .arg(dir.path())
+            .status()
+            .expect("run mount");
+        assert!(st.success(), "mount -o loop failed");
+        Self { dir, _image: image }
+    }
+}
+
+impl Drop for SmallExt4 {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// Issue 33 item 7: `page --swap file:PATH:SIZE` writes the whole swap file
+/// (a swap file may have no holes). On a filesystem without room it is now
+/// refused before anything is written: exit 2 naming --swap and what is
+/// free, no file left, the host unchanged.
+#[test]
+fn a_swap_file_larger_than_the_free_space_is_refused_before_writing() {
+    if !common::need_root()
+        || !common::need("mount", common::have_program("mount"))
+        || !common::need("mkfs.ext4", common::have_program("mkfs.ext4"))
+        || !common::need("loop devices", loop_devices_available())
+    {
+        return;
+    }
+    let fs = SmallExt4::new(16);
+    let swap = fs.dir.path().join("swap");
+    let o = common::dmalab()
+        .args(["page", "--map", "16M", "--runtime", "0.1", "--swap"])
+        .arg(format!("file:{}:64M", swap.display()))
+        .output()
+        .unwrap();
+    let err = common::assert_usage_output(&o, "--swap");
+    assert!(
+        err.contains("67108864 bytes") && err.contains("free"),
+        "{err}"
+    );
+    assert!(!swap.exists(), "the swap file was written");
+}

@@ -47,6 +47,38 @@ pub fn free_bytes(path: &std::path::Path) -> std::io::Result<Option<u64>> {
     Ok(Some(st.f_bavail.saturating_mul(st.f_frsize)))
 }
 
+/// Refuses a file of `size` bytes that dmalab would create in `dir` when it
+/// does not fit in what that filesystem has free, before anything is
+/// written: filling a disk for minutes and then failing with ENOSPC helps
+/// nobody, and leaves every other writer on that disk without room
+/// meanwhile. `option` is the flag to name; `instead` says what to do
+/// (`choose a smaller --size or a --target on a filesystem with room`).
+/// A filesystem that states no size (ramfs) or cannot be asked passes: the
+/// write then reports ENOSPC if it comes to that.
+pub fn check_room(
+    dir: &std::path::Path,
+    size: u64,
+    option: &str,
+    instead: &str,
+) -> Result<(), crate::UsageError> {
+    use crate::units::fmt_bytes;
+    let Ok(Some(free)) = free_bytes(dir) else {
+        return Ok(());
+    };
+    if size > free {
+        return Err(crate::UsageError::new(
+            option,
+            format!(
+                "{size} bytes ({}) do not fit in {}, which has {free} bytes ({}) free; {instead}",
+                fmt_bytes(size as f64),
+                dir.display(),
+                fmt_bytes(free as f64)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
