@@ -19,6 +19,7 @@ pub mod lock;
 pub mod output;
 pub mod placement;
 pub mod process;
+pub mod progress;
 pub mod ratecontrol;
 pub mod safefile;
 pub mod safety;

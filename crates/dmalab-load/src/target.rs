@@ -390,6 +390,7 @@ fn fill(mut f: File, size: u64) -> std::io::Result<()> {
     const CHUNK: usize = 8 << 20;
     let mut buf = vec![0xa5u8; CHUNK];
     let mut off = 0u64;
+    let bar = dmalab_core::progress::Bar::bytes("filling the target", size);
     while off < size {
         let n = CHUNK.min((size - off) as usize);
         for (i, block) in buf[..n].chunks_mut(4096).enumerate() {
@@ -400,6 +401,7 @@ fn fill(mut f: File, size: u64) -> std::io::Result<()> {
         }
         f.write_all(&buf[..n])?;
         off += n as u64;
+        bar.inc(n as u64);
         if dmalab_core::signal::stop_requested() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::Interrupted,
@@ -407,6 +409,7 @@ fn fill(mut f: File, size: u64) -> std::io::Result<()> {
             ));
         }
     }
+    bar.set_message("syncing the target");
     f.sync_all()?;
     // SAFETY: advice on our own open file.
     unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };

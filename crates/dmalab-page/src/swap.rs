@@ -121,11 +121,14 @@ pub fn create_swap_file(path: &Path, size_bytes: u64) -> io::Result<()> {
 fn write_swap_file(mut f: fs::File, size_bytes: u64) -> io::Result<()> {
     let chunk = vec![0u8; 1 << 20];
     let mut left = size_bytes - size_bytes % PAGE_SIZE;
+    let bar = dmalab_core::progress::Bar::bytes("writing the swap file", left);
     while left > 0 {
         let n = left.min(chunk.len() as u64) as usize;
         f.write_all(&chunk[..n])?;
         left -= n as u64;
+        bar.inc(n as u64);
     }
+    bar.set_message("syncing the swap file");
     write_swap_header(&mut f, size_bytes)
 }
 

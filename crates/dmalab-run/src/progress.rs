@@ -1,16 +1,17 @@
-//! Progress of `dmalab run`: a bar with an ETA on a terminal, one plain line
-//! per run otherwise, nothing with `--quiet`.
+//! Progress of `dmalab run`: a bar with an ETA on a terminal (the shared
+//! `indicatif` bar of `dmalab_core::progress`), one plain line per run
+//! otherwise, nothing with `--quiet`.
 
 use crate::analysis::fmt_value;
 use crate::record::RunRecord;
+use dmalab_core::progress::Bar;
 use dmalab_core::schema::RunStatus;
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 /// How progress is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
-    /// A redrawn bar on stderr (a terminal).
+    /// A bar on stderr (a terminal).
     Bar,
     /// One line per run on stderr.
     Lines,
@@ -25,19 +26,7 @@ pub struct Progress {
     done: usize,
     session_done: usize,
     session_start: Instant,
-    drawn: bool,
-}
-
-/// `1h02m`, `3m20s`, `12s`.
-pub fn fmt_eta(d: Duration) -> String {
-    let s = d.as_secs();
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{s}s")
-    }
+    bar: Option<Bar>,
 }
 
 impl Progress {
@@ -49,16 +38,16 @@ impl Progress {
             done: 0,
             session_done: 0,
             session_start: Instant::now(),
-            drawn: false,
+            bar: None,
         }
     }
 
-    /// Bar on a terminal, lines otherwise (or quiet).
+    /// A bar where bars are drawn (the binary enabled them and stderr is a
+    /// terminal), lines otherwise, or nothing.
     pub fn auto(quiet: bool) -> Self {
-        use std::io::IsTerminal;
         Self::new(if quiet {
             Mode::Quiet
-        } else if std::io::stderr().is_terminal() {
+        } else if dmalab_core::progress::enabled() {
             Mode::Bar
         } else {
             Mode::Lines
@@ -73,37 +62,30 @@ impl Progress {
         if self.mode != Mode::Quiet && done > 0 {
             eprintln!("dmalab run: resuming after {done} of {total} recorded runs");
         }
+        if self.mode == Mode::Bar {
+            let bar = Bar::steps("", total as u64);
+            bar.set_position(done as u64);
+            self.bar = Some(bar);
+        }
     }
 
+    /// The time left from the pace of this session's runs (the bar keeps
+    /// its own, from its own pace).
     fn eta(&self) -> String {
         if self.session_done == 0 {
             return "ETA --".into();
         }
         let per = self.session_start.elapsed() / self.session_done as u32;
-        let left = (self.total - self.done) as u32;
-        format!("ETA {}", fmt_eta(per * left))
+        let left = self.total.saturating_sub(self.done) as u32;
+        let s = (per * left).as_secs();
+        format!("ETA {}", humantime::format_duration(Duration::from_secs(s)))
     }
 
-    /// A run begins.
+    /// A run begins: the bar names it.
     pub fn begin(&mut self, _index: usize, label: &str) {
-        if self.mode != Mode::Bar {
-            return;
+        if let Some(bar) = &self.bar {
+            bar.set_message(label);
         }
-        // Names come from the experiment file: no raw escape on the terminal.
-        let label = dmalab_core::text::shown(label);
-        let width = 30;
-        let filled = (width * self.done).checked_div(self.total).unwrap_or(0);
-        let bar: String = "#".repeat(filled) + &"-".repeat(width - filled);
-        let mut e = std::io::stderr().lock();
-        let _ = write!(
-            e,
-            "\r\x1b[2K[{bar}] {}/{} {}  {label}",
-            self.done + 1,
-            self.total,
-            self.eta()
-        );
-        let _ = e.flush();
-        self.drawn = true;
     }
 
     /// A run ended and was recorded.
@@ -139,17 +121,47 @@ impl Progress {
                 self.eta()
             ),
             Mode::Bar => {
-                if rec.status != RunStatus::Completed {
-                    eprintln!("\r\x1b[2K[{}/{}] {label}: {what}", self.done, self.total);
+                if let Some(bar) = &self.bar {
+                    if rec.status != RunStatus::Completed {
+                        // Above the bar, kept on the terminal.
+                        bar.println(&format!("[{}/{}] {label}: {what}", self.done, self.total));
+                    }
+                    bar.set_position(self.done as u64);
                 }
             }
         }
     }
 
-    /// The session ends.
+    /// The session ends: the bar is cleared.
     pub fn end(&mut self) {
-        if self.mode == Mode::Bar && self.drawn {
-            eprint!("\r\x1b[2K");
-        }
+        self.bar = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quiet_never_draws_and_lines_do_not_make_a_bar() {
+        // Tests run with bars off (and stderr not a terminal): auto picks
+        // lines, or nothing under --quiet; neither holds a bar.
+        let mut p = Progress::auto(false);
+        assert_eq!(p.mode, Mode::Lines);
+        p.start(3, 1);
+        assert!(p.bar.is_none());
+        assert_eq!(Progress::auto(true).mode, Mode::Quiet);
+    }
+
+    #[test]
+    fn eta_from_the_pace_of_this_session() {
+        let mut p = Progress::new(Mode::Quiet);
+        p.start(4, 0);
+        assert_eq!(p.eta(), "ETA --");
+        p.session_done = 1;
+        p.done = 1;
+        p.session_start = Instant::now() - Duration::from_secs(10);
+        // 10 s a run, 3 runs left.
+        assert_eq!(p.eta(), "ETA 30s");
     }
 }

@@ -312,3 +312,107 @@ fn every_command_prints_rates_in_binary_units() {
         );
     }
 }
+
+/// Runs `dmalab ARGS` under `script` (util-linux), whose pseudo-terminal is
+/// the command's stdin, stdout and stderr; returns all it wrote.
+fn in_a_pty(args: &str) -> String {
+    let bin = common::dmalab_bin();
+    let o = std::process::Command::new("script")
+        .args(["-qec"])
+        .arg(format!("{} {args}", bin.display()))
+        .arg("/dev/null")
+        .output()
+        .expect("run script");
+    assert!(o.status.success(), "{args}: {o:?}");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Issue 33 item 7: filling a scratch file ran silently (4 of the first
+/// session's 9 s). On a terminal a bar shows the bytes written of the total
+/// and the rate; under -q and beside a document on stdout (`--output -`)
+/// there is none.
+#[test]
+fn a_fill_shows_a_bar_on_a_terminal_only() {
+    if !common::need("script (util-linux)", common::have_program("script")) {
+        return;
+    }
+    let tty = in_a_pty("load --size 32M --commands 10");
+    assert!(
+        tty.contains("filling the target") && tty.contains("/32.00 MiB") && tty.contains("MiB/s"),
+        "{tty}"
+    );
+    assert!(tty.contains("dmalab load:"), "the summary follows: {tty}");
+    for quiet in ["-q", "--output - --output-format json"] {
+        let tty = in_a_pty(&format!("load --size 32M --commands 10 {quiet}"));
+        assert!(!tty.contains("filling"), "{quiet}: {tty}");
+        assert!(!tty.contains('\x1b'), "{quiet}: {tty}");
+    }
+}
+
+/// Where stderr is no terminal (a pipe, a log, a test) the fill draws no bar
+/// and writes no escape code, whatever the flags.
+#[test]
+fn a_fill_on_a_pipe_writes_no_bar_and_no_escapes() {
+    let o = common::dmalab()
+        .args(["load", "--size", "32M", "--commands", "10"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("dmalab load:"), "{out}");
+    for s in [&err, &out] {
+        assert!(!s.contains("filling") && !s.contains('\x1b'), "{s}");
+    }
+}
+
+/// `dmalab run`'s cycles: on a terminal one bar (runs done of planned, the
+/// time left, the run going on), on a pipe one plain line per run and no
+/// escape code, under -q neither.
+#[test]
+fn a_run_shows_a_bar_on_a_terminal_and_lines_on_a_pipe() {
+    if !common::need("script (util-linux)", common::have_program("script")) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exp = dir.path().join("bar.toml");
+    std::fs::write(
+        &exp,
+        r#"
+[experiment]
+repetitions = 2
+warmup = "0s"
+cooldown = "0s"
+
+[[aggressor]]
+name = "idle"
+command = "exec"
+run = ["sleep", "30"]
+
+[[victim]]
+name = "v"
+command = "exec"
+run = ["echo", "v 1.5"]
+regex = 'v ([0-9.]+)'
+unit = "s"
+better = "lower"
+"#,
+    )
+    .unwrap();
+    let res = dir.path().join("bar.jsonl");
+    let tty = in_a_pty(&format!("run --restart -o {} {}", res.display(), exp.display()));
+    assert!(tty.contains("] 0/4 ETA") || tty.contains("] 1/4 ETA"), "{tty}");
+    assert!(!tty.contains("[1/4] "), "lines instead of a bar: {tty}");
+    let o = common::dmalab()
+        .args(["run", "--restart", "-o"])
+        .arg(&res)
+        .arg(&exp)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("[1/4] ") && err.contains("[4/4] "), "{err}");
+    assert!(!err.contains('\x1b'), "{err}");
+    let tty = in_a_pty(&format!("run -q --restart -o {} {}", res.display(), exp.display()));
+    assert!(!tty.contains("/4 ETA") && !tty.contains("[1/4]"), "{tty}");
+}

@@ -79,6 +79,9 @@ impl OutputArgs {
             (Sink::Stdout(_), false) => crate::TextRoute::Stderr,
             (Sink::File(_), false) => crate::TextRoute::Stdout,
         });
+        // Progress bars (drawn only on a terminal's stderr) never under
+        // --quiet, nor beside a document on stdout.
+        dmalab_core::progress::enable(!self.quiet && !matches!(sink, Sink::Stdout(_)));
         Ok(())
     }
 

@@ -68,6 +68,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         configuration: args.configuration.clone(),
         require_quiet: args.require_quiet,
     };
+    // The results go to a file: a bar on a terminal unless --quiet.
+    dmalab_core::progress::enable(!args.quiet);
     let mut progress = Progress::auto(args.quiet);
     let out = runner::run(&exp, &opts, &mut progress)?;
     if args.dry_run {
