@@ -333,23 +333,26 @@ pub fn sweep_table(key: &str, points: &[SweepPoint]) -> String {
     let _ = writeln!(s, " {:>6} {:>6} {:>6}", "pf>sn", "sh<sn", "sm<sn");
     for p in points {
         let _ = write!(s, "{:<16}", p.value);
+        // As in `sim compare`: without CPU references the speedups (and the
+        // orderings drawn from them) say nothing, and 1.000 would read as a
+        // measured tie.
+        let no_cpu = no_cpu_note(&p.results).is_some();
         for r in &p.results {
-            let _ = write!(
-                s,
-                " {:>17}",
-                r.speedup_vs_snoop
-                    .map_or(format!("{:.0}us", r.total_ns / 1000.0), |v| format!(
-                        "{v:.3}"
-                    ))
-            );
+            let cell = match r.speedup_vs_snoop {
+                _ if no_cpu => "-".to_string(),
+                Some(v) => format!("{v:.3}"),
+                None => format!("{:.0}us", r.total_ns / 1000.0),
+            };
+            let _ = write!(s, " {cell:>17}");
         }
         let o = &p.orderings;
+        let order = |v: Option<bool>| if no_cpu { "-" } else { yn(v) };
         let _ = writeln!(
             s,
             " {:>6} {:>6} {:>6}",
-            yn(o.dma_cache_256k_pf_beats_snoop),
-            yn(o.shared_loses_to_snoop),
-            yn(o.small_dma_caches_lose_to_snoop)
+            order(o.dma_cache_256k_pf_beats_snoop),
+            order(o.shared_loses_to_snoop),
+            order(o.small_dma_caches_lose_to_snoop)
         );
     }
     s

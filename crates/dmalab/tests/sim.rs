@@ -497,3 +497,32 @@ fn a_dma_only_trace_gets_a_note() {
         assert_eq!(row.split_whitespace().nth(2), Some("-"), "{row}");
     }
 }
+
+/// Issue 33: `sim sweep` on a DMA-only trace printed the note that the
+/// speedups were left out beside a table of speedups (1.000, 1.438, 3.051)
+/// and orderings drawn from them. Every cell of a point without CPU
+/// references is now `-`, as in `sim compare`.
+#[test]
+fn a_dma_only_sweep_prints_no_speedups_beside_its_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("dma.txt");
+    std::fs::write(&t, "0 xfer-w 0x10000 65536 0\n100 xfer-r 0x20000 65536 0\n").unwrap();
+    let out = dmalab()
+        .args(["sim", "sweep"])
+        .arg(&t)
+        .args(["--param", "llc.size_bytes", "--values", "256K,1M"])
+        .args(["--schemes", "snoop,shared,dma-cache-256K-pf"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = stdout(&out);
+    assert!(text.contains("note: the trace has no CPU references"), "{text}");
+    for value in ["256K", "1M"] {
+        let row = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(value))
+            .unwrap_or_else(|| panic!("no {value} row in {text}"));
+        let cells: Vec<&str> = row.split_whitespace().skip(1).collect();
+        assert_eq!(cells, ["-"; 6], "{row}");
+    }
+}
