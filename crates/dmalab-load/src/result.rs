@@ -144,19 +144,24 @@ pub struct Sample {
 impl Sample {
     /// The stderr line: `  3.000 s  12345 blocks/s  48.22 MiB/s  12345 commands/s`,
     /// then `  steal 20 ms` when the hypervisor took time from a CPU. The
-    /// rate is in the summary's unit (binary, scaled to the figure).
-    pub fn line(&self) -> String {
+    /// rate is in the summary's unit (binary, scaled to the figure). An
+    /// engine that moves no data (`null`) gets its commands/s only, as in
+    /// its summary: its blocks and bytes are counted, but nothing moved.
+    pub fn line(&self, moves_data: bool) -> String {
+        let steal = if self.steal_ns > 0 {
+            format!("  steal {} ms", self.steal_ns / 1_000_000)
+        } else {
+            String::new()
+        };
+        if !moves_data {
+            return format!("{:8.3} s  {:>10.0} commands/s{steal}", self.t_s, self.iops);
+        }
         format!(
-            "{:8.3} s  {:>10.0} blocks/s  {:>13}  {:>10.0} commands/s{}",
+            "{:8.3} s  {:>10.0} blocks/s  {:>13}  {:>10.0} commands/s{steal}",
             self.t_s,
             self.blocks_per_s,
             dmalab_core::units::fmt_rate(self.bw_bytes),
             self.iops,
-            if self.steal_ns > 0 {
-                format!("  steal {} ms", self.steal_ns / 1_000_000)
-            } else {
-                String::new()
-            }
         )
     }
 }

@@ -416,3 +416,23 @@ better = "lower"
     let tty = in_a_pty(&format!("run -q --restart -o {} {}", res.display(), exp.display()));
     assert!(!tty.contains("/4 ETA") && !tty.contains("[1/4]"), "{tty}");
 }
+
+/// Issue 33: the null engine's summary says it moves no bytes, but its
+/// per-second lines still showed blocks/s and a data rate (53.97 GiB/s).
+/// They show commands/s only, as its summary does.
+#[test]
+fn the_null_engine_per_second_lines_show_commands_only() {
+    let o = common::dmalab()
+        .args(["load", "--engine", "null", "--runtime", "1100ms"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let second = err
+        .lines()
+        .find(|l| l.contains(" commands/s"))
+        .unwrap_or_else(|| panic!("no per-second line: {err}"));
+    for moved in ["B/s", "blocks/s"] {
+        assert!(!second.contains(moved), "{second}");
+    }
+}

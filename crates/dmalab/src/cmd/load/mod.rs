@@ -116,9 +116,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut host = HostInfo::collect();
     host.target = driver.device(&plan);
     let quiet = a.output.quiet;
+    let moves_data = driver.kind().moves_data();
     let mut on_sample = |s: &dmalab_load::result::Sample| {
         if !quiet {
-            eprintln!("{}", s.line());
+            eprintln!("{}", s.line(moves_data));
         }
     };
     // Only a live-stats file this run creates may be removed on failure.
