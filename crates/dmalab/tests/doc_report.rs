@@ -269,3 +269,78 @@ fn document_reports_render_in_headless_chromium_without_errors() {
         assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
     }
 }
+
+/// Issue 33 item 4: each figure exportable on its own, in PDF too:
+/// `--figure-format pdf` writes one PDF per plot (rsvg-convert from the
+/// SVG), under the SVG's name.
+#[test]
+fn figures_dir_holds_one_pdf_per_plot() {
+    if !common::need(
+        "rsvg-convert (librsvg2-bin)",
+        common::have_program("rsvg-convert"),
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let figs = dir.path().join("figs");
+    let out = dir.path().join("page.html");
+    let printed = report(
+        &[&fixture("page.json")],
+        &[
+            "-o",
+            out.to_str().unwrap(),
+            "--figures",
+            figs.to_str().unwrap(),
+            "--figure-format",
+            "pdf",
+        ],
+    );
+    assert!(printed.contains("(8 figures)"), "{printed}");
+    let mut names: Vec<String> = std::fs::read_dir(&figs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 8, "{names:?}");
+    assert_eq!(names[0], "01-histogram-by-fault-class.pdf");
+    for n in &names {
+        assert!(n.ends_with(".pdf"), "{n}");
+        let pdf = std::fs::read(figs.join(n)).unwrap();
+        assert!(pdf.starts_with(b"%PDF-"), "{n} is no PDF");
+    }
+}
+
+/// Without rsvg-convert on PATH (or without --figures) `--figure-format
+/// pdf` is refused with one line before anything is written.
+#[test]
+fn pdf_figures_without_the_converter_are_refused_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let figs = dir.path().join("figs");
+    let out = dir.path().join("page.html");
+    let o = common::dmalab()
+        .env("PATH", empty.path())
+        .arg("report")
+        .arg(fixture("page.json"))
+        .arg("-o")
+        .arg(&out)
+        .arg("--figures")
+        .arg(&figs)
+        .args(["--figure-format", "pdf"])
+        .output()
+        .unwrap();
+    let err = common::assert_usage_output(&o, "--figure-format");
+    assert!(err.contains("rsvg-convert") && err.contains("librsvg2-bin"), "{err}");
+    assert!(!figs.exists() && !out.exists(), "something was written");
+    let o = common::dmalab()
+        .arg("report")
+        .arg(fixture("page.json"))
+        .arg("-o")
+        .arg(&out)
+        .args(["--figure-format", "pdf"])
+        .output()
+        .unwrap();
+    let err = common::assert_usage_output(&o, "--figure-format");
+    assert!(err.contains("--figures DIR"), "{err}");
+    assert!(!out.exists(), "something was written");
+}

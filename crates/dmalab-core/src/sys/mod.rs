@@ -47,6 +47,15 @@ pub fn free_bytes(path: &std::path::Path) -> std::io::Result<Option<u64>> {
     Ok(Some(st.f_bavail.saturating_mul(st.f_frsize)))
 }
 
+/// Where `prog` is on `PATH` (the first directory that holds a file of
+/// that name), for a refusal that names a missing tool before any work.
+pub fn find_program(prog: &str) -> Option<std::path::PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|d| d.join(prog))
+        .find(|p| p.is_file())
+}
+
 /// Refuses a file of `size` bytes that dmalab would create in `dir` when it
 /// does not fit in what that filesystem has free, before anything is
 /// written: filling a disk for minutes and then failing with ENOSPC helps

@@ -27,11 +27,15 @@ pub struct Args {
     /// result documents, one row per file and figure.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
-    /// Also write each figure on its own as a scalable SVG file into DIR
-    /// (created if missing), for a paper: `DIR/NN-name.svg`. For PDF,
-    /// convert them (`rsvg-convert -f pdf`).
+    /// Also write each figure on its own as a scalable file into DIR
+    /// (created if missing), for a paper: `DIR/NN-name.svg` (or `.pdf`,
+    /// see --figure-format).
     #[arg(long, value_name = "DIR")]
     pub figures: Option<PathBuf>,
+    /// Format of the --figures files: svg, or pdf (each SVG converted by
+    /// rsvg-convert, Debian package librsvg2-bin, which must be installed).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = FigureFormat::Svg)]
+    pub figure_format: FigureFormat,
     /// Also write one CSV row per run.
     #[arg(long, value_name = "FILE")]
     pub runs_csv: Option<PathBuf>,
@@ -41,8 +45,41 @@ pub struct Args {
     pub noisy_cv: Option<f64>,
 }
 
+/// The format of the `--figures` files.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FigureFormat {
+    /// Scalable SVG, as drawn.
+    Svg,
+    /// PDF, converted from the SVG by rsvg-convert (librsvg: the renderer
+    /// GNOME and ImageMagick use, packaged by every distribution, so a
+    /// figure looks in a PDF as it does in the browser; no Rust crate
+    /// renders SVG text to PDF as faithfully without a font stack of its
+    /// own).
+    Pdf,
+}
+
+/// The converter `--figure-format pdf` runs.
+const RSVG_CONVERT: &str = "rsvg-convert";
+
 /// Runs `dmalab report`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // Refused before anything is read or written.
+    if args.figure_format == FigureFormat::Pdf {
+        if args.figures.is_none() {
+            return Err(dmalab_core::UsageError::new(
+                "--figure-format",
+                "pdf is the format of the --figures files; add --figures DIR",
+            )
+            .into());
+        }
+        if dmalab_core::sys::find_program(RSVG_CONVERT).is_none() {
+            return Err(dmalab_core::UsageError::new(
+                "--figure-format",
+                "pdf needs rsvg-convert, which is not on PATH; install it (Debian: apt-get install librsvg2-bin) or use --figure-format svg",
+            )
+            .into());
+        }
+    }
     if let Some(n) = args.noisy_cv {
         if n.is_nan() || n <= 0.0 {
             return Err(dmalab_core::UsageError::new(
@@ -218,7 +255,8 @@ fn documents_report(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--figures DIR`: each plot of the page on its own, as an SVG file.
+/// `--figures DIR`: each plot of the page on its own, as an SVG (or PDF)
+/// file.
 fn write_figures(args: &Args, html: &str) -> anyhow::Result<()> {
     let Some(dir) = &args.figures else {
         return Ok(());
@@ -227,12 +265,46 @@ fn write_figures(args: &Args, html: &str) -> anyhow::Result<()> {
         .with_context(|| format!("--figures: cannot create {}", dir.display()))?;
     let figs = dmalab_run::draw::split_figures(html);
     for (name, svg) in &figs {
-        let p = dir.join(format!("{name}.svg"));
-        dmalab_core::output::write_atomic(&p, svg.as_bytes())
+        let (p, bytes) = match args.figure_format {
+            FigureFormat::Svg => (dir.join(format!("{name}.svg")), svg.as_bytes().to_vec()),
+            FigureFormat::Pdf => (dir.join(format!("{name}.pdf")), svg_to_pdf(svg, name)?),
+        };
+        dmalab_core::output::write_atomic(&p, &bytes)
             .with_context(|| format!("--figures: cannot write {}", p.display()))?;
     }
     outln!("{} ({} figures)", dir.display(), figs.len());
     Ok(())
+}
+
+/// One figure as PDF: the SVG through `rsvg-convert -f pdf` (stdin to
+/// stdout, so the file is written whole by `write_atomic` or not at all).
+fn svg_to_pdf(svg: &str, name: &str) -> anyhow::Result<Vec<u8>> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(RSVG_CONVERT)
+        .args(["-f", "pdf"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("--figure-format pdf: cannot run {RSVG_CONVERT}"))?;
+    // Fed from a thread: the converter may write before it has read all.
+    let mut stdin = child.stdin.take().context("rsvg-convert has no stdin")?;
+    let input = svg.as_bytes().to_vec();
+    let feeder = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child
+        .wait_with_output()
+        .with_context(|| format!("--figure-format pdf: {RSVG_CONVERT} failed"))?;
+    let fed = feeder.join().map_err(|_| anyhow::anyhow!("writing to {RSVG_CONVERT} panicked"))?;
+    if !out.status.success() || !out.stdout.starts_with(b"%PDF") {
+        anyhow::bail!(
+            "--figure-format pdf: {RSVG_CONVERT} could not convert figure {name} ({}): {}",
+            out.status,
+            dmalab_core::text::shown(String::from_utf8_lossy(&out.stderr).trim())
+        );
+    }
+    fed.with_context(|| format!("--figure-format pdf: cannot feed {RSVG_CONVERT}"))?;
+    Ok(out.stdout)
 }
 
 /// Writes the throttle report of `doc` to `out` (already checked).
