@@ -174,7 +174,9 @@ mod tests {
         let p = dir.path().join("s");
         let r = create_swap_file(&p, 4 << 20);
         let left = p.exists();
-        let _ = std::process::Command::new("umount").arg(dir.path()).status();
+        let _ = std::process::Command::new("umount")
+            .arg(dir.path())
+            .status();
         assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::ENOSPC));
         assert!(!left, "a half-written swap file was left");
     }

@@ -400,8 +400,15 @@ better = "lower"
     )
     .unwrap();
     let res = dir.path().join("bar.jsonl");
-    let tty = in_a_pty(&format!("run --restart -o {} {}", res.display(), exp.display()));
-    assert!(tty.contains("] 0/4 ETA") || tty.contains("] 1/4 ETA"), "{tty}");
+    let tty = in_a_pty(&format!(
+        "run --restart -o {} {}",
+        res.display(),
+        exp.display()
+    ));
+    assert!(
+        tty.contains("] 0/4 ETA") || tty.contains("] 1/4 ETA"),
+        "{tty}"
+    );
     assert!(!tty.contains("[1/4] "), "lines instead of a bar: {tty}");
     let o = common::dmalab()
         .args(["run", "--restart", "-o"])
@@ -413,7 +420,11 @@ better = "lower"
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("[1/4] ") && err.contains("[4/4] "), "{err}");
     assert!(!err.contains('\x1b'), "{err}");
-    let tty = in_a_pty(&format!("run -q --restart -o {} {}", res.display(), exp.display()));
+    let tty = in_a_pty(&format!(
+        "run -q --restart -o {} {}",
+        res.display(),
+        exp.display()
+    ));
     assert!(!tty.contains("/4 ETA") && !tty.contains("[1/4]"), "{tty}");
 }
 

@@ -330,7 +330,10 @@ fn pdf_figures_without_the_converter_are_refused_before_writing() {
         .output()
         .unwrap();
     let err = common::assert_usage_output(&o, "--figure-format");
-    assert!(err.contains("rsvg-convert") && err.contains("librsvg2-bin"), "{err}");
+    assert!(
+        err.contains("rsvg-convert") && err.contains("librsvg2-bin"),
+        "{err}"
+    );
     assert!(!figs.exists() && !out.exists(), "something was written");
     let o = common::dmalab()
         .arg("report")

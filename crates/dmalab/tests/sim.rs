@@ -516,7 +516,10 @@ fn a_dma_only_sweep_prints_no_speedups_beside_its_note() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let text = stdout(&out);
-    assert!(text.contains("note: the trace has no CPU references"), "{text}");
+    assert!(
+        text.contains("note: the trace has no CPU references"),
+        "{text}"
+    );
     for value in ["256K", "1M"] {
         let row = text
             .lines()

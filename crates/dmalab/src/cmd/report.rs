@@ -295,7 +295,9 @@ fn svg_to_pdf(svg: &str, name: &str) -> anyhow::Result<Vec<u8>> {
     let out = child
         .wait_with_output()
         .with_context(|| format!("--figure-format pdf: {RSVG_CONVERT} failed"))?;
-    let fed = feeder.join().map_err(|_| anyhow::anyhow!("writing to {RSVG_CONVERT} panicked"))?;
+    let fed = feeder
+        .join()
+        .map_err(|_| anyhow::anyhow!("writing to {RSVG_CONVERT} panicked"))?;
     if !out.status.success() || !out.stdout.starts_with(b"%PDF") {
         anyhow::bail!(
             "--figure-format pdf: {RSVG_CONVERT} could not convert figure {name} ({}): {}",
