@@ -7,7 +7,7 @@
 //! the slowdown where the evidence shows it.
 
 use crate::analysis::{fmt_value, Cell};
-use crate::draw::{esc, nice_max, Canvas, Scale, PALETTE};
+use crate::draw::{esc, tick, AxisUnit, Canvas, Scale, PALETTE};
 use crate::plan::PLAIN;
 use std::fmt::Write;
 
@@ -28,11 +28,16 @@ fn triple_plot(plain: &Cell, control: &Cell, loaded: &Cell) -> Option<String> {
         return None;
     }
     let unit = loaded.unit.as_str();
-    let mut cv = Canvas::new(
+    // The axis is drawn in the unit its title names (GiB/s, µs), as the
+    // victim bars are, so the ticks read in the title's unit.
+    let uy = AxisUnit::for_unit(unit, top * 1.05);
+    let mut cv = Canvas::with_units(
         460.0,
         260.0,
         Scale::Linear(0.0, 1.0),
-        Scale::Linear(0.0, nice_max(top * 1.05)),
+        uy.linear_to(top * 1.05),
+        &AxisUnit::NONE,
+        &uy,
     );
     cv.axes(
         &format!(
@@ -40,9 +45,9 @@ fn triple_plot(plain: &Cell, control: &Cell, loaded: &Cell) -> Option<String> {
             loaded.configuration, loaded.victim, loaded.load
         ),
         "",
-        unit,
+        &uy.title(&loaded.victim),
         &|_| String::new(),
-        &|v| fmt_value(v, unit),
+        &|v| tick(v),
         false,
     );
     let bw = cv.plot_w() / 3.0;
