@@ -38,14 +38,23 @@ pub struct CheckRow {
 }
 
 /// The rows for the events present in `totals` (event ids of the
-/// `skx-pcie`/`icx-pcie` recipes: `pcirdcur_hit`, `pcirdcur_miss`, ...).
+/// `skx-pcie`/`icx-pcie`/`spr-iio` recipes: `pcirdcur_hit`, `pcirdcur_miss`,
+/// ...; of `hsx-pcie`: `pcirdcur_all`, ...).
 /// Empty when none of them was requested.
 pub fn expected_vs_counted(
     acc: &LoadAccounting,
     totals: &BTreeMap<String, Option<f64>>,
 ) -> Vec<CheckRow> {
-    let pair = |a: &str, b: &str| -> Option<Option<f64>> {
-        match (totals.get(a), totals.get(b)) {
+    // `hsx-pcie` counts every insert of the opcode in one event
+    // (`<stem>_all`); the later recipes count hits and misses apart.
+    let pair = |stem: &str| -> Option<Option<f64>> {
+        if let Some(all) = totals.get(&format!("{stem}_all")) {
+            return Some(*all);
+        }
+        match (
+            totals.get(&format!("{stem}_hit")),
+            totals.get(&format!("{stem}_miss")),
+        ) {
             (None, None) => None,
             (Some(Some(x)), Some(Some(y))) => Some(Some(x + y)),
             _ => Some(None),
@@ -57,20 +66,15 @@ pub fn expected_vs_counted(
             "(blocks read from memory x bs + commands x 64) / 64",
             (acc.blocks_read_from_memory as f64 * acc.bs_bytes as f64 + acc.commands as f64 * 64.0)
                 / 64.0,
-            pair("pcirdcur_hit", "pcirdcur_miss"),
+            pair("pcirdcur"),
         ),
         (
             "ItoM",
             "blocks written to memory x bs / 64",
             acc.blocks_written_to_memory as f64 * acc.bs_bytes as f64 / 64.0,
-            pair("itom_hit", "itom_miss"),
+            pair("itom"),
         ),
-        (
-            "RFO",
-            "completions",
-            acc.completions as f64,
-            pair("rfo_hit", "rfo_miss"),
-        ),
+        ("RFO", "completions", acc.completions as f64, pair("rfo")),
     ];
     rows.into_iter()
         .filter_map(|(t, f, expected, counted)| {
@@ -149,5 +153,34 @@ mod tests {
         };
         assert_eq!(expected_vs_counted(&w, &t)[0].expected, 170.0);
         assert!(expected_vs_counted(&w, &BTreeMap::new()).is_empty());
+    }
+
+    /// `hsx-pcie` counts all inserts of an opcode (hits and misses) in one
+    /// event: `<stem>_all` is the counted value, its `_miss` not added.
+    #[test]
+    fn haswell_all_inserts_are_the_counted_value() {
+        let acc = LoadAccounting {
+            bs_bytes: 4096,
+            commands: 10,
+            completions: 10,
+            blocks_read_from_memory: 0,
+            blocks_written_to_memory: 10,
+        };
+        let mut t = BTreeMap::new();
+        t.insert("itom_all".to_string(), Some(640.0));
+        t.insert("itom_miss".to_string(), Some(40.0));
+        t.insert("rfo_all".to_string(), Some(10.0));
+        let rows = expected_vs_counted(&acc, &t);
+        let got: Vec<(&str, Option<f64>, Option<f64>)> = rows
+            .iter()
+            .map(|r| (r.transaction, r.counted, r.ratio))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("ItoM", Some(640.0), Some(1.0)),
+                ("RFO", Some(10.0), Some(1.0))
+            ]
+        );
     }
 }
