@@ -1029,12 +1029,42 @@ fn stat_repeat_reports_the_mean_and_spread() {
 }
 
 /// A process that waits for a line on stdin, then runs `work`.
+/// A shell that runs `work` once a line arrives on its stdin; returned
+/// once it is blocked reading that line, so an attach made afterwards
+/// counts none of the shell's own start-up and all of `work`.
 fn waiting(work: &str) -> std::process::Child {
-    Command::new("sh")
+    let child = Command::new("sh")
         .args(["-c", &format!("read x; {work}")])
         .stdin(std::process::Stdio::piped())
         .spawn()
-        .unwrap()
+        .unwrap();
+    wait_blocked_in_read(child.id());
+    child
+}
+
+/// Waits until `pid` sleeps in read(2) on fd 0 (`/proc/PID/syscall`
+/// starts with the syscall number 0 and the fd 0x0). Before this, an
+/// attach raced the shell's start-up: on a loaded host the attach could
+/// come while the shell was still loading, and its start-up page faults
+/// were counted in one attach and not in the other (seen once: 4046 more
+/// faults instead of at least 4064).
+fn wait_blocked_in_read(pid: u32) {
+    let path = format!("/proc/{pid}/syscall");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let Ok(text) = fs::read_to_string(&path) else {
+            // No syscall file (a kernel without it): nothing to wait on.
+            return;
+        };
+        if text.starts_with("0 0x0 ") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "process {pid} never blocked reading its stdin ({path}: {text})"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// Starts `dmalab stat -p PIDS` and returns once it says it counts.
