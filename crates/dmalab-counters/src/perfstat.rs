@@ -603,6 +603,7 @@ mod tests {
             unavailable: Vec::new(),
             min_running_fraction: None,
             series: Vec::new(),
+            exact_group: None,
         }
     }
 

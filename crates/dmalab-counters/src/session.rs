@@ -136,6 +136,18 @@ impl CountersMode {
     }
 }
 
+/// In exact mode, the one counting group a run counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ExactGroup {
+    /// The group counted (0-based), `run mod of`.
+    pub index: usize,
+    /// How many groups the request has.
+    pub of: usize,
+    /// The run of the rotation it was counted in (0-based: `stat -r`'s
+    /// run, or a `dmalab run` repetition).
+    pub run: usize,
+}
+
 /// What `--counters` asked for, resolved against this host.
 #[derive(Clone, Debug)]
 pub struct Request {
@@ -153,6 +165,9 @@ pub struct Request {
     pub cpu: CpuId,
     /// Multiplexed, or exact (one group per run).
     pub mode: CountersMode,
+    /// Exact mode: the group this request was narrowed to
+    /// ([`Request::for_run`]).
+    pub exact_group: Option<ExactGroup>,
 }
 
 /// The group key of a non-solo recipe event: its PMU (the text before the
@@ -185,6 +200,25 @@ impl Request {
         }
     }
 
+    /// Run `run` (0-based) of an exact rotation: the request narrowed to
+    /// group `run mod groups`, recorded in the report as
+    /// [`ExactGroup`], so runs 0..groups-1 together count every group
+    /// once, each unscaled.
+    pub fn for_run(&self, run: usize) -> Request {
+        let of = self.group_count();
+        if of == 0 {
+            return Request {
+                mode: CountersMode::Exact,
+                ..self.clone()
+            };
+        }
+        let index = run % of;
+        Request {
+            exact_group: Some(ExactGroup { index, of, run }),
+            ..self.only_group(index)
+        }
+    }
+
     /// Checks that a command that counts in one run can give exact counts:
     /// `runs` available; the refusal names how many runs are needed.
     pub fn check_exact_runs(&self, option: &str, runs: usize) -> Result<(), UsageError> {
@@ -199,6 +233,30 @@ impl Request {
             ));
         }
         Ok(())
+    }
+
+    /// Checks a command's exact-mode runs: with `first_run` (the caller
+    /// keeps the rotation across invocations, as `dmalab run` does with
+    /// its repetitions) the request must be in exact mode, and any number
+    /// of runs will do; without it, `runs` must cover every group
+    /// ([`Request::check_exact_runs`]).
+    pub fn check_rotation(
+        &self,
+        mode_option: &str,
+        run_option: &str,
+        first_run: Option<usize>,
+        runs: usize,
+    ) -> Result<(), UsageError> {
+        match first_run {
+            Some(_) if self.mode != CountersMode::Exact => Err(UsageError::new(
+                run_option,
+                format!(
+                    "rotates exact mode's event groups across runs; give {mode_option} exact too"
+                ),
+            )),
+            Some(_) => Ok(()),
+            None => self.check_exact_runs(mode_option, runs),
+        }
     }
 
     /// Parses `RECIPE|EVENT[,...]` (`option` names the flag in errors).
@@ -223,6 +281,7 @@ impl Request {
             mbm: false,
             cpu,
             mode: CountersMode::Multiplexed,
+            exact_group: None,
         };
         let tokens = spec::split_list(text);
         let mut next_group = 0usize;
@@ -412,6 +471,9 @@ pub struct CounterReport {
     pub min_running_fraction: Option<f64>,
     /// Per-interval deltas, on the caller's sample clock.
     pub series: Vec<SeriesPoint>,
+    /// Exact mode across runs: the group this run counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_group: Option<ExactGroup>,
 }
 
 /// Running fraction below which a count is called multiplexed (scaled
@@ -755,6 +817,7 @@ impl Session {
             unavailable,
             min_running_fraction,
             series: self.series.clone(),
+            exact_group: self.request.exact_group,
         }
     }
 }
@@ -997,6 +1060,31 @@ mod tests {
         let parse = |t: &str| Request::parse_with("--counters", t, &cat, cpu.clone());
         // One recipe on one PMU: one group.
         assert_eq!(parse("software").unwrap().group_count(), 1);
+        // A rotation kept by the caller: run r counts group r mod 2.
+        let mut two = parse("{page-faults,task-clock},context-switches").unwrap();
+        assert!(two
+            .check_rotation("--counters-mode", "--counters-run", Some(3), 1)
+            .unwrap_err()
+            .message
+            .contains("--counters-mode exact"));
+        two.mode = CountersMode::Exact;
+        two.check_rotation("--counters-mode", "--counters-run", Some(3), 1)
+            .unwrap();
+        assert!(two
+            .check_rotation("--counters-mode", "--counters-run", None, 1)
+            .is_err());
+        let r3 = two.for_run(3);
+        let ids: Vec<&str> = r3.events.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["context-switches"]);
+        assert_eq!(
+            r3.exact_group,
+            Some(ExactGroup {
+                index: 1,
+                of: 2,
+                run: 3
+            })
+        );
+        assert_eq!(two.for_run(4).events.len(), 2);
         // perf's braces: two together, the others alone.
         let r = parse("{page-faults,task-clock},context-switches,cpu-migrations").unwrap();
         assert_eq!(r.group_count(), 3);

@@ -584,6 +584,142 @@ counters = "software"
     let _ = is_root();
 }
 
+// ---- issue 31: exact mode in `dmalab run`, one event group per repetition.
+
+/// `counters_mode = "exact"` with two event groups over two repetitions:
+/// repetition 1 counts `{page-faults,task-clock}` and repetition 2
+/// `context-switches`, on the load aggressor and under the exec victim's
+/// stat alike; every value says it is exact and which group of how many
+/// it belongs to, and the report shows the repetitions behind each figure.
+/// One repetition for two groups is refused before anything runs.
+#[test]
+fn run_exact_mode_rotates_event_groups_across_repetitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let exp = dir.path().join("x.toml");
+    let text = r#"[experiment]
+name = "exact"
+repetitions = 2
+warmup = "200ms"
+cooldown = "0s"
+timeout = "30s"
+counters_mode = "exact"
+
+[[aggressor]]
+name = "noop"
+command = "load"
+engine = "null"
+pattern = "noop"
+counters = "{page-faults,task-clock},context-switches"
+
+[[victim]]
+name = "sh"
+command = "exec"
+run = ["sh", "-c", "echo figure 42"]
+regex = "figure ([0-9]+)"
+counters = "{page-faults,task-clock},context-switches"
+"#;
+    fs::write(&exp, text).unwrap();
+    let results = dir.path().join("x.results.jsonl");
+    dmalab()
+        .arg("run")
+        .arg(&exp)
+        .arg("--results")
+        .arg(&results)
+        .assert()
+        .success();
+    let runs: Vec<Value> = fs::read_to_string(&results)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(runs.len(), 4, "plain and noop, two repetitions");
+    let ids = |c: &Value| -> Vec<String> {
+        let mut v: Vec<String> = c["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    let mut seen = 0;
+    for r in &runs {
+        assert_eq!(r["status"], "completed", "{r}");
+        let rep = r["repetition"].as_u64().unwrap();
+        let want: &[&str] = if rep == 1 {
+            &["page-faults", "task-clock"]
+        } else {
+            &["context-switches"]
+        };
+        let mut sides = vec![&r["victim_result"]["counters"]];
+        if r["load"] == "noop" {
+            sides.push(&r["aggressor"]["result"]["counters"]);
+        }
+        for c in sides {
+            assert_eq!(ids(c), want, "repetition {rep}: {c}");
+            assert_eq!(
+                c["exact_group"],
+                serde_json::json!({"index": rep - 1, "of": 2, "run": rep - 1}),
+                "{c}"
+            );
+            assert!(
+                c["events"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|e| e["exact"] == true),
+                "{c}"
+            );
+            seen += 1;
+        }
+        if r["load"] == "noop" {
+            let argv: Vec<&str> = common::aggressor_argv(r);
+            assert!(
+                common::has_flag(&argv, "--counters-run", &(rep - 1).to_string()),
+                "{argv:?}"
+            );
+        }
+    }
+    assert_eq!(seen, 6);
+    let html = dir.path().join("x.html");
+    dmalab()
+        .arg("report")
+        .arg(&results)
+        .arg("-o")
+        .arg(&html)
+        .assert()
+        .success();
+    let h = fs::read_to_string(&html).unwrap();
+    assert!(h.contains("exact (repetitions 2)"), "context-switches row");
+    assert!(h.contains("exact (repetitions 1)"), "page-faults row");
+
+    // One repetition cannot count two groups one at a time.
+    let one = dir.path().join("one.toml");
+    fs::write(&one, text.replace("repetitions = 2", "repetitions = 1")).unwrap();
+    let e = common::assert_usage_error_of(
+        dmalab()
+            .arg("run")
+            .arg(&one)
+            .arg("--results")
+            .arg(dir.path().join("one.jsonl")),
+        "experiment.counters_mode: exact with 1 repetitions",
+    );
+    assert!(e.contains("2 event groups"), "{e}");
+    assert!(!dir.path().join("one.jsonl").exists());
+    let bad = dir.path().join("bad.toml");
+    fs::write(&bad, text.replace("\"exact\"", "\"sometimes\"")).unwrap();
+    common::assert_usage_error_of(
+        dmalab()
+            .arg("run")
+            .arg(&bad)
+            .arg("--results")
+            .arg(dir.path().join("bad.jsonl")),
+        "experiment.counters_mode: 'sometimes'",
+    );
+}
+
 /// The report (which builds on any OS and does not link the Linux-only
 /// counter crate) flags multiplexed runs at the same fraction the counter
 /// crate's text does.
