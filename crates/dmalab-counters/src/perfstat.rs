@@ -588,6 +588,7 @@ mod tests {
             running_ns: 2_000,
             exact: true,
             software: true,
+            per_socket: Vec::new(),
         }
     }
 
@@ -604,6 +605,7 @@ mod tests {
             min_running_fraction: None,
             series: Vec::new(),
             exact_group: None,
+            sockets: Vec::new(),
         }
     }
 

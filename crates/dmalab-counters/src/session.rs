@@ -419,6 +419,11 @@ pub struct EventCount {
     /// no counter limit), so a fraction below 1 is only the kernel's time
     /// accounting of tasks that came and went, not scaling.
     pub software: bool,
+    /// Counters opened on CPUs (uncore events, or `--cpus`): `value`
+    /// summed per socket, as `pcm-memory` shows it; empty for per-task
+    /// counting.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_socket: Vec<crate::socket::SocketValue>,
 }
 
 /// An event that could not be counted, and why.
@@ -474,6 +479,10 @@ pub struct CounterReport {
     /// Exact mode across runs: the group this run counted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exact_group: Option<ExactGroup>,
+    /// The metrics per socket, from the events' `per_socket` values (none
+    /// when nothing was counted on CPUs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sockets: Vec<crate::socket::SocketMetrics>,
 }
 
 /// Running fraction below which a count is called multiplexed (scaled
@@ -487,6 +496,8 @@ struct OpenEvent {
     scale: f64,
     pmus: Vec<String>,
     idx: Vec<usize>,
+    /// The CPU of each counter of `idx` (-1: per task).
+    cpus: Vec<i32>,
     absent: Option<Absence>,
     software: bool,
     /// Summed raw, never scaled: software events, and every event in
@@ -511,6 +522,8 @@ pub struct Session {
     stopped: Option<(Instant, Snapshot)>,
     last: Option<(f64, Snapshot)>,
     series: Vec<SeriesPoint>,
+    /// CPU -> socket, for the per-socket sums.
+    sockets: BTreeMap<usize, u32>,
 }
 
 /// Turns an open error into the reason an event is unavailable.
@@ -575,6 +588,7 @@ impl Session {
                 scale: e.resolved.scale,
                 pmus: e.resolved.instances.iter().map(|i| i.pmu.clone()).collect(),
                 idx: Vec::new(),
+                cpus: Vec::new(),
                 absent: e.resolved.absent.clone(),
                 software: !e.resolved.instances.is_empty()
                     && e.resolved
@@ -594,7 +608,7 @@ impl Session {
                     &mut member,
                     &mut leaders,
                 ) {
-                    Ok(idx) => ev.idx = idx,
+                    Ok(opened) => (ev.idx, ev.cpus) = opened.into_iter().unzip(),
                     Err(a) => ev.absent = Some(a),
                 }
             }
@@ -621,6 +635,9 @@ impl Session {
             stopped: None,
             last: None,
             series: Vec::new(),
+            sockets: std::fs::read_to_string(&roots.cpuinfo)
+                .map(|t| crate::socket::from_cpuinfo(&t))
+                .unwrap_or_default(),
         }
     }
 
@@ -782,6 +799,10 @@ impl Session {
                     running_ns,
                     exact: e.software || self.request.mode == CountersMode::Exact || frac >= 1.0,
                     software: e.software,
+                    per_socket: crate::socket::sum(
+                        &per_counter(e, &zero, &end.1 .0),
+                        &self.sockets,
+                    ),
                 }),
                 None => unavailable.push(Unavailable {
                     id: e.id.clone(),
@@ -801,6 +822,26 @@ impl Session {
         }
         let totals = self.totals();
         let metrics = recipes::compute(&self.metrics, &totals, counted_ns as f64 / 1e9);
+        let per_socket: BTreeMap<String, Vec<crate::socket::SocketValue>> = events
+            .iter()
+            .filter(|e| !e.per_socket.is_empty())
+            .map(|e| {
+                let base = e
+                    .per_socket
+                    .iter()
+                    .map(|s| crate::socket::SocketValue {
+                        socket: s.socket,
+                        value: recipes::to_base(s.value, &e.unit),
+                    })
+                    .collect();
+                (e.id.clone(), base)
+            })
+            .collect();
+        let sockets = if per_socket.is_empty() {
+            Vec::new()
+        } else {
+            crate::socket::metrics(&self.metrics, &per_socket, counted_ns as f64 / 1e9)
+        };
         let min_running_fraction = events
             .iter()
             .filter(|e| !e.software)
@@ -818,6 +859,7 @@ impl Session {
             min_running_fraction,
             series: self.series.clone(),
             exact_group: self.request.exact_group,
+            sockets,
         }
     }
 }
@@ -834,6 +876,24 @@ fn dedup(v: &[String]) -> Vec<String> {
 
 /// (scaled sum, raw sum, running fraction, running ns) of one event
 /// between readings.
+/// Each counter's value of `e` between two snapshots, scaled by `.scale`
+/// as the total is, with the CPU it was opened on.
+fn per_counter(e: &OpenEvent, a: &[Reading], b: &[Reading]) -> Vec<(i32, f64)> {
+    e.idx
+        .iter()
+        .zip(&e.cpus)
+        .filter_map(|(&i, &cpu)| {
+            let d = b.get(i)?.since(a.get(i)?);
+            let v = if e.unscaled {
+                Some(d.value as f64)
+            } else {
+                d.scaled()
+            };
+            v.map(|v| (cpu, v * e.scale))
+        })
+        .collect()
+}
+
 fn sum_event(e: &OpenEvent, a: &[Reading], b: &[Reading]) -> (Option<f64>, u64, f64, u64) {
     let mut total = 0.0;
     let mut raw = 0u64;
@@ -879,7 +939,7 @@ fn open_event(
     arena: &mut Vec<Counter>,
     member: &mut Vec<bool>,
     leaders: &mut HashMap<(String, i32, i32), usize>,
-) -> Result<Vec<usize>, Absence> {
+) -> Result<Vec<(usize, i32)>, Absence> {
     let mut idx = Vec::new();
     for inst in &e.resolved.instances {
         let system_wide_pmu = !inst.cpus.is_empty();
@@ -932,7 +992,7 @@ fn open_event(
                     if !e.solo && leader.is_none() {
                         leaders.insert(key, i);
                     }
-                    idx.push(i);
+                    idx.push((i, cpu));
                 }
                 // A thread that ended since it was listed counts nothing.
                 Err(err) if err.raw_os_error() == Some(libc::ESRCH) && pid > 0 => {}
@@ -997,6 +1057,32 @@ impl CounterReport {
                         m.name
                     ));
                 }
+            }
+        }
+        // Per socket, as pcm-memory shows it beside the total (one socket's
+        // figures are the total's).
+        for sm in self.sockets.iter().filter(|_| self.sockets.len() > 1) {
+            for m in &sm.metrics {
+                if let Some(v) = m.value {
+                    s.push_str(&format!(
+                        "  {:>18} {:<8} {} (socket {})\n",
+                        fmt_value(v),
+                        m.unit,
+                        m.name,
+                        sm.socket
+                    ));
+                }
+            }
+        }
+        for e in self.events.iter().filter(|e| e.per_socket.len() > 1) {
+            for ps in &e.per_socket {
+                s.push_str(&format!(
+                    "  {:>18} {:<4} {} (socket {})\n",
+                    fmt_value(ps.value),
+                    if e.unit == "count" { "" } else { &e.unit },
+                    e.id,
+                    ps.socket
+                ));
             }
         }
         for u in &self.unavailable {

@@ -584,6 +584,56 @@ counters = "software"
     let _ = is_root();
 }
 
+// ---- issue 31: per-socket sums.
+
+/// Counters opened on CPUs are summed per socket as well as in total: with
+/// a cpuinfo that puts CPU 0 on socket 0 and CPU 1 on socket 1,
+/// `stat --cpus 0,1` gives each software event's count per socket, the
+/// two adding up to the total, and the text shows the socket lines.
+#[test]
+fn stat_sums_cpu_counters_per_socket() {
+    if !need_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cpuinfo = dir.path().join("cpuinfo");
+    fs::write(
+        &cpuinfo,
+        "processor\t: 0\nvendor_id\t: GenuineIntel\nphysical id\t: 0\n\nprocessor\t: 1\nvendor_id\t: GenuineIntel\nphysical id\t: 1\n\n",
+    )
+    .unwrap();
+    let out = dir.path().join("s.json");
+    let o = dmalab()
+        .env("DMALAB_CPUINFO", &cpuinfo)
+        .args([
+            "stat",
+            "--cpus",
+            "0,1",
+            "--counters",
+            "context-switches,page-faults",
+        ])
+        .arg("--output")
+        .arg(&out)
+        .args(["--", "sh", "-c", "sleep 0.2 & sleep 0.2; wait"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let d = read_json(&out);
+    let c = &d["result"]["counters"];
+    for id in ["context-switches", "page-faults"] {
+        let e = event(c, id).unwrap();
+        let ps = e["per_socket"].as_array().unwrap();
+        let sockets: Vec<u64> = ps.iter().map(|s| s["socket"].as_u64().unwrap()).collect();
+        assert_eq!(sockets, [0, 1], "{e}");
+        let sum: f64 = ps.iter().map(|s| s["value"].as_f64().unwrap()).sum();
+        let total = e["value"].as_f64().unwrap();
+        assert!((sum - total).abs() <= 1e-6 * total.max(1.0), "{e}");
+        assert!(ps.iter().all(|s| s["value"].as_f64().unwrap() > 0.0), "{e}");
+    }
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert!(text.contains("context-switches (socket 1)"), "{text}");
+}
+
 // ---- issue 31: exact mode in `dmalab run`, one event group per repetition.
 
 /// `counters_mode = "exact"` with two event groups over two repetitions:
