@@ -34,7 +34,8 @@ use std::time::{Duration, Instant, SystemTime};
 /// command's own output is left alone. Exits with the command's status.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// A recipe (software, core, skx-pcie, icx-pcie, spr-iio, amd-df-dram,
+    /// A recipe (software, core, core-l3, hsx-pcie, skx-pcie, icx-pcie,
+    /// spr-iio, skx-imc-dram, icx-imc-dram, spr-imc-dram, amd-df-dram,
     /// amd-umc-dram, mbm) or perf event specs, comma-separated.
     #[arg(long, default_value = "software", value_name = "RECIPE|EVENTS")]
     counters: String,
