@@ -35,6 +35,20 @@ pub struct CheckRow {
     pub counted: Option<f64>,
     /// counted / expected.
     pub ratio: Option<f64>,
+    /// The event ids counted for it.
+    pub events: Vec<String>,
+    /// Every one of them a whole count, never scaled (exact mode, or
+    /// counted all the time it was enabled): see [`mark_exact`].
+    pub exact: bool,
+}
+
+/// Marks the rows whose every event was counted exactly (`exact(id)`,
+/// from the report's events): a row from scaled counts is an estimate,
+/// which the thesis' method (one event per run) avoids.
+pub fn mark_exact(rows: &mut [CheckRow], exact: impl Fn(&str) -> bool) {
+    for r in rows {
+        r.exact = r.counted.is_some() && r.events.iter().all(|id| exact(id));
+    }
 }
 
 /// The rows for the events present in `totals` (event ids of the
@@ -47,20 +61,26 @@ pub fn expected_vs_counted(
 ) -> Vec<CheckRow> {
     // `hsx-pcie` counts every insert of the opcode in one event
     // (`<stem>_all`); the later recipes count hits and misses apart.
-    let pair = |stem: &str| -> Option<Option<f64>> {
-        if let Some(all) = totals.get(&format!("{stem}_all")) {
-            return Some(*all);
+    let pair = |stem: &str| -> Option<(Option<f64>, Vec<String>)> {
+        let all = format!("{stem}_all");
+        if let Some(v) = totals.get(&all) {
+            return Some((*v, vec![all]));
         }
-        match (
-            totals.get(&format!("{stem}_hit")),
-            totals.get(&format!("{stem}_miss")),
-        ) {
-            (None, None) => None,
-            (Some(Some(x)), Some(Some(y))) => Some(Some(x + y)),
-            _ => Some(None),
-        }
+        let (hit, miss) = (format!("{stem}_hit"), format!("{stem}_miss"));
+        let v = match (totals.get(&hit), totals.get(&miss)) {
+            (None, None) => return None,
+            (Some(Some(x)), Some(Some(y))) => Some(x + y),
+            _ => None,
+        };
+        Some((v, vec![hit, miss]))
     };
-    let rows: [(&'static str, &'static str, f64, Option<Option<f64>>); 3] = [
+    type Row = (
+        &'static str,
+        &'static str,
+        f64,
+        Option<(Option<f64>, Vec<String>)>,
+    );
+    let rows: [Row; 3] = [
         (
             "PCIeRdCur",
             "(blocks read from memory x bs + commands x 64) / 64",
@@ -78,13 +98,15 @@ pub fn expected_vs_counted(
     ];
     rows.into_iter()
         .filter_map(|(t, f, expected, counted)| {
-            let counted = counted?;
+            let (counted, events) = counted?;
             Some(CheckRow {
                 transaction: t,
                 formula: f,
                 expected,
                 counted,
                 ratio: counted.and_then(|c| (expected > 0.0).then(|| c / expected)),
+                events,
+                exact: false,
             })
         })
         .collect()
@@ -101,9 +123,14 @@ pub fn render(rows: &[CheckRow]) -> String {
             .counted
             .map_or("not counted".to_string(), |c| format!("{c:.0}"));
         let ratio = r.ratio.map_or(String::new(), |x| format!("  ({:.3}x)", x));
+        let how = match (r.counted, r.exact) {
+            (None, _) => "",
+            (Some(_), true) => "  exact",
+            (Some(_), false) => "  scaled",
+        };
         s.push_str(&format!(
-            "  {:<10} expected {:>14.0}  counted {:>14}{}   [{}]\n",
-            r.transaction, r.expected, counted, ratio, r.formula
+            "  {:<10} expected {:>14.0}  counted {:>14}{}{}   [{}]\n",
+            r.transaction, r.expected, counted, ratio, how, r.formula
         ));
     }
     s
@@ -182,5 +209,32 @@ mod tests {
                 ("RFO", Some(10.0), Some(1.0))
             ]
         );
+    }
+
+    /// A row counted from exact values only says so; one with a scaled
+    /// event (or none counted) does not.
+    #[test]
+    fn rows_say_whether_their_counts_were_exact() {
+        let acc = LoadAccounting {
+            bs_bytes: 4096,
+            commands: 10,
+            completions: 10,
+            blocks_read_from_memory: 0,
+            blocks_written_to_memory: 10,
+        };
+        let mut t = BTreeMap::new();
+        t.insert("itom_hit".to_string(), Some(600.0));
+        t.insert("itom_miss".to_string(), Some(40.0));
+        t.insert("rfo_all".to_string(), Some(10.0));
+        t.insert("pcirdcur_hit".to_string(), Some(10.0));
+        t.insert("pcirdcur_miss".to_string(), None);
+        let mut rows = expected_vs_counted(&acc, &t);
+        mark_exact(&mut rows, |id| id != "itom_miss");
+        let got: Vec<(&str, bool)> = rows.iter().map(|r| (r.transaction, r.exact)).collect();
+        assert_eq!(got, [("PCIeRdCur", false), ("ItoM", false), ("RFO", true)]);
+        assert_eq!(rows[1].events, ["itom_hit", "itom_miss"]);
+        let text = render(&rows);
+        assert!(text.contains("(1.000x)  exact"), "{text}");
+        assert!(text.contains("(1.000x)  scaled"), "{text}");
     }
 }

@@ -102,9 +102,13 @@ impl<'a> LoadCounting<'a> {
     /// engines only).
     pub fn finish(self, acc: Option<LoadAccounting>) -> Option<CountersOut> {
         let s = self.session?;
-        let rows = acc.map_or_else(Vec::new, |a| check::expected_vs_counted(&a, &s.totals()));
+        let report = s.report();
+        let mut rows = acc.map_or_else(Vec::new, |a| check::expected_vs_counted(&a, &s.totals()));
+        check::mark_exact(&mut rows, |id| {
+            report.events.iter().any(|e| e.id == id && e.exact)
+        });
         Some(CountersOut {
-            report: s.report(),
+            report,
             expected_vs_counted: rows,
         })
     }
