@@ -20,6 +20,7 @@
 //!   removed by `dmalab cleanup` or the next start.
 //! * [`perfstat`]: `perf stat`'s output forms: `-r` spread, `-I` lines, `-x` CSV.
 //! * [`check`]: the thesis' expected-versus-counted check for storage loads.
+//! * [`socket`]: counts of counters opened on CPUs summed per socket.
 //!
 //! Linux-only: everything here talks to Linux interfaces, and stays here.
 
@@ -31,6 +32,7 @@ pub mod perfstat;
 pub mod recipes;
 pub mod resctrl;
 pub mod session;
+pub mod socket;
 pub mod spec;
 pub mod sys;
 

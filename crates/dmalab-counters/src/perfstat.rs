@@ -588,6 +588,7 @@ mod tests {
             running_ns: 2_000,
             exact: true,
             software: true,
+            per_socket: Vec::new(),
         }
     }
 
@@ -603,6 +604,8 @@ mod tests {
             unavailable: Vec::new(),
             min_running_fraction: None,
             series: Vec::new(),
+            exact_group: None,
+            sockets: Vec::new(),
         }
     }
 

@@ -112,6 +112,7 @@ fn any(_: &CpuId) -> bool {
     true
 }
 
+const HSX_MODELS: &[u32] = &[0x3f, 0x4f];
 const SKX_MODELS: &[u32] = &[0x55];
 const ICX_MODELS: &[u32] = &[0x6a, 0x6c];
 const SPR_MODELS: &[u32] = &[0x8f, 0xcf];
@@ -185,6 +186,63 @@ const PCIE_METRICS: &[MetricDef] = &[
         kind: Kind::Ratio {
             num: &["pcirdcur_miss"],
             den: &["pcirdcur_hit", "pcirdcur_miss"],
+            factor: 100.0,
+        },
+    },
+];
+
+/// Haswell-EP/Broadwell-EP: the C-box counts every TOR insert of an
+/// opcode (`*_all`, UNC_C_TOR_INSERTS.OPCODE, umask 0x1: hits and misses)
+/// or only the misses (`*_miss`, MISS_OPCODE, umask 0x3), so bytes come
+/// from `*_all` and the miss shares from `*_miss` over `*_all`.
+const HSX_PCIE_METRICS: &[MetricDef] = &[
+    MetricDef {
+        name: "pcie_read_bytes",
+        unit: "bytes",
+        kind: Kind::Sum {
+            events: &["pcirdcur_all"],
+            factor: 64.0,
+        },
+    },
+    MetricDef {
+        name: "pcie_read_bw_bytes",
+        unit: "bytes/s",
+        kind: Kind::Rate {
+            events: &["pcirdcur_all"],
+            factor: 64.0,
+        },
+    },
+    MetricDef {
+        name: "pcie_write_bytes",
+        unit: "bytes",
+        kind: Kind::Sum {
+            events: &["itom_all", "rfo_all"],
+            factor: 64.0,
+        },
+    },
+    MetricDef {
+        name: "pcie_write_bw_bytes",
+        unit: "bytes/s",
+        kind: Kind::Rate {
+            events: &["itom_all", "rfo_all"],
+            factor: 64.0,
+        },
+    },
+    MetricDef {
+        name: "ddio_write_miss_pct",
+        unit: "%",
+        kind: Kind::Ratio {
+            num: &["itom_miss", "rfo_miss"],
+            den: &["itom_all", "rfo_all"],
+            factor: 100.0,
+        },
+    },
+    MetricDef {
+        name: "pcie_read_llc_miss_pct",
+        unit: "%",
+        kind: Kind::Ratio {
+            num: &["pcirdcur_miss"],
+            den: &["pcirdcur_all"],
             factor: 100.0,
         },
     },
@@ -399,6 +457,38 @@ pub static RECIPES: &[Recipe] = &[
         applies: any,
     },
     Recipe {
+        name: "core-l3",
+        description: "the DDIO article's miss metric: of the demand data loads that missed the L2 and reached the L3, the share that missed the L3 too (the article's mem_load_retired.l3_miss / l2_miss, 53% with DDIO off against 0.6% on), from perf's generic LLC cache events",
+        source: "perf's generic cache events LLC-loads and LLC-load-misses (include/uapi/linux/perf_event.h: PERF_TYPE_HW_CACHE, PERF_COUNT_HW_CACHE_LL, OP_READ, RESULT_ACCESS/RESULT_MISS); on Intel cores arch/x86/events/intel/core.c maps them to OFFCORE_RESPONSE demand data reads with LLC_ACCESS (an L2 miss reaching the L3) and L3_MISS (e.g. skl_hw_cache_extra_regs); the AMD tables (arch/x86/events/amd/core.c) have no LL entry, so the kernel refuses them there",
+        cpus: "Intel CPUs whose core PMU is exposed (the kernel has no LL cache events for AMD)",
+        events: &[
+            ("llc-loads", "LLC-loads"),
+            ("llc-load-misses", "LLC-load-misses"),
+        ],
+        solo: false,
+        resctrl: false,
+        metrics: &[
+            MetricDef {
+                name: "l3_miss_per_l2_miss_pct",
+                unit: "%",
+                kind: Kind::Ratio {
+                    num: &["llc-load-misses"],
+                    den: &["llc-loads"],
+                    factor: 100.0,
+                },
+            },
+            MetricDef {
+                name: "l3_load_misses_per_s",
+                unit: "1/s",
+                kind: Kind::Rate {
+                    events: &["llc-load-misses"],
+                    factor: 1.0,
+                },
+            },
+        ],
+        applies: |c| c.vendor == "GenuineIntel",
+    },
+    Recipe {
         name: "skx-pcie",
         description: "inbound PCIe reads (PCIeRdCur) and writes (ItoM full lines, RFO partial lines), LLC hits and misses: CHA TOR inserts with opcode filters, as the thesis counted them with PCM",
         source: "tools/perf/pmu-events/arch/x86/{skylakex,cascadelakex}/uncore-cache.json (UNC_CHA_TOR_INSERTS.IO_MISS_{RDCUR,ITOM,RFO}: event 0x35, umask 0x24, Filter config1=0x43c33/0x49033/0x40033 << 32; IO hits: umask 0x14, derived: the JSON's IA_HIT 0x11 and IA_MISS 0x21 put hit/miss in umask bits 4/5 and IO_MISS 0x24 the IO queue in bit 2); the filter_opc0 values those Filter words carry in bits 41-50 are the opcodes PCIRdCur 0x21E, ItoM 0x248, RFO 0x200 that pcm-pcie filters on; filter fields from arch/x86/events/intel/uncore_snbep.c skx_uncore_cha_formats_attr",
@@ -415,6 +505,32 @@ pub static RECIPES: &[Recipe] = &[
         resctrl: false,
         metrics: PCIE_METRICS,
         applies: |c| c.intel(SKX_MODELS),
+    },
+    Recipe {
+        name: "hsx-pcie",
+        description: "the thesis' own events (section 4.3, on Haswell): C-box TOR inserts filtered by opcode, PCIeRdCur, RFO, ItoM, CRd, DRd, PRd and WiL, each counted as all inserts (hits and misses) and as misses",
+        source: "tools/perf/pmu-events/arch/x86/{haswellx,broadwellx}/uncore-cache.json (LLC_REFERENCES.PCIE_READ, .PCIE_WRITE, .PCIE_NS_PARTIAL_WRITE, .CODE_LLC_PREFETCH: event 0x35, umask 0x1 = UNC_C_TOR_INSERTS.OPCODE; LLC_MISSES.PCIE_READ, .PCIE_NON_SNOOP_WRITE, .DATA_READ, .MMIO_READ, .MMIO_WRITE: umask 0x3 = MISS_OPCODE; their Filter terms filter_opc=0x19e/0x1c8/0x180/0x181/0x182/0x187/0x18f, filter_tid=0x3e, filter_nc=1); formats from arch/x86/events/intel/uncore_snbep.c hswep_uncore_cbox_formats_attr (filter_opc2 config1:52-60, filter_tid3 config1:0-5, filter_nc config1:62, tid_en config:19: hswep_uncore_cbox_extra_regs programs the TID filter only with tid_en set)",
+        cpus: "Intel Haswell-EP, Broadwell-EP (family 6 model 0x3f, 0x4f)",
+        events: &[
+            ("pcirdcur_all", "uncore_cbox/event=0x35,umask=0x1,filter_opc=0x19e/"),
+            ("pcirdcur_miss", "uncore_cbox/event=0x35,umask=0x3,filter_opc=0x19e/"),
+            ("rfo_all", "uncore_cbox/event=0x35,umask=0x1,filter_opc=0x180,filter_tid=0x3e,tid_en=1/"),
+            ("rfo_miss", "uncore_cbox/event=0x35,umask=0x3,filter_opc=0x180,filter_tid=0x3e,tid_en=1/"),
+            ("itom_all", "uncore_cbox/event=0x35,umask=0x1,filter_opc=0x1c8,filter_tid=0x3e,tid_en=1/"),
+            ("itom_miss", "uncore_cbox/event=0x35,umask=0x3,filter_opc=0x1c8,filter_tid=0x3e,tid_en=1/"),
+            ("crd_all", "uncore_cbox/event=0x35,umask=0x1,filter_opc=0x181/"),
+            ("crd_miss", "uncore_cbox/event=0x35,umask=0x3,filter_opc=0x181/"),
+            ("drd_all", "uncore_cbox/event=0x35,umask=0x1,filter_opc=0x182/"),
+            ("drd_miss", "uncore_cbox/event=0x35,umask=0x3,filter_opc=0x182/"),
+            ("prd_all", "uncore_cbox/event=0x35,umask=0x1,filter_opc=0x187,filter_nc=1/"),
+            ("prd_miss", "uncore_cbox/event=0x35,umask=0x3,filter_opc=0x187,filter_nc=1/"),
+            ("wil_all", "uncore_cbox/event=0x35,umask=0x1,filter_opc=0x18f,filter_nc=1/"),
+            ("wil_miss", "uncore_cbox/event=0x35,umask=0x3,filter_opc=0x18f,filter_nc=1/"),
+        ],
+        solo: true,
+        resctrl: false,
+        metrics: HSX_PCIE_METRICS,
+        applies: |c| c.intel(HSX_MODELS),
     },
     Recipe {
         name: "icx-pcie",
@@ -453,13 +569,37 @@ pub static RECIPES: &[Recipe] = &[
     },
     Recipe {
         name: "spr-iio",
-        description: "inbound bandwidth per root port from the IIO free-running counters (the CHA IO_* encodings of Sapphire Rapids are not carried yet: count them with explicit uncore_cha/.../ specs)",
-        source: "arch/x86/events/intel/uncore_snbep.c (spr_uncore_iio_free_running: bw_in_port0-7, sysfs events with .scale/.unit)",
+        description: "inbound PCIe reads and writes with LLC hits and misses (CHA IO_* TOR inserts) and the IIO free-running inbound bandwidth per root port",
+        source: "tools/perf/pmu-events/arch/x86/sapphirerapids/uncore-cache.json (UNC_CHA_TOR_INSERTS.IO_{HIT,MISS}_{PCIRDCUR,ITOM,RFO}: event 0x35, UMask 0xc8f3fd04/0xc8f3fe04, 0xcc43fd04/0xcc43fe04, 0xc803fd04/0xc803fe04, the same values as icelakex; umask_ext4 config:8-15,32-55 from arch/x86/events/intel/uncore_snbep.c spr_uncore_cha_formats_attr); IIO free-running bw_in_port0-7 from the same file (spr_uncore_iio_free_running, sysfs events with .scale/.unit)",
         cpus: "Intel Sapphire Rapids, Emerald Rapids (family 6 model 0x8f, 0xcf)",
-        events: IIO_PORTS,
+        events: &[
+            ("pcirdcur_hit", "uncore_cha/event=0x35,umask=0xc8f3fd04/"),
+            ("pcirdcur_miss", "uncore_cha/event=0x35,umask=0xc8f3fe04/"),
+            ("itom_hit", "uncore_cha/event=0x35,umask=0xcc43fd04/"),
+            ("itom_miss", "uncore_cha/event=0x35,umask=0xcc43fe04/"),
+            ("rfo_hit", "uncore_cha/event=0x35,umask=0xc803fd04/"),
+            ("rfo_miss", "uncore_cha/event=0x35,umask=0xc803fe04/"),
+            IIO_PORTS[0],
+            IIO_PORTS[1],
+            IIO_PORTS[2],
+            IIO_PORTS[3],
+            IIO_PORTS[4],
+            IIO_PORTS[5],
+            IIO_PORTS[6],
+            IIO_PORTS[7],
+        ],
         solo: true,
         resctrl: false,
-        metrics: IIO_METRICS,
+        metrics: &[
+            PCIE_METRICS[0],
+            PCIE_METRICS[1],
+            PCIE_METRICS[2],
+            PCIE_METRICS[3],
+            PCIE_METRICS[4],
+            PCIE_METRICS[5],
+            IIO_METRICS[0],
+            IIO_METRICS[1],
+        ],
         applies: |c| c.intel(SPR_MODELS),
     },
     Recipe {
@@ -577,6 +717,20 @@ pub static RECIPES: &[Recipe] = &[
         applies: |c| c.intel(ICX_MODELS),
     },
     Recipe {
+        name: "spr-imc-dram",
+        description: "DRAM read and write bandwidth from the integrated memory controllers' CAS commands (64 B each), every uncore_imc_N channel of every socket summed (what pcm-memory shows; all traffic at the controller, DMA included)",
+        source: "tools/perf/pmu-events/arch/x86/sapphirerapids/uncore-memory.json (UNC_M_CAS_COUNT.RD: EventCode 0x05, UMask 0xcf; UNC_M_CAS_COUNT.WR: EventCode 0x05, UMask 0xf0; Unit iMC); formats event config:0-7, umask config:8-15 from arch/x86/events/intel/uncore_snbep.c",
+        cpus: "Intel Sapphire Rapids, Emerald Rapids (family 6 model 0x8f, 0xcf)",
+        events: &[
+            ("imc_cas_rd", "uncore_imc/event=0x05,umask=0xcf/"),
+            ("imc_cas_wr", "uncore_imc/event=0x05,umask=0xf0/"),
+        ],
+        solo: false,
+        resctrl: false,
+        metrics: IMC_METRICS,
+        applies: |c| c.intel(SPR_MODELS),
+    },
+    Recipe {
         name: "mbm",
         description: "memory bandwidth of the counted tasks per L3 domain from resctrl monitoring (mbm_total_bytes, mbm_local_bytes): a monitoring group is made for them and removed afterwards",
         source: "Documentation/arch/x86/resctrl.rst (mon_groups, mon_data/mon_L3_XX)",
@@ -621,7 +775,14 @@ pub static DERIVED: &[(&str, &str, &str)] = &[
     ("skx-pcie", "pcirdcur_hit", SKX_IO_HIT),
     ("skx-pcie", "itom_hit", SKX_IO_HIT),
     ("skx-pcie", "rfo_hit", SKX_IO_HIT),
+    ("hsx-pcie", "rfo_miss", HSX_COMBINED),
+    ("hsx-pcie", "crd_miss", HSX_COMBINED),
+    ("hsx-pcie", "drd_all", HSX_COMBINED),
+    ("hsx-pcie", "prd_all", HSX_COMBINED),
+    ("hsx-pcie", "wil_all", HSX_COMBINED),
 ];
+
+const HSX_COMBINED: &str = "no entry of haswellx/broadwellx uncore-cache.json names this opcode with this umask: the umask is that of UNC_C_TOR_INSERTS.OPCODE (0x1) or .MISS_OPCODE (0x3) and the Filter that of the table's entry for the same opcode with the other umask";
 
 const SKX_IO_HIT: &str = "umask 0x14 (IO hit) is derived from the bit layout of skylakex/uncore-cache.json (IA_HIT 0x11, IA_MISS 0x21, IO_MISS 0x24: hit/miss in bits 4/5, the IO queue in bit 2), not found listed";
 
@@ -801,6 +962,65 @@ mod tests {
         assert_eq!(v("dram_read_bytes"), Some(64e6));
         assert_eq!(v("dram_write_bw_bytes"), Some(16e6));
         assert_eq!(v("dram_bw_bytes"), Some(48e6));
+    }
+
+    /// The DDIO article's figures (sockperf, DDIO off then on):
+    /// 5,213,372 L3 misses over 9,775,507 L2 misses is 53%, 37,401 over
+    /// 6,629,667 is 0.6%; `core-l3` computes the same share from its two
+    /// generic events, which encode as perf's PERF_TYPE_HW_CACHE LL reads.
+    #[test]
+    fn core_l3_computes_the_ddio_articles_miss_share() {
+        let r = find("core-l3").unwrap();
+        let m = |misses: f64, loads: f64| {
+            let mut t = BTreeMap::new();
+            t.insert("llc-load-misses".to_string(), Some(misses));
+            t.insert("llc-loads".to_string(), Some(loads));
+            compute(r.metrics, &t, 10.0)
+                .into_iter()
+                .find(|x| x.name == "l3_miss_per_l2_miss_pct")
+                .unwrap()
+                .value
+                .unwrap()
+        };
+        assert_eq!(format!("{:.0}", m(5_213_372.0, 9_775_507.0)), "53");
+        assert_eq!(format!("{:.1}", m(37_401.0, 6_629_667.0)), "0.6");
+        let dir = tempfile::tempdir().unwrap();
+        let cpu = dir.path().join("cpu");
+        std::fs::create_dir_all(cpu.join("format")).unwrap();
+        std::fs::write(cpu.join("type"), "4\n").unwrap();
+        std::fs::write(cpu.join("format/event"), "config:0-7\n").unwrap();
+        let cat = crate::catalog::Catalog::read(dir.path());
+        let intel = CpuId {
+            vendor: "GenuineIntel".into(),
+            family: 6,
+            model: 0x55,
+            model_name: String::new(),
+        };
+        let req = crate::session::Request::parse_with("--counters", "core-l3", &cat, intel.clone())
+            .unwrap();
+        let enc: Vec<(String, u32, u64)> = req
+            .events
+            .iter()
+            .map(|e| {
+                let i = &e.resolved.instances[0];
+                (e.id.clone(), i.type_id, i.config)
+            })
+            .collect();
+        assert_eq!(
+            enc,
+            [
+                ("llc-loads".to_string(), 3, 0x2),
+                ("llc-load-misses".to_string(), 3, 0x1_0002)
+            ]
+        );
+        assert!(r.applies_to(&intel));
+        let zen = CpuId {
+            vendor: "AuthenticAMD".into(),
+            family: 0x19,
+            model: 0x11,
+            model_name: String::new(),
+        };
+        assert!(!r.applies_to(&zen));
     }
 
     #[test]

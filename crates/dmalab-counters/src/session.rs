@@ -136,6 +136,18 @@ impl CountersMode {
     }
 }
 
+/// In exact mode, the one counting group a run counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ExactGroup {
+    /// The group counted (0-based), `run mod of`.
+    pub index: usize,
+    /// How many groups the request has.
+    pub of: usize,
+    /// The run of the rotation it was counted in (0-based: `stat -r`'s
+    /// run, or a `dmalab run` repetition).
+    pub run: usize,
+}
+
 /// What `--counters` asked for, resolved against this host.
 #[derive(Clone, Debug)]
 pub struct Request {
@@ -153,6 +165,9 @@ pub struct Request {
     pub cpu: CpuId,
     /// Multiplexed, or exact (one group per run).
     pub mode: CountersMode,
+    /// Exact mode: the group this request was narrowed to
+    /// ([`Request::for_run`]).
+    pub exact_group: Option<ExactGroup>,
 }
 
 /// The group key of a non-solo recipe event: its PMU (the text before the
@@ -185,6 +200,25 @@ impl Request {
         }
     }
 
+    /// Run `run` (0-based) of an exact rotation: the request narrowed to
+    /// group `run mod groups`, recorded in the report as
+    /// [`ExactGroup`], so runs 0..groups-1 together count every group
+    /// once, each unscaled.
+    pub fn for_run(&self, run: usize) -> Request {
+        let of = self.group_count();
+        if of == 0 {
+            return Request {
+                mode: CountersMode::Exact,
+                ..self.clone()
+            };
+        }
+        let index = run % of;
+        Request {
+            exact_group: Some(ExactGroup { index, of, run }),
+            ..self.only_group(index)
+        }
+    }
+
     /// Checks that a command that counts in one run can give exact counts:
     /// `runs` available; the refusal names how many runs are needed.
     pub fn check_exact_runs(&self, option: &str, runs: usize) -> Result<(), UsageError> {
@@ -199,6 +233,30 @@ impl Request {
             ));
         }
         Ok(())
+    }
+
+    /// Checks a command's exact-mode runs: with `first_run` (the caller
+    /// keeps the rotation across invocations, as `dmalab run` does with
+    /// its repetitions) the request must be in exact mode, and any number
+    /// of runs will do; without it, `runs` must cover every group
+    /// ([`Request::check_exact_runs`]).
+    pub fn check_rotation(
+        &self,
+        mode_option: &str,
+        run_option: &str,
+        first_run: Option<usize>,
+        runs: usize,
+    ) -> Result<(), UsageError> {
+        match first_run {
+            Some(_) if self.mode != CountersMode::Exact => Err(UsageError::new(
+                run_option,
+                format!(
+                    "rotates exact mode's event groups across runs; give {mode_option} exact too"
+                ),
+            )),
+            Some(_) => Ok(()),
+            None => self.check_exact_runs(mode_option, runs),
+        }
     }
 
     /// Parses `RECIPE|EVENT[,...]` (`option` names the flag in errors).
@@ -223,6 +281,7 @@ impl Request {
             mbm: false,
             cpu,
             mode: CountersMode::Multiplexed,
+            exact_group: None,
         };
         let tokens = spec::split_list(text);
         let mut next_group = 0usize;
@@ -360,6 +419,11 @@ pub struct EventCount {
     /// no counter limit), so a fraction below 1 is only the kernel's time
     /// accounting of tasks that came and went, not scaling.
     pub software: bool,
+    /// Counters opened on CPUs (uncore events, or `--cpus`): `value`
+    /// summed per socket, as `pcm-memory` shows it; empty for per-task
+    /// counting.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_socket: Vec<crate::socket::SocketValue>,
 }
 
 /// An event that could not be counted, and why.
@@ -412,6 +476,13 @@ pub struct CounterReport {
     pub min_running_fraction: Option<f64>,
     /// Per-interval deltas, on the caller's sample clock.
     pub series: Vec<SeriesPoint>,
+    /// Exact mode across runs: the group this run counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_group: Option<ExactGroup>,
+    /// The metrics per socket, from the events' `per_socket` values (none
+    /// when nothing was counted on CPUs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sockets: Vec<crate::socket::SocketMetrics>,
 }
 
 /// Running fraction below which a count is called multiplexed (scaled
@@ -425,6 +496,8 @@ struct OpenEvent {
     scale: f64,
     pmus: Vec<String>,
     idx: Vec<usize>,
+    /// The CPU of each counter of `idx` (-1: per task).
+    cpus: Vec<i32>,
     absent: Option<Absence>,
     software: bool,
     /// Summed raw, never scaled: software events, and every event in
@@ -449,6 +522,8 @@ pub struct Session {
     stopped: Option<(Instant, Snapshot)>,
     last: Option<(f64, Snapshot)>,
     series: Vec<SeriesPoint>,
+    /// CPU -> socket, for the per-socket sums.
+    sockets: BTreeMap<usize, u32>,
 }
 
 /// Turns an open error into the reason an event is unavailable.
@@ -513,6 +588,7 @@ impl Session {
                 scale: e.resolved.scale,
                 pmus: e.resolved.instances.iter().map(|i| i.pmu.clone()).collect(),
                 idx: Vec::new(),
+                cpus: Vec::new(),
                 absent: e.resolved.absent.clone(),
                 software: !e.resolved.instances.is_empty()
                     && e.resolved
@@ -532,7 +608,7 @@ impl Session {
                     &mut member,
                     &mut leaders,
                 ) {
-                    Ok(idx) => ev.idx = idx,
+                    Ok(opened) => (ev.idx, ev.cpus) = opened.into_iter().unzip(),
                     Err(a) => ev.absent = Some(a),
                 }
             }
@@ -559,6 +635,9 @@ impl Session {
             stopped: None,
             last: None,
             series: Vec::new(),
+            sockets: std::fs::read_to_string(&roots.cpuinfo)
+                .map(|t| crate::socket::from_cpuinfo(&t))
+                .unwrap_or_default(),
         }
     }
 
@@ -720,6 +799,10 @@ impl Session {
                     running_ns,
                     exact: e.software || self.request.mode == CountersMode::Exact || frac >= 1.0,
                     software: e.software,
+                    per_socket: crate::socket::sum(
+                        &per_counter(e, &zero, &end.1 .0),
+                        &self.sockets,
+                    ),
                 }),
                 None => unavailable.push(Unavailable {
                     id: e.id.clone(),
@@ -739,6 +822,26 @@ impl Session {
         }
         let totals = self.totals();
         let metrics = recipes::compute(&self.metrics, &totals, counted_ns as f64 / 1e9);
+        let per_socket: BTreeMap<String, Vec<crate::socket::SocketValue>> = events
+            .iter()
+            .filter(|e| !e.per_socket.is_empty())
+            .map(|e| {
+                let base = e
+                    .per_socket
+                    .iter()
+                    .map(|s| crate::socket::SocketValue {
+                        socket: s.socket,
+                        value: recipes::to_base(s.value, &e.unit),
+                    })
+                    .collect();
+                (e.id.clone(), base)
+            })
+            .collect();
+        let sockets = if per_socket.is_empty() {
+            Vec::new()
+        } else {
+            crate::socket::metrics(&self.metrics, &per_socket, counted_ns as f64 / 1e9)
+        };
         let min_running_fraction = events
             .iter()
             .filter(|e| !e.software)
@@ -755,6 +858,8 @@ impl Session {
             unavailable,
             min_running_fraction,
             series: self.series.clone(),
+            exact_group: self.request.exact_group,
+            sockets,
         }
     }
 }
@@ -771,6 +876,24 @@ fn dedup(v: &[String]) -> Vec<String> {
 
 /// (scaled sum, raw sum, running fraction, running ns) of one event
 /// between readings.
+/// Each counter's value of `e` between two snapshots, scaled by `.scale`
+/// as the total is, with the CPU it was opened on.
+fn per_counter(e: &OpenEvent, a: &[Reading], b: &[Reading]) -> Vec<(i32, f64)> {
+    e.idx
+        .iter()
+        .zip(&e.cpus)
+        .filter_map(|(&i, &cpu)| {
+            let d = b.get(i)?.since(a.get(i)?);
+            let v = if e.unscaled {
+                Some(d.value as f64)
+            } else {
+                d.scaled()
+            };
+            v.map(|v| (cpu, v * e.scale))
+        })
+        .collect()
+}
+
 fn sum_event(e: &OpenEvent, a: &[Reading], b: &[Reading]) -> (Option<f64>, u64, f64, u64) {
     let mut total = 0.0;
     let mut raw = 0u64;
@@ -816,7 +939,7 @@ fn open_event(
     arena: &mut Vec<Counter>,
     member: &mut Vec<bool>,
     leaders: &mut HashMap<(String, i32, i32), usize>,
-) -> Result<Vec<usize>, Absence> {
+) -> Result<Vec<(usize, i32)>, Absence> {
     let mut idx = Vec::new();
     for inst in &e.resolved.instances {
         let system_wide_pmu = !inst.cpus.is_empty();
@@ -869,7 +992,7 @@ fn open_event(
                     if !e.solo && leader.is_none() {
                         leaders.insert(key, i);
                     }
-                    idx.push(i);
+                    idx.push((i, cpu));
                 }
                 // A thread that ended since it was listed counts nothing.
                 Err(err) if err.raw_os_error() == Some(libc::ESRCH) && pid > 0 => {}
@@ -936,6 +1059,32 @@ impl CounterReport {
                 }
             }
         }
+        // Per socket, as pcm-memory shows it beside the total (one socket's
+        // figures are the total's).
+        for sm in self.sockets.iter().filter(|_| self.sockets.len() > 1) {
+            for m in &sm.metrics {
+                if let Some(v) = m.value {
+                    s.push_str(&format!(
+                        "  {:>18} {:<8} {} (socket {})\n",
+                        fmt_value(v),
+                        m.unit,
+                        m.name,
+                        sm.socket
+                    ));
+                }
+            }
+        }
+        for e in self.events.iter().filter(|e| e.per_socket.len() > 1) {
+            for ps in &e.per_socket {
+                s.push_str(&format!(
+                    "  {:>18} {:<4} {} (socket {})\n",
+                    fmt_value(ps.value),
+                    if e.unit == "count" { "" } else { &e.unit },
+                    e.id,
+                    ps.socket
+                ));
+            }
+        }
         for u in &self.unavailable {
             s.push_str(&format!("  not counted: {}: {}\n", u.id, u.message));
         }
@@ -997,6 +1146,31 @@ mod tests {
         let parse = |t: &str| Request::parse_with("--counters", t, &cat, cpu.clone());
         // One recipe on one PMU: one group.
         assert_eq!(parse("software").unwrap().group_count(), 1);
+        // A rotation kept by the caller: run r counts group r mod 2.
+        let mut two = parse("{page-faults,task-clock},context-switches").unwrap();
+        assert!(two
+            .check_rotation("--counters-mode", "--counters-run", Some(3), 1)
+            .unwrap_err()
+            .message
+            .contains("--counters-mode exact"));
+        two.mode = CountersMode::Exact;
+        two.check_rotation("--counters-mode", "--counters-run", Some(3), 1)
+            .unwrap();
+        assert!(two
+            .check_rotation("--counters-mode", "--counters-run", None, 1)
+            .is_err());
+        let r3 = two.for_run(3);
+        let ids: Vec<&str> = r3.events.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["context-switches"]);
+        assert_eq!(
+            r3.exact_group,
+            Some(ExactGroup {
+                index: 1,
+                of: 2,
+                run: 3
+            })
+        );
+        assert_eq!(two.for_run(4).events.len(), 2);
         // perf's braces: two together, the others alone.
         let r = parse("{page-faults,task-clock},context-switches,cpu-migrations").unwrap();
         assert_eq!(r.group_count(), 3);

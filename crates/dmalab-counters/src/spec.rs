@@ -46,6 +46,24 @@ pub const HARDWARE: &[(&str, u64)] = &[
     ("branch-misses", 5),
 ];
 
+/// `PERF_TYPE_HW_CACHE`.
+pub const TYPE_HW_CACHE: u32 = 3;
+
+/// perf's generic last-level-cache events (`PERF_TYPE_HW_CACHE`, config =
+/// `PERF_COUNT_HW_CACHE_LL | op << 8 | result << 16`, the names perf
+/// gives them in tools/perf/util/evsel.c). On Intel cores the kernel maps
+/// LL read accesses to the demand data reads that reach the L3 (that is,
+/// missed the L2) and LL read misses to those that also missed the L3
+/// (arch/x86/events/intel/core.c, `*_hw_cache_extra_regs`, OFFCORE_RESPONSE
+/// with `DEMAND_READ|LLC_ACCESS` and `DEMAND_READ|L3_MISS`); the AMD
+/// tables have no LL entry, and the kernel refuses them there.
+pub const HW_CACHE: &[(&str, u64)] = &[
+    ("LLC-loads", 0x2),
+    ("LLC-load-misses", 0x1_0002),
+    ("LLC-stores", 0x102),
+    ("LLC-store-misses", 0x1_0102),
+];
+
 /// The attr of one PMU instance.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Encoded {
@@ -261,7 +279,17 @@ pub fn resolve(option: &str, spec: &str, cat: &Catalog) -> Result<Resolved, Usag
                 absent: None,
             });
         }
-        if let Some(&(_, config)) = HARDWARE.iter().find(|(n, _)| *n == spec) {
+        let generic = HARDWARE
+            .iter()
+            .find(|(n, _)| *n == spec)
+            .map(|&(_, c)| (TYPE_HARDWARE, c))
+            .or_else(|| {
+                HW_CACHE
+                    .iter()
+                    .find(|(n, _)| *n == spec)
+                    .map(|&(_, c)| (TYPE_HW_CACHE, c))
+            });
+        if let Some((type_id, config)) = generic {
             if cat.core_pmu().is_none() {
                 return Ok(absent(no_pmu("cpu", cat), "count"));
             }
@@ -269,7 +297,7 @@ pub fn resolve(option: &str, spec: &str, cat: &Catalog) -> Result<Resolved, Usag
                 spec: spec.to_string(),
                 instances: vec![Encoded {
                     pmu: "hardware".into(),
-                    type_id: TYPE_HARDWARE,
+                    type_id,
                     config,
                     config1: 0,
                     config2: 0,
@@ -288,6 +316,7 @@ pub fn resolve(option: &str, spec: &str, cat: &Catalog) -> Result<Resolved, Usag
                     .iter()
                     .map(|s| s.0)
                     .chain(HARDWARE.iter().map(|h| h.0))
+                    .chain(HW_CACHE.iter().map(|h| h.0))
                     .collect::<Vec<_>>()
                     .join(", ")
             ),

@@ -228,7 +228,7 @@ fn icx_recipe_encodes_against_icx_formats() {
         model: 0x6a,
         model_name: String::new(),
     };
-    let r = Request::parse_with("--counters", "icx-pcie", &cat, icx).unwrap();
+    let r = Request::parse_with("--counters", "icx-pcie", &cat, icx.clone()).unwrap();
     let get = |id: &str| r.events.iter().find(|e| e.id == id).unwrap();
     // icelakex uncore-cache.json: IO_MISS_PCIRDCUR UMask 0xC8F3FE04,
     // IO_HIT_ITOM 0xCC43FD04, IO_MISS_RFO 0xC803FE04 (event 0x35).
@@ -249,9 +249,104 @@ fn icx_recipe_encodes_against_icx_formats() {
     assert_eq!(p3.instances[0].config, 0x23ff);
     assert_eq!((p3.unit.as_str(), p3.scale), ("MiB", 3.814697266e-6));
     assert!(r.events.iter().all(|e| e.resolved.absent.is_none()));
+    // Sapphire Rapids: the same CHA IO encodings (sapphirerapids
+    // uncore-cache.json lists the icelakex values) on the same umask_ext4
+    // layout.
+    let spr = CpuId {
+        model: 0x8f,
+        ..icx.clone()
+    };
+    let s = Request::parse_with("--counters", "spr-iio", &cat, spr).unwrap();
+    for id in [
+        "pcirdcur_hit",
+        "pcirdcur_miss",
+        "itom_hit",
+        "itom_miss",
+        "rfo_hit",
+        "rfo_miss",
+    ] {
+        let e = s.events.iter().find(|e| e.id == id).unwrap();
+        assert_eq!(
+            e.resolved.instances[0].config,
+            get(id).resolved.instances[0].config,
+            "{id}"
+        );
+    }
+    assert_eq!(
+        s.events
+            .iter()
+            .find(|e| e.id == "itom_miss")
+            .unwrap()
+            .resolved
+            .instances[0]
+            .config,
+        0x00cc_43fe_0000_0435
+    );
     // 2^18 counts of the free-running counter are 1 MiB, i.e. 4 bytes each.
     assert_eq!(
         recipes::to_base(262144.0 * p3.scale, &p3.unit).round(),
         1048576.0
     );
+}
+
+/// Haswell-EP/Broadwell-EP (the thesis' machine): all fourteen C-box events
+/// of `hsx-pcie` encode against hswep's format strings, one per group
+/// (the C-box has one opcode filter), on every `uncore_cbox_N`; and the
+/// Sapphire Rapids iMC CAS counts on every `uncore_imc_N`.
+#[test]
+fn hsx_and_spr_imc_recipes_encode_on_their_cpus() {
+    let dir = tempfile::tempdir().unwrap();
+    write_tree(dir.path());
+    let cat = Catalog::read(dir.path());
+    let hsx = CpuId {
+        vendor: "GenuineIntel".into(),
+        family: 6,
+        model: 0x3f,
+        model_name: String::new(),
+    };
+    let r = Request::parse_with("--counters", "hsx-pcie", &cat, hsx.clone()).unwrap();
+    assert_eq!(r.events.len(), 14);
+    assert!(r
+        .events
+        .iter()
+        .all(|e| e.solo && e.resolved.absent.is_none()));
+    let get = |id: &str| {
+        let e = r.events.iter().find(|e| e.id == id).unwrap();
+        let i = &e.resolved.instances;
+        assert_eq!(i.len(), 2, "{id}: every C-box");
+        (i[1].type_id, i[1].config, i[1].config1, i[1].cpus.clone())
+    };
+    // haswellx uncore-cache.json: LLC_REFERENCES.PCIE_READ umask 0x1 and
+    // LLC_MISSES.PCIE_READ umask 0x3, filter_opc=0x19e in config1:52-60;
+    // LLC_REFERENCES.PCIE_WRITE filter_opc=0x1c8,filter_tid=0x3e (tid_en
+    // config:19); LLC_MISSES.MMIO_WRITE filter_opc=0x18f,filter_nc=1.
+    assert_eq!(get("pcirdcur_all"), (36, 0x135, 0x19e << 52, vec![0, 18]));
+    assert_eq!(get("pcirdcur_miss"), (36, 0x335, 0x19e << 52, vec![0, 18]));
+    assert_eq!(
+        get("itom_all"),
+        (36, 0x8_0135, (0x1c8 << 52) | 0x3e, vec![0, 18])
+    );
+    assert_eq!(
+        get("wil_miss"),
+        (36, 0x335, (0x18f << 52) | (1 << 62), vec![0, 18])
+    );
+    let bdx = CpuId { model: 0x4f, ..hsx };
+    assert!(recipes::find("hsx-pcie").unwrap().applies_to(&bdx));
+    let spr = CpuId {
+        vendor: "GenuineIntel".into(),
+        family: 6,
+        model: 0xcf,
+        model_name: String::new(),
+    };
+    let m = Request::parse_with("--counters", "spr-imc-dram", &cat, spr).unwrap();
+    for (id, config) in [("imc_cas_rd", 0xcf05u64), ("imc_cas_wr", 0xf005)] {
+        let e = m.events.iter().find(|e| e.id == id).unwrap();
+        let got: Vec<(&str, u64)> = e
+            .resolved
+            .instances
+            .iter()
+            .map(|i| (i.pmu.as_str(), i.config))
+            .collect();
+        assert_eq!(got, [("uncore_imc_0", config), ("uncore_imc_1", config)]);
+    }
 }

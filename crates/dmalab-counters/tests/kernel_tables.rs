@@ -8,7 +8,9 @@ use dmalab_counters::recipes::{find, DERIVED, RECIPES};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// (recipe, event id) -> (table file under arch/x86, EventName).
+/// (recipe, event id) -> (table file under arch/x86, EventName). An event
+/// may have a row per table it is checked against (haswellx and
+/// broadwellx for `hsx-pcie`).
 const CHECKED: &[(&str, &str, &str, &str)] = &[
     (
         "skx-imc-dram",
@@ -130,6 +132,162 @@ const CHECKED: &[(&str, &str, &str, &str)] = &[
         "amdzen4/memory-controller.json",
         "umc_cas_cmd.wr",
     ),
+    (
+        "hsx-pcie",
+        "pcirdcur_all",
+        "haswellx/uncore-cache.json",
+        "LLC_REFERENCES.PCIE_READ",
+    ),
+    (
+        "hsx-pcie",
+        "pcirdcur_miss",
+        "haswellx/uncore-cache.json",
+        "LLC_MISSES.PCIE_READ",
+    ),
+    (
+        "hsx-pcie",
+        "rfo_all",
+        "haswellx/uncore-cache.json",
+        "LLC_REFERENCES.PCIE_NS_PARTIAL_WRITE",
+    ),
+    (
+        "hsx-pcie",
+        "itom_all",
+        "haswellx/uncore-cache.json",
+        "LLC_REFERENCES.PCIE_WRITE",
+    ),
+    (
+        "hsx-pcie",
+        "itom_miss",
+        "haswellx/uncore-cache.json",
+        "LLC_MISSES.PCIE_NON_SNOOP_WRITE",
+    ),
+    (
+        "hsx-pcie",
+        "crd_all",
+        "haswellx/uncore-cache.json",
+        "LLC_REFERENCES.CODE_LLC_PREFETCH",
+    ),
+    (
+        "hsx-pcie",
+        "drd_miss",
+        "haswellx/uncore-cache.json",
+        "LLC_MISSES.DATA_READ",
+    ),
+    (
+        "hsx-pcie",
+        "prd_miss",
+        "haswellx/uncore-cache.json",
+        "LLC_MISSES.MMIO_READ",
+    ),
+    (
+        "hsx-pcie",
+        "wil_miss",
+        "haswellx/uncore-cache.json",
+        "LLC_MISSES.MMIO_WRITE",
+    ),
+    (
+        "hsx-pcie",
+        "pcirdcur_all",
+        "broadwellx/uncore-cache.json",
+        "LLC_REFERENCES.PCIE_READ",
+    ),
+    (
+        "hsx-pcie",
+        "pcirdcur_miss",
+        "broadwellx/uncore-cache.json",
+        "LLC_MISSES.PCIE_READ",
+    ),
+    (
+        "hsx-pcie",
+        "rfo_all",
+        "broadwellx/uncore-cache.json",
+        "LLC_REFERENCES.PCIE_NS_PARTIAL_WRITE",
+    ),
+    (
+        "hsx-pcie",
+        "itom_all",
+        "broadwellx/uncore-cache.json",
+        "LLC_REFERENCES.PCIE_WRITE",
+    ),
+    (
+        "hsx-pcie",
+        "itom_miss",
+        "broadwellx/uncore-cache.json",
+        "LLC_MISSES.PCIE_NON_SNOOP_WRITE",
+    ),
+    (
+        "hsx-pcie",
+        "crd_all",
+        "broadwellx/uncore-cache.json",
+        "LLC_REFERENCES.CODE_LLC_PREFETCH",
+    ),
+    (
+        "hsx-pcie",
+        "drd_miss",
+        "broadwellx/uncore-cache.json",
+        "LLC_MISSES.DATA_READ",
+    ),
+    (
+        "hsx-pcie",
+        "prd_miss",
+        "broadwellx/uncore-cache.json",
+        "LLC_MISSES.MMIO_READ",
+    ),
+    (
+        "hsx-pcie",
+        "wil_miss",
+        "broadwellx/uncore-cache.json",
+        "LLC_MISSES.MMIO_WRITE",
+    ),
+    (
+        "spr-imc-dram",
+        "imc_cas_rd",
+        "sapphirerapids/uncore-memory.json",
+        "UNC_M_CAS_COUNT.RD",
+    ),
+    (
+        "spr-imc-dram",
+        "imc_cas_wr",
+        "sapphirerapids/uncore-memory.json",
+        "UNC_M_CAS_COUNT.WR",
+    ),
+    (
+        "spr-iio",
+        "pcirdcur_hit",
+        "sapphirerapids/uncore-cache.json",
+        "UNC_CHA_TOR_INSERTS.IO_HIT_PCIRDCUR",
+    ),
+    (
+        "spr-iio",
+        "pcirdcur_miss",
+        "sapphirerapids/uncore-cache.json",
+        "UNC_CHA_TOR_INSERTS.IO_MISS_PCIRDCUR",
+    ),
+    (
+        "spr-iio",
+        "itom_hit",
+        "sapphirerapids/uncore-cache.json",
+        "UNC_CHA_TOR_INSERTS.IO_HIT_ITOM",
+    ),
+    (
+        "spr-iio",
+        "itom_miss",
+        "sapphirerapids/uncore-cache.json",
+        "UNC_CHA_TOR_INSERTS.IO_MISS_ITOM",
+    ),
+    (
+        "spr-iio",
+        "rfo_hit",
+        "sapphirerapids/uncore-cache.json",
+        "UNC_CHA_TOR_INSERTS.IO_HIT_RFO",
+    ),
+    (
+        "spr-iio",
+        "rfo_miss",
+        "sapphirerapids/uncore-cache.json",
+        "UNC_CHA_TOR_INSERTS.IO_MISS_RFO",
+    ),
 ];
 
 /// Recipe events not in the kernel's JSON tables, and why.
@@ -144,7 +302,7 @@ const NOT_IN_TABLES: &[(&str, &str)] = &[
     ),
     ("mbm", "resctrl, not perf events"),
     (
-        "spr-iio",
+        "spr-iio:iio_bw_in_port",
         "sysfs free-running events of uncore_snbep.c, named by the kernel",
     ),
     (
@@ -208,36 +366,57 @@ fn every_recipe_encoding_matches_the_kernel_tables() {
     let mut checked = 0;
     for r in RECIPES {
         for (id, spec) in r.events {
-            let row = CHECKED.iter().find(|c| c.0 == r.name && c.1 == *id);
-            let Some(&(_, _, file, name)) = row else {
+            let rows: Vec<_> = CHECKED
+                .iter()
+                .filter(|c| c.0 == r.name && c.1 == *id)
+                .collect();
+            if rows.is_empty() {
                 let key = format!("{}:{id}", r.name);
+                // An encoding composed from listed entries is marked derived
+                // and checked in derived_encodings_are_marked_and_real.
+                let derived = DERIVED.iter().any(|d| d.0 == r.name && d.1 == *id);
                 assert!(
-                    NOT_IN_TABLES
-                        .iter()
-                        .any(|(k, _)| *k == r.name || key.starts_with(k)),
+                    derived
+                        || NOT_IN_TABLES
+                            .iter()
+                            .any(|(k, _)| *k == r.name || key.starts_with(k)),
                     "{key} ({spec}) is neither checked against a kernel table nor listed with a reason"
                 );
                 continue;
-            };
-            let e = table
-                .get(&(file.to_string(), name.to_string()))
-                .unwrap_or_else(|| panic!("{file} {name} is not in the fixture"));
-            let t = terms(spec);
-            assert_eq!(
-                t.get("event").copied(),
-                Some(num(e["EventCode"].as_str().unwrap())),
-                "{}:{id} event vs {file} {name}",
-                r.name
-            );
-            for (json, term) in [("UMask", "umask"), ("RdWrMask", "rdwrmask")] {
+            }
+            for &&(_, _, file, name) in &rows {
+                let e = table
+                    .get(&(file.to_string(), name.to_string()))
+                    .unwrap_or_else(|| panic!("{file} {name} is not in the fixture"));
+                let t = terms(spec);
                 assert_eq!(
-                    t.get(term).copied(),
-                    e.get(json).and_then(Value::as_str).map(num),
-                    "{}:{id} {term} vs {file} {name} {json}",
+                    t.get("event").copied(),
+                    Some(num(e["EventCode"].as_str().unwrap())),
+                    "{}:{id} event vs {file} {name}",
                     r.name
                 );
+                for (json, term) in [("UMask", "umask"), ("RdWrMask", "rdwrmask")] {
+                    assert_eq!(
+                        t.get(term).copied(),
+                        e.get(json).and_then(Value::as_str).map(num),
+                        "{}:{id} {term} vs {file} {name} {json}",
+                        r.name
+                    );
+                }
+                // The table's Filter terms (`filter_opc=0x19e,filter_tid=0x3e`)
+                // are terms of the spec with the same values.
+                if let Some(filter) = e.get("Filter").and_then(Value::as_str) {
+                    for (k, v) in filter.split(',').filter_map(|t| t.split_once('=')) {
+                        assert_eq!(
+                            t.get(k.trim()).copied(),
+                            Some(num(v)),
+                            "{}:{id} {k} vs {file} {name} Filter {filter}",
+                            r.name
+                        );
+                    }
+                }
+                checked += 1;
             }
-            checked += 1;
         }
     }
     assert_eq!(
@@ -264,6 +443,36 @@ fn derived_encodings_are_marked_and_real() {
         if *recipe == "skx-pcie" {
             assert_eq!(terms(spec).get("umask"), Some(&0x14), "{id}");
         }
+    }
+    // hsx-pcie's combined encodings: the umask of a listed TOR_INSERTS
+    // entry (0x1 all, 0x3 misses) and the Filter of the table's entry for
+    // the same opcode with the other umask.
+    let table = fixture();
+    let hsx = find("hsx-pcie").unwrap();
+    for (recipe, id, _) in DERIVED.iter().filter(|d| d.0 == "hsx-pcie") {
+        let spec = terms(hsx.events.iter().find(|(i, _)| i == id).unwrap().1);
+        let (stem, kind) = id.rsplit_once('_').unwrap();
+        let other = if kind == "all" { "miss" } else { "all" };
+        let twin = terms(
+            hsx.events
+                .iter()
+                .find(|(i, _)| *i == format!("{stem}_{other}"))
+                .unwrap()
+                .1,
+        );
+        assert_eq!(spec.get("umask"), Some(&if kind == "all" { 1 } else { 3 }));
+        let twin_row = CHECKED
+            .iter()
+            .find(|c| c.0 == *recipe && c.1 == format!("{stem}_{other}"))
+            .unwrap_or_else(|| panic!("{stem}_{other} is checked against a table"));
+        assert!(table.contains_key(&(twin_row.2.to_string(), twin_row.3.to_string())));
+        let filters = |t: &BTreeMap<String, u64>| -> BTreeMap<String, u64> {
+            t.iter()
+                .filter(|(k, _)| k.starts_with("filter_") || *k == "tid_en")
+                .map(|(k, v)| (k.clone(), *v))
+                .collect()
+        };
+        assert_eq!(filters(&spec), filters(&twin), "{id} vs its twin");
     }
     for id in ["pcirdcur_hit", "itom_hit", "rfo_hit"] {
         assert!(

@@ -129,5 +129,6 @@ child_options! {
         live_stats: Values = "/tmp/dmalab-live",
         output: Values = "/tmp/dmalab-out.json",
         output_format: Values = "json",
+        counters_run: Values = "0",
     }
 }

@@ -371,6 +371,12 @@ pub struct Experiment {
     pub configurations: Vec<Configuration>,
     /// Sweep mode, when given.
     pub sweep: Option<Sweep>,
+    /// `counters_mode = "exact"`: every `counters` request (an aggressor's
+    /// `--counters`, a victim's `counters`) counts one event group per
+    /// repetition, repetition i the group i mod the number of groups (the
+    /// thesis' one event per run, section 3.2); checked before the first
+    /// run to have at least as many repetitions as groups.
+    pub counters_exact: bool,
 }
 
 type RawValue = Spanned<toml::Value>;
@@ -406,6 +412,7 @@ struct RawExperiment {
     noisy_cv_pct: Option<Spanned<f64>>,
     order: Option<Spanned<String>>,
     control: Option<Spanned<String>>,
+    counters_mode: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -782,6 +789,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
         victims,
         configurations,
         sweep,
+        counters_exact: settings.counters_exact,
     };
     check_children(&exp)?;
     Ok(exp)
@@ -861,6 +869,8 @@ struct Settings {
     /// `control = "auto"`: every aggressor that has an automatic control
     /// gets one (with its offset for messages).
     control_auto: Option<usize>,
+    /// `counters_mode = "exact"`.
+    counters_exact: bool,
 }
 
 /// Reads `[experiment]`; the name defaults to the file's stem.
@@ -883,7 +893,20 @@ fn settings(ctx: &Ctx, raw: Option<RawExperiment>, stem: String) -> Result<Setti
     let mut noisy_cv_pct = 5.0;
     let mut order = Order::Cycle;
     let mut control_auto = None;
+    let mut counters_exact = false;
     if let Some(e) = raw {
+        if let Some(m) = &e.counters_mode {
+            counters_exact = match m.get_ref().as_str() {
+                "exact" => true,
+                "multiplexed" => false,
+                other => {
+                    return Err(ctx.err(
+                        m.span().start,
+                        format!("experiment.counters_mode: '{other}' is not a counters mode; use \"exact\" (one event group per repetition, never scaled) or \"multiplexed\" (the default)"),
+                    ))
+                }
+            };
+        }
         if let Some(c) = &e.control {
             match c.get_ref().as_str() {
                 "auto" => control_auto = Some(c.span().start),
@@ -965,6 +988,7 @@ fn settings(ctx: &Ctx, raw: Option<RawExperiment>, stem: String) -> Result<Setti
         noisy_cv_pct,
         order,
         control_auto,
+        counters_exact,
     })
 }
 

@@ -21,6 +21,35 @@ pub const MULTIPLEXED_BELOW: f64 = 0.99;
 struct Acc {
     unit: String,
     values: Vec<f64>,
+    /// How many of `values` were whole counts, never scaled.
+    exact: usize,
+    /// Exact mode (one event group per repetition): the repetitions that
+    /// counted this figure.
+    reps: Vec<u32>,
+}
+
+impl Acc {
+    fn push(&mut self, v: f64, exact: bool, rep: Option<u32>) {
+        self.values.push(v);
+        self.exact += usize::from(exact);
+        self.reps.extend(rep);
+    }
+
+    /// `exact`, `scaled` or `k of n exact`, and in exact mode the
+    /// repetitions that counted it.
+    fn how(&self) -> String {
+        let n = self.values.len();
+        let mut s = match self.exact {
+            e if e == n => "exact".to_string(),
+            0 => "scaled".to_string(),
+            e => format!("{e} of {n} exact"),
+        };
+        if !self.reps.is_empty() {
+            let reps: Vec<String> = self.reps.iter().map(u32::to_string).collect();
+            let _ = write!(s, " (repetitions {})", reps.join(", "));
+        }
+        s
+    }
 }
 
 #[derive(Default)]
@@ -32,8 +61,16 @@ struct Row {
     not_counted: BTreeMap<String, String>,
 }
 
-fn collect(row: &mut Row, c: &Value) {
+/// Adds one run's counters. In exact mode (`exact_group` present) each
+/// repetition counted one event group: its events are shown one by one,
+/// with the repetitions that counted them.
+fn collect(row: &mut Row, c: &Value, repetition: u32) {
     row.runs += 1;
+    let rep = c.get("exact_group").map(|_| repetition);
+    let whole = c
+        .get("min_running_fraction")
+        .and_then(Value::as_f64)
+        .is_none_or(|f| f >= 1.0);
     if let Some(f) = c.get("min_running_fraction").and_then(Value::as_f64) {
         if f < MULTIPLEXED_BELOW {
             row.multiplexed += 1;
@@ -48,24 +85,24 @@ fn collect(row: &mut Row, c: &Value) {
                 .collect()
         })
         .unwrap_or_default();
-    if !with_values.is_empty() {
-        for m in with_values {
-            let (Some(n), Some(v)) = (
-                m.get("name").and_then(Value::as_str),
-                m.get("value").and_then(Value::as_f64),
-            ) else {
-                continue;
-            };
-            let a = row.figures.entry(n.to_string()).or_default();
-            a.unit = m
-                .get("unit")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            a.values.push(v);
-        }
-    } else if let Some(ev) = c.get("events").and_then(Value::as_array) {
-        for e in ev {
+    for m in &with_values {
+        let (Some(n), Some(v)) = (
+            m.get("name").and_then(Value::as_str),
+            m.get("value").and_then(Value::as_f64),
+        ) else {
+            continue;
+        };
+        let a = row.figures.entry(n.to_string()).or_default();
+        a.unit = m
+            .get("unit")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        a.push(v, rep.is_some() || whole, rep);
+    }
+    let events = c.get("events").and_then(Value::as_array);
+    if with_values.is_empty() || rep.is_some() {
+        for e in events.into_iter().flatten() {
             let (Some(n), Some(v)) = (
                 e.get("id").and_then(Value::as_str),
                 e.get("value").and_then(Value::as_f64),
@@ -78,7 +115,8 @@ fn collect(row: &mut Row, c: &Value) {
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string();
-            a.values.push(v);
+            let exact = e.get("exact").and_then(Value::as_bool).unwrap_or(false);
+            a.push(v, exact, rep);
         }
     }
     if let Some(u) = c.get("unavailable").and_then(Value::as_array) {
@@ -122,7 +160,7 @@ pub fn section(res: &Results) -> String {
                 let row = rows
                     .entry((r.configuration.clone(), r.victim.clone(), load, side))
                     .or_default();
-                collect(row, c);
+                collect(row, c, r.repetition);
             }
         }
     }
@@ -130,7 +168,7 @@ pub fn section(res: &Results) -> String {
         return String::new();
     }
     let mut s = format!(
-        r#"<h2>Counters</h2><p class="meta">Counted over each run with <code>counters = "..."</code> on a victim (<code>dmalab probe</code>) or an aggressor (<code>dmalab load</code>); mean over completed runs. A run whose counters ran less than {:.0}% of the time (multiplexed, then scaled) is flagged.</p><table class="stats"><tr><th>configuration</th><th>victim</th><th>load</th><th>counted on</th><th>figure</th><th>mean</th><th>unit</th><th>runs</th><th>multiplexed</th></tr>"#,
+        r#"<h2>Counters</h2><p class="meta">Counted over each run with <code>counters = "..."</code> on a victim (<code>dmalab probe</code>) or an aggressor (<code>dmalab load</code>); mean over completed runs. A run whose counters ran less than {:.0}% of the time (multiplexed, then scaled) is flagged. With <code>counters_mode = "exact"</code> each repetition counts one event group, and a figure's mean is over the repetitions that counted it.</p><table class="stats"><tr><th>configuration</th><th>victim</th><th>load</th><th>counted on</th><th>figure</th><th>mean</th><th>unit</th><th>runs</th><th>values</th><th>multiplexed</th></tr>"#,
         MULTIPLEXED_BELOW * 100.0
     );
     for ((config, victim, load, side), row) in &rows {
@@ -148,7 +186,7 @@ pub fn section(res: &Results) -> String {
             let mean = a.values.iter().sum::<f64>() / a.values.len().max(1) as f64;
             let _ = writeln!(
                 s,
-                r#"<tr><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td>{}</td><td class="l">{}</td><td>{}</td><td class="l">{}</td></tr>"#,
+                r#"<tr><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td>{}</td><td class="l">{}</td><td>{}</td><td class="l">{}</td><td class="l">{}</td></tr>"#,
                 esc(config),
                 esc(victim),
                 esc(load),
@@ -157,13 +195,14 @@ pub fn section(res: &Results) -> String {
                 fmt_value(mean, &a.unit),
                 esc(&a.unit),
                 a.values.len(),
+                a.how(),
                 flag
             );
         }
         for (id, msg) in &row.not_counted {
             let _ = writeln!(
                 s,
-                r#"<tr><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td colspan="4" class="l">not counted: {}</td></tr>"#,
+                r#"<tr><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td class="l">{}</td><td colspan="5" class="l">not counted: {}</td></tr>"#,
                 esc(config),
                 esc(victim),
                 esc(load),

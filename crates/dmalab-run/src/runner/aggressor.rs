@@ -229,6 +229,14 @@ fn aggressor_argv(
                 argv.push("--runtime".into());
                 argv.push(secs_arg(exp.warmup + longest + Duration::from_secs(120)));
             }
+            if exp.counters_exact && has("counters") && cmd.takes("counters-run") {
+                // Exact mode: this repetition counts one event group.
+                if !has("counters-mode") {
+                    argv.extend(["--counters-mode".into(), "exact".into()]);
+                }
+                argv.push("--counters-run".into());
+                argv.push(p.repetition.saturating_sub(1).to_string());
+            }
             let live_stats = cmd.takes("live-stats");
             if live_stats {
                 argv.push("--live-stats".into());

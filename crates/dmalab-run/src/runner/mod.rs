@@ -339,7 +339,7 @@ fn one_run(
         vcpus,
         agg.as_ref().map(|a| a.pid()),
     );
-    let vo = run_victim(exp, opts, v, dir.path(), &mut w);
+    let vo = run_victim(exp, opts, v, dir.path(), p.repetition, &mut w);
     rec.victim_wall_ns = w.wall_ns();
     rec.victim_evidence = w.victim_evidence().map(Box::new);
     let evidence = w.evidence();

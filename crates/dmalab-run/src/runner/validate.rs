@@ -21,7 +21,80 @@ fn on_path(prog: &str) -> bool {
 pub(super) fn validate(exp: &Experiment, exe: &Path) -> Result<(), RunError> {
     check_aggressors(exp)?;
     check_victims(exp, exe)?;
+    check_exact_counters(exp, exe)?;
     dry_run_aggressors(exp, exe)
+}
+
+/// `counters_mode = "exact"`: every `counters` request has no more event
+/// groups than the experiment has repetitions (asked of `dmalab stat`,
+/// which counts groups as every command does), and runs in a command
+/// that rotates groups (`load`, an exec victim under `stat`).
+fn check_exact_counters(exp: &Experiment, exe: &Path) -> Result<(), RunError> {
+    if !exp.counters_exact {
+        return Ok(());
+    }
+    let counters_of = |flags: &[crate::experiment::Flag]| {
+        flags
+            .iter()
+            .find(|f| f.key.replace('-', "_") == "counters")
+            .and_then(|f| f.values.first().cloned())
+    };
+    // (who, line, request)
+    let mut asked: Vec<(String, usize, String)> = Vec::new();
+    for a in &exp.aggressors {
+        let Some(cmd) = a.kind.child() else {
+            continue;
+        };
+        for c in &exp.configurations {
+            let Some(req) = counters_of(&exp.aggressor_flags(a, c, None)) else {
+                continue;
+            };
+            if !cmd.takes("counters-run") {
+                return Err(usage(
+                    at(exp, a.line),
+                    format!("experiment.counters_mode: exact: aggressor '{}' runs `dmalab {}`, which does not rotate event groups across repetitions; count with a load aggressor or an exec victim, or leave counters_mode multiplexed", a.name, cmd.words().join(" ")),
+                ));
+            }
+            asked.push((format!("aggressor '{}'", a.name), a.line, req));
+        }
+    }
+    for v in &exp.victims {
+        match &v.kind {
+            VictimKind::Exec {
+                counters: Some(c), ..
+            } => asked.push((format!("victim '{}'", v.name), v.line, c.clone())),
+            k => {
+                if let (Some(cmd), Some(_)) = (k.child(), counters_of(&v.flags)) {
+                    return Err(usage(
+                        at(exp, v.line),
+                        format!("experiment.counters_mode: exact: victim '{}' runs `dmalab {}`, which does not rotate event groups across repetitions; run it as an exec victim (command = \"exec\", counters = ...) or leave counters_mode multiplexed", v.name, cmd.words().join(" ")),
+                    ));
+                }
+            }
+        }
+    }
+    asked.dedup();
+    for (who, line, req) in asked {
+        let reps = exp.repetitions.to_string();
+        let out = Command::new(exe)
+            .args(["stat", "--counters", &req, "--counters-mode", "exact"])
+            .args(["-r", &reps, "--quiet", "--", "true"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| RunError::Other(format!("cannot run {}: {e}", exe.display())))?;
+        if !out.status.success() {
+            return Err(usage(
+                at(exp, line),
+                format!(
+                    "experiment.counters_mode: exact with {reps} repetitions: {who}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                        .trim()
+                        .trim_start_matches("dmalab: error: ")
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Exec aggressors' programs on PATH.

@@ -65,6 +65,9 @@ pub(super) struct Timed<'a> {
     pub(super) v: &'a Victim,
     pub(super) cpus: &'a [usize],
     pub(super) dir: &'a Path,
+    /// Exact counters mode: the run of the group rotation (the 0-based
+    /// repetition).
+    pub(super) exact_run: Option<u32>,
 }
 
 /// The files a victim process wrote.
@@ -135,6 +138,7 @@ pub(super) fn run_victim(
     opts: &RunOptions,
     v: &Victim,
     dir: &Path,
+    repetition: u32,
     w: &mut Window,
 ) -> VictimOutcome {
     let cpus = v
@@ -145,6 +149,7 @@ pub(super) fn run_victim(
         v,
         cpus: &cpus,
         dir,
+        exact_run: exp.counters_exact.then(|| repetition.saturating_sub(1)),
     };
     match &v.kind {
         VictimKind::Idle { duration } => idle(*duration, w),
@@ -182,7 +187,11 @@ fn exec_victim(
     w: &mut Window,
 ) -> VictimOutcome {
     let (v, dir) = (t.v, t.dir);
-    let s = match t.run(&counted_argv(opts, argv, counters, dir), w, "victim") {
+    let s = match t.run(
+        &counted_argv(opts, argv, counters, t.exact_run, dir),
+        w,
+        "victim",
+    ) {
         Err(o) => return *o,
         Ok(s) => s,
     };
@@ -315,6 +324,7 @@ fn counted_argv(
     opts: &RunOptions,
     argv: &[String],
     counters: Option<&str>,
+    exact_run: Option<u32>,
     dir: &Path,
 ) -> Vec<String> {
     let Some(c) = counters else {
@@ -325,11 +335,21 @@ fn counted_argv(
         "stat".into(),
         "--counters".into(),
         c.to_string(),
+    ];
+    if let Some(r) = exact_run {
+        v.extend([
+            "--counters-mode".into(),
+            "exact".into(),
+            "--counters-run".into(),
+            r.to_string(),
+        ]);
+    }
+    v.extend([
         "--quiet".into(),
         "--output".into(),
         dir.join("victim-counters.json").display().to_string(),
         "--".into(),
-    ];
+    ]);
     v.extend(argv.iter().cloned());
     v
 }
@@ -433,9 +453,12 @@ mod tests {
             configuration: None,
         };
         let argv = vec!["sleep".to_string(), "1".to_string()];
-        assert_eq!(counted_argv(&opts, &argv, None, Path::new("/d")), argv);
         assert_eq!(
-            counted_argv(&opts, &argv, Some("dram"), Path::new("/d")),
+            counted_argv(&opts, &argv, None, None, Path::new("/d")),
+            argv
+        );
+        assert_eq!(
+            counted_argv(&opts, &argv, Some("dram"), None, Path::new("/d")),
             [
                 "/bin/dmalab",
                 "stat",

@@ -26,14 +26,25 @@ pub fn request(option: &str, text: Option<&str>) -> Result<Option<Request>, Usag
 
 /// Applies `--counters-mode` to a request counted in one run: exact mode
 /// is refused, naming the runs it needs, when the request has more than
-/// one event group.
-pub fn with_mode(req: Option<Request>, mode: Option<&str>) -> Result<Option<Request>, UsageError> {
-    let (Some(mut r), Some(m)) = (req.clone(), mode) else {
-        return Ok(req);
+/// one event group, unless `--counters-run N` says which run of a
+/// rotation kept by the caller this is (then it counts group N mod the
+/// number of groups).
+pub fn with_mode(
+    req: Option<Request>,
+    mode: Option<&str>,
+    run: Option<usize>,
+) -> Result<Option<Request>, UsageError> {
+    let Some(mut r) = req else {
+        return Ok(None);
     };
-    r.mode = dmalab_counters::session::CountersMode::parse("--counters-mode", m)?;
-    r.check_exact_runs("--counters-mode", 1)?;
-    Ok(Some(r))
+    if let Some(m) = mode {
+        r.mode = dmalab_counters::session::CountersMode::parse("--counters-mode", m)?;
+    }
+    r.check_rotation("--counters-mode", "--counters-run", run, 1)?;
+    Ok(Some(match (r.mode, run) {
+        (dmalab_counters::session::CountersMode::Exact, Some(n)) => r.for_run(n),
+        _ => r,
+    }))
 }
 
 /// A command's result with the counters counted over it.
@@ -91,9 +102,13 @@ impl<'a> LoadCounting<'a> {
     /// engines only).
     pub fn finish(self, acc: Option<LoadAccounting>) -> Option<CountersOut> {
         let s = self.session?;
-        let rows = acc.map_or_else(Vec::new, |a| check::expected_vs_counted(&a, &s.totals()));
+        let report = s.report();
+        let mut rows = acc.map_or_else(Vec::new, |a| check::expected_vs_counted(&a, &s.totals()));
+        check::mark_exact(&mut rows, |id| {
+            report.events.iter().any(|e| e.id == id && e.exact)
+        });
         Some(CountersOut {
-            report: s.report(),
+            report,
             expected_vs_counted: rows,
         })
     }

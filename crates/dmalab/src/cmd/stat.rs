@@ -34,7 +34,8 @@ use std::time::{Duration, Instant, SystemTime};
 /// command's own output is left alone. Exits with the command's status.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// A recipe (software, core, skx-pcie, icx-pcie, spr-iio, amd-df-dram,
+    /// A recipe (software, core, core-l3, hsx-pcie, skx-pcie, icx-pcie,
+    /// spr-iio, skx-imc-dram, icx-imc-dram, spr-imc-dram, amd-df-dram,
     /// amd-umc-dram, mbm) or perf event specs, comma-separated.
     #[arg(long, default_value = "software", value_name = "RECIPE|EVENTS")]
     counters: String,
@@ -43,6 +44,11 @@ pub struct Args {
     /// multiplexed: every event in every run, scaled by its running time.
     #[arg(long, default_value = "multiplexed", value_name = "MODE")]
     counters_mode: String,
+    /// Exact mode with the rotation kept by the caller: this is run N
+    /// (0-based) of it and counts group N mod the number of groups (with
+    /// -r, runs N, N+1, ...); `dmalab run` passes its repetition here.
+    #[arg(long, value_name = "N")]
+    counters_run: Option<usize>,
     /// Count system-wide on these CPUs instead of the command's tasks.
     #[arg(long, value_name = "LIST")]
     cpus: Option<String>,
@@ -216,12 +222,17 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     } else {
         plan.repeat
     };
-    req.check_exact_runs("--counters-mode", runs_given as usize)?;
-    let groups = req.group_count();
+    req.check_rotation(
+        "--counters-mode",
+        "--counters-run",
+        a.counters_run,
+        runs_given as usize,
+    )?;
+    let first_run = a.counters_run.unwrap_or(0);
     // Exact mode: run i counts group i mod N, so -r N counts each once.
-    let for_run = |i: usize| match (req.mode, groups) {
-        (CountersMode::Exact, n) if n > 0 => req.only_group(i % n),
-        _ => req.clone(),
+    let for_run = |i: usize| match req.mode {
+        CountersMode::Exact => req.for_run(first_run + i),
+        CountersMode::Multiplexed => req.clone(),
     };
     let cpus = a
         .cpus
@@ -312,7 +323,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             interval_ms: a.interval,
             repeat: plan.repeat,
             counters_mode: req.mode,
-            counter_groups: groups,
+            counter_groups: req.group_count(),
         },
         StatResult {
             exit_code: code,

@@ -33,8 +33,9 @@ pub struct Args {
     /// The victim's figure is a counter recipe's metric over its tasks, per
     /// interval (e.g. software:cpus_utilized; SLO on 'value'); its output
     /// is then not read. DRAM bandwidth: skx-imc-dram:dram_bw_bytes,
-    /// icx-imc-dram:dram_bw_bytes (Intel), amd-umc-dram:dram_read_bw_bytes
-    /// (AMD). Recipes: `dmalab info counters`.
+    /// icx-imc-dram:dram_bw_bytes, spr-imc-dram:dram_bw_bytes (Intel),
+    /// amd-umc-dram:dram_read_bw_bytes (AMD). Recipes: `dmalab info
+    /// counters`.
     #[arg(long, value_name = "RECIPE:METRIC")]
     pub victim_counters: Option<String>,
     /// Flags of the `dmalab load` aggressor (without --rate or --runtime),

@@ -180,6 +180,11 @@ pub struct LoadArgs {
     /// runs needed); multiplexed (default): scaled by running time.
     #[arg(long, value_name = "MODE", requires = "counters")]
     pub counters_mode: Option<String>,
+    /// Exact mode with the rotation kept by the caller: this is run N
+    /// (0-based) of it and counts event group N mod the number of groups
+    /// (`dmalab run` passes its repetition here).
+    #[arg(long, value_name = "N", requires = "counters")]
+    pub counters_run: Option<usize>,
     #[command(flatten)]
     pub rdma: RdmaArgs,
     #[command(flatten)]

@@ -38,6 +38,7 @@ fn checked(a: &flags::LoadArgs) -> anyhow::Result<Checked> {
     let counters = super::counters::with_mode(
         super::counters::request("--counters", a.counters.as_deref())?,
         a.counters_mode.as_deref(),
+        a.counters_run,
     )?;
     driver.preflight(&plan)?;
     Ok(Checked {
