@@ -1153,7 +1153,10 @@ mod tests {
                 let cold = ring * lines;
                 let share =
                     (r.io.writes - r.io.write_hits - cold) as f64 / (r.io.writes - cold) as f64;
-                assert!(share >= last, "{buf}: ring {ring}: {share} < {last}; {shares:?}");
+                assert!(
+                    share >= last,
+                    "{buf}: ring {ring}: {share} < {last}; {shares:?}"
+                );
                 last = share;
                 shares.push((ring, share));
             }

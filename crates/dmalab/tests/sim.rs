@@ -488,7 +488,14 @@ fn a_dpdk_mbuf_ring_spreads_over_every_set_and_leaks_later() {
             .assert()
             .success();
         dmalab()
-            .args(["sim", "compare", "--params", "modern", "--schemes", "shared"])
+            .args([
+                "sim",
+                "compare",
+                "--params",
+                "modern",
+                "--schemes",
+                "shared",
+            ])
             .arg(&t)
             .arg("--output")
             .arg(&j)
@@ -497,13 +504,19 @@ fn a_dpdk_mbuf_ring_spreads_over_every_set_and_leaks_later() {
         let doc: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
         let io = &doc["result"]["schemes"][0]["io"];
-        let (w, l) = (io["writes"].as_u64().unwrap(), io["leaked"].as_u64().unwrap());
+        let (w, l) = (
+            io["writes"].as_u64().unwrap(),
+            io["leaked"].as_u64().unwrap(),
+        );
         assert_eq!(w, 1368 * 24, "{buf}");
         l as f64 / w as f64
     };
     let (page_halves, dpdk) = (leak("2048"), leak("2368"));
     assert!(page_halves > 0.10, "2 KiB buffers: {page_halves}");
-    assert!(dpdk <= 0.05, "DPDK mbufs: {dpdk} (2 KiB buffers: {page_halves})");
+    assert!(
+        dpdk <= 0.05,
+        "DPDK mbufs: {dpdk} (2 KiB buffers: {page_halves})"
+    );
     common::assert_usage_error_of(
         dmalab()
             .args(["sim", "synth", "rx", "--buf-bytes", "2000", "--output"])
