@@ -648,7 +648,9 @@ impl SynthSpec {
             return Err(UsageError::new("--disk-read-pct", "must be 0 to 100"));
         }
         if self.workload == Workload::Rx {
-            if !(LINE..=RX_BUF_MAX).contains(&self.buf_bytes) || self.buf_bytes % LINE != 0 {
+            if !(LINE..=RX_BUF_MAX).contains(&self.buf_bytes)
+                || !self.buf_bytes.is_multiple_of(LINE)
+            {
                 return Err(UsageError::new(
                     "--buf-bytes",
                     format!(
