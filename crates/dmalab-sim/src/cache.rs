@@ -278,7 +278,10 @@ impl Cache {
         self.place(line, dirty, io & (DEVICE | UNREAD), way_limit).1
     }
 
-    #[inline]
+    // Always inlined: out of line, its victim comes back through memory
+    // on every insertion (callgrind on file copy: 17 M instructions in
+    // `place` where the inlined copy cost about 10 M).
+    #[inline(always)]
     fn place(
         &mut self,
         line: u64,

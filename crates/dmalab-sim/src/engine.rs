@@ -198,17 +198,26 @@ enum Cat {
 /// unread): a bit per line, 64 lines to a map entry. Only the statistics
 /// read it ([`IoStats`]). A table of counters in front of the map (map
 /// entries per hash slot, stuck once they reach 255) answers most lookups
-/// of lines that were never device data without touching the map.
+/// of lines that were never device data without touching the map. The
+/// group a line was last marked in is kept beside the map (`last`, never
+/// also in it): a device writes a transfer's lines in order, so a mark
+/// touches the map once per 64 lines instead of once per line.
 struct DevLines {
     map: std::collections::HashMap<u64, u64, BuildMul>,
     count: Vec<u8>,
+    /// The group last marked and its bits (`NO_GROUP`: none).
+    last: (u64, u64),
 }
+
+/// No line group has this key (line numbers are below 2^58).
+const NO_GROUP: u64 = u64::MAX;
 
 impl Default for DevLines {
     fn default() -> Self {
         DevLines {
             map: Default::default(),
             count: vec![0; 1 << 16],
+            last: (NO_GROUP, 0),
         }
     }
 }
@@ -252,23 +261,51 @@ impl DevLines {
     #[inline]
     fn mark(&mut self, line: u64) {
         let k = line >> 6;
-        let e = self.map.entry(k).or_insert(0);
-        if *e == 0 {
-            let c = &mut self.count[Self::slot(k)];
-            *c = c.saturating_add(1);
+        if k != self.last.0 {
+            self.switch_last(k);
         }
-        *e |= 1 << (line & 63);
+        self.last.1 |= 1 << (line & 63);
     }
 
-    /// Clears the line's bit; returns whether it was set.
-    #[inline]
+    /// Puts the group kept beside the map into it, and takes group `k`
+    /// out of it to be kept beside it instead.
+    #[cold]
+    fn switch_last(&mut self, k: u64) {
+        let (old, bits) = self.last;
+        if bits != 0 {
+            // Never in the map while kept beside it: a new entry.
+            self.map.insert(old, bits);
+            let c = &mut self.count[Self::slot(old)];
+            *c = c.saturating_add(1);
+        }
+        let slot = Self::slot(k);
+        let found = if self.count[slot] == 0 {
+            None
+        } else {
+            self.map.remove(&k)
+        };
+        if found.is_some() && self.count[slot] != u8::MAX {
+            self.count[slot] -= 1;
+        }
+        self.last = (k, found.unwrap_or(0));
+    }
+
+    /// Clears the line's bit; returns whether it was set. Always inlined:
+    /// every CPU miss asks, and out of line the call cost more than the
+    /// answer (callgrind, file copy under snooping).
+    #[inline(always)]
     fn take(&mut self, line: u64) -> bool {
         let k = line >> 6;
+        let bit = 1u64 << (line & 63);
+        if k == self.last.0 {
+            let was = self.last.1 & bit != 0;
+            self.last.1 &= !bit;
+            return was;
+        }
         let slot = Self::slot(k);
         if self.count[slot] == 0 {
             return false;
         }
-        let bit = 1u64 << (line & 63);
         match self.map.get_mut(&k) {
             Some(m) if *m & bit != 0 => {
                 *m &= !bit;
@@ -290,6 +327,9 @@ impl DevLines {
     #[inline]
     fn has(&self, line: u64) -> bool {
         let k = line >> 6;
+        if k == self.last.0 {
+            return self.last.1 & (1 << (line & 63)) != 0;
+        }
         self.count[Self::slot(k)] != 0
             && self
                 .map
@@ -1080,40 +1120,54 @@ mod tests {
 
     /// Receive rings from an eighth to twice the DDIO ways' capacity
     /// (modern: 2 of 11 ways, 8192 lines), the ring kept full (in flight =
-    /// ring - 1): the share of device writes that miss the LLC, after the
-    /// first pass over the ring, never falls as the ring grows, and is
-    /// large past the capacity.
+    /// ring - 1), in 2 KiB buffers and in DPDK mbufs: the share of device
+    /// writes that miss the LLC, after the first pass over the ring, never
+    /// falls as the ring grows, and is large past the capacity. The mbufs'
+    /// odd stride spreads the ring over every set index, so at half the
+    /// capacity they leak where 2 KiB buffers (24 of every 32 set indices)
+    /// already do.
     #[test]
     fn leak_share_grows_with_the_ring() {
         let cfg = SimConfig::modern();
         let lines = 24; // 1500-byte packets
-        let mut last = -1.0;
-        let mut shares = Vec::new();
-        for ring in [43u64, 85, 171, 256, 341, 512, 683] {
-            let w = RxRing {
-                packets: ring * 12,
-                ring_entries: ring,
-                inflight: ring - 1,
-                read: RxRead::Whole,
-                ..Default::default()
-            };
-            let mut recs = Vec::new();
-            w.generate(&mut |r: &Record| {
-                recs.push(*r);
-                Ok(())
-            })
-            .unwrap();
-            let r = run(&cfg, "shared", &recs);
-            let cold = ring * lines;
-            let share = (r.io.writes - r.io.write_hits - cold) as f64 / (r.io.writes - cold) as f64;
-            assert!(share >= last, "ring {ring}: {share} < {last}; {shares:?}");
-            last = share;
-            shares.push((ring, share));
+        let mut at_half = Vec::new();
+        for buf in [2048, crate::synth::RX_BUF_DPDK] {
+            let mut last = -1.0;
+            let mut shares = Vec::new();
+            for ring in [43u64, 85, 171, 256, 341, 512, 683] {
+                let w = RxRing {
+                    packets: ring * 12,
+                    ring_entries: ring,
+                    buf_bytes: buf,
+                    inflight: ring - 1,
+                    read: RxRead::Whole,
+                    ..Default::default()
+                };
+                let mut recs = Vec::new();
+                w.generate(&mut |r: &Record| {
+                    recs.push(*r);
+                    Ok(())
+                })
+                .unwrap();
+                let r = run(&cfg, "shared", &recs);
+                let cold = ring * lines;
+                let share =
+                    (r.io.writes - r.io.write_hits - cold) as f64 / (r.io.writes - cold) as f64;
+                assert!(
+                    share >= last,
+                    "{buf}: ring {ring}: {share} < {last}; {shares:?}"
+                );
+                last = share;
+                shares.push((ring, share));
+            }
+            // Farshin et al.'s shape (issue 29): at most 5% at a quarter of
+            // the DDIO ways' capacity (85 x 24 lines), at least 10% at all
+            // of it.
+            assert!(shares[1].1 <= 0.05, "{buf}: {shares:?}");
+            assert!(shares[4].1 >= 0.10, "{buf}: {shares:?}");
+            at_half.push(shares[2].1);
         }
-        // Farshin et al.'s shape (issue 29): at most 5% at a quarter of the
-        // DDIO ways' capacity (85 x 24 lines), at least 10% at all of it.
-        assert!(shares[1].1 <= 0.05, "{shares:?}");
-        assert!(shares[4].1 >= 0.10, "{shares:?}");
+        assert!(at_half[0] > 0.10 && at_half[1] <= 0.05, "{at_half:?}");
     }
 
     /// The counters in front of the map never hide a marked line: groups
@@ -1141,6 +1195,17 @@ mod tests {
             assert!(!d.take(g << 6 | 5), "{g}");
         }
         assert!(d.map.is_empty());
+        // A group marked again after others keeps the bits it had in the
+        // map, and the group kept beside the map is found and taken.
+        let mut d = DevLines::default();
+        d.mark(7 << 6 | 1);
+        d.mark(9 << 6 | 2);
+        d.mark(7 << 6 | 3);
+        assert!(d.has(7 << 6 | 1) && d.has(7 << 6 | 3) && d.has(9 << 6 | 2));
+        assert!(d.take(7 << 6 | 1) && d.take(9 << 6 | 2) && d.take(7 << 6 | 3));
+        assert!(!d.has(7 << 6 | 1) && !d.has(9 << 6 | 2) && !d.has(7 << 6 | 3));
+        d.mark(9 << 6 | 4);
+        assert!(d.map.is_empty() && d.count.iter().all(|&c| c == 0));
     }
 
     /// The write-through DMA cache writes every DMA line to memory and

@@ -18,6 +18,19 @@ const APP_BASE: u64 = 1 << 30;
 const HEAP_BASE: u64 = 2 << 30;
 const RING_BASE: u64 = 3 << 30;
 
+/// A DPDK mbuf's footprint in its mempool, the receive-buffer stride of a
+/// DPDK application (as in Farshin et al.'s ddio-bench): the mempool's
+/// object header (24 bytes, cache-line aligned: 64), `struct rte_mbuf` (two
+/// lines, 128), `RTE_PKTMBUF_HEADROOM` (128) and the default data room
+/// (2048): 2368 bytes, 37 lines. The mempool keeps an object's lines
+/// coprime with the memory channels (`RTE_MEMPOOL_F_NO_SPREAD` unset), and
+/// 37 already is. An odd number of lines walks the ring's packets over
+/// every set index of the LLC, where a 2 KiB stride puts a 1500-byte packet
+/// on the same 24 of every 32 set indices and leaves the other 8 idle.
+pub const RX_BUF_DPDK: u64 = 2368;
+/// The largest receive buffer `--buf-bytes` takes.
+const RX_BUF_MAX: u64 = 64 << 10;
+
 /// Where generated records go.
 pub type Sink<'a> = &'a mut dyn FnMut(&Record) -> Result<(), TraceError>;
 
@@ -591,6 +604,10 @@ pub struct SynthSpec {
     pub inflight: u64,
     /// Bytes per received packet (rx; `--packet-bytes`).
     pub packet_bytes: u64,
+    /// Bytes from one receive buffer's start to the next's (rx;
+    /// `--buf-bytes`): the ring's layout, which decides how its lines fall
+    /// on the LLC's set indices ([`RX_BUF_DPDK`]).
+    pub buf_bytes: u64,
     /// What the core reads of a packet (rx; `--rx-read`).
     pub rx_read: RxRead,
     /// Application references per packet (rx; `--app-refs`).
@@ -630,11 +647,27 @@ impl SynthSpec {
         if self.disk_read_pct > 100 {
             return Err(UsageError::new("--disk-read-pct", "must be 0 to 100"));
         }
-        if self.workload == Workload::Rx && !(1..=2048).contains(&self.packet_bytes) {
-            return Err(UsageError::new(
-                "--packet-bytes",
-                "must be 1 to 2048 (one 2 KiB receive buffer)",
-            ));
+        if self.workload == Workload::Rx {
+            if !(LINE..=RX_BUF_MAX).contains(&self.buf_bytes)
+                || !self.buf_bytes.is_multiple_of(LINE)
+            {
+                return Err(UsageError::new(
+                    "--buf-bytes",
+                    format!(
+                        "{} is not whole 64-byte lines from 64 to 65536 (2048: page halves, {RX_BUF_DPDK}: a DPDK mbuf)",
+                        self.buf_bytes
+                    ),
+                ));
+            }
+            if !(1..=self.buf_bytes).contains(&self.packet_bytes) {
+                return Err(UsageError::new(
+                    "--packet-bytes",
+                    format!(
+                        "must be 1 to --buf-bytes ({}): a packet fills one receive buffer",
+                        self.buf_bytes
+                    ),
+                ));
+            }
         }
         if self.workload == Workload::Msr && !has_input {
             return Err(UsageError::new(
@@ -682,6 +715,7 @@ impl SynthSpec {
                 packets: self.packets,
                 ring_entries: self.ring_entries,
                 packet_bytes: self.packet_bytes,
+                buf_bytes: self.buf_bytes,
                 inflight: self.inflight,
                 read: self.rx_read,
                 app_refs_per_packet: self.app_refs,
@@ -801,6 +835,7 @@ mod tests {
             packets: 50,
             inflight: 0,
             packet_bytes: 1500,
+            buf_bytes: 2048,
             rx_read: RxRead::Whole,
             app_refs: 0,
             disk_read_pct: 10,

@@ -469,6 +469,68 @@ fn receive_ring_within_ddio_ways_is_served_from_the_llc() {
     );
 }
 
+/// Issue 29, the leak's onset: a receive ring at half the DDIO ways'
+/// capacity (modern: 8192 lines; 171 packets of 24 lines), kept full. With
+/// 2 KiB buffers a 1500-byte packet lands on the same 24 of every 32 set
+/// indices, so those sets overflow while a quarter of the set indices hold
+/// nothing; a DPDK mbuf's 37-line stride (`--buf-bytes 2368`) spreads the
+/// ring over every set index. Before the option the synth refused it.
+#[test]
+fn a_dpdk_mbuf_ring_spreads_over_every_set_and_leaks_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let leak = |buf: &str| {
+        let t = dir.path().join(format!("rx-{buf}.trace"));
+        let j = dir.path().join(format!("rx-{buf}.json"));
+        dmalab()
+            .args(["sim", "synth", "rx", "--packets", "1368", "--ring", "171"])
+            .args(["--inflight", "170", "--buf-bytes", buf, "--output"])
+            .arg(&t)
+            .assert()
+            .success();
+        dmalab()
+            .args([
+                "sim",
+                "compare",
+                "--params",
+                "modern",
+                "--schemes",
+                "shared",
+            ])
+            .arg(&t)
+            .arg("--output")
+            .arg(&j)
+            .assert()
+            .success();
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+        let io = &doc["result"]["schemes"][0]["io"];
+        let (w, l) = (
+            io["writes"].as_u64().unwrap(),
+            io["leaked"].as_u64().unwrap(),
+        );
+        assert_eq!(w, 1368 * 24, "{buf}");
+        l as f64 / w as f64
+    };
+    let (page_halves, dpdk) = (leak("2048"), leak("2368"));
+    assert!(page_halves > 0.10, "2 KiB buffers: {page_halves}");
+    assert!(
+        dpdk <= 0.05,
+        "DPDK mbufs: {dpdk} (2 KiB buffers: {page_halves})"
+    );
+    common::assert_usage_error_of(
+        dmalab()
+            .args(["sim", "synth", "rx", "--buf-bytes", "2000", "--output"])
+            .arg(dir.path().join("x.trace")),
+        "--buf-bytes",
+    );
+    common::assert_usage_error_of(
+        dmalab()
+            .args(["sim", "synth", "rx", "--buf-bytes", "1024", "--output"])
+            .arg(dir.path().join("x.trace")),
+        "--packet-bytes",
+    );
+}
+
 /// Issue 29: `compare` on a DMA-only trace printed seven speedups of 1.000
 /// and no word why.
 #[test]

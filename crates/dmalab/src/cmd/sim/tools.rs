@@ -43,9 +43,15 @@ pub(super) struct SynthArgs {
     /// Packets received (rx).
     #[arg(long, default_value_t = 100_000)]
     packets: u64,
-    /// Bytes per received packet, 1 to 2048 (rx).
+    /// Bytes per received packet, 1 to --buf-bytes (rx).
     #[arg(long, default_value_t = 1500)]
     packet_bytes: u64,
+    /// Bytes from one receive buffer to the next (rx), whole 64-byte lines:
+    /// 2048, a kernel driver's page halves; 2368, a DPDK mbuf (object
+    /// header, mbuf, headroom, 2 KiB data room), whose odd 37 lines spread
+    /// a ring over every LLC set index.
+    #[arg(long, default_value_t = 2048)]
+    buf_bytes: u64,
     /// What the core reads of each packet (rx).
     #[arg(long, value_enum, default_value = "whole")]
     rx_read: RxRead,
@@ -108,6 +114,7 @@ pub(super) fn synth(a: SynthArgs) -> anyhow::Result<ExitCode> {
         packets: a.packets,
         inflight: a.inflight,
         packet_bytes: a.packet_bytes,
+        buf_bytes: a.buf_bytes,
         rx_read: a.rx_read,
         app_refs: a.app_refs,
         disk_read_pct: a.disk_read_pct,
