@@ -214,17 +214,24 @@ const MODEL_DEADBAND: f64 = 1.03;
 /// allows `e <= s0`. The model is a power law between observed points,
 /// `e = c x r^p` (a straight line in log-log), fitted locally: the point
 /// whose interference is nearest the aim and a partner at least 10% away
-/// in rate give `p`, held to [0.5, 4]. The aim is `e* = s0 - margin`,
+/// in rate (on the other side of the aim when there is one) give `p`,
+/// held to [0.5, 4]. The aim is `e* = s0 - margin`,
 /// `margin = max(model_margin x s0, 2 sigma)`, sigma the figure's noise
-/// measured at repeated rates (the feedback: a noisier victim is given
-/// more room). An interference below the noise floor is not measurable:
-/// it counts as the floor (an upper estimate), and while nothing is
-/// measurable the rate rises by [`MODEL_UP`] per move.
+/// measured at repeated rates that met the bound (the feedback: a noisier
+/// victim is given more room). An interference below the noise floor is
+/// not measurable: it counts as the floor (an upper estimate), and while
+/// nothing is measurable the rate rises by [`MODEL_UP`] per move.
 ///
 /// After every change the controller holds the rate for one interval and
 /// does not learn from it: its figure is partly the old rate's (a victim
 /// reports at the end of an interval whose first part ran at the old
 /// rate), and a plant that answers one interval late is learned right.
+///
+/// Robust to single intervals: a figure far from what its rate gave before
+/// is set aside, and only a second one on the same side counts as a
+/// changed plant (then what was learned is dropped); an interval past the
+/// bound by no more than the margin steps the rate down 3%, or not at all
+/// when the rate's figure is known from [`MODEL_KNOWN`] intervals.
 #[derive(Clone, Debug)]
 pub struct Model {
     /// Slack of the baseline (the aggressor idle).
