@@ -11,6 +11,12 @@ use dmalab_core::UsageError;
 use regex::Regex;
 use std::path::PathBuf;
 
+/// `--intervals` when not given: enough for the model controller to settle
+/// on the simulated plants (it settles within 10 intervals, and the session
+/// counts a loop settled when its last third holds still; see the
+/// controller's tests).
+pub const DEFAULT_INTERVALS: usize = 40;
+
 /// The options as given (text, unparsed).
 #[derive(Clone, Debug, Default)]
 pub struct Options {

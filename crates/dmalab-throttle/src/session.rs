@@ -340,8 +340,22 @@ pub fn summarize_loop(
             .collect();
         (!v.is_empty()).then(|| median(v))
     };
+    let tail_target = median(last.iter().map(|p| p.rate_target_bytes_per_s).collect());
     let outcome = match settled {
-        None => Outcome::NeverSettled,
+        // Not settled, but back at the minimum for most of its last third,
+        // where the victim's median figure is past the bound: the loop
+        // tried a higher rate and came back. More intervals would not
+        // change the answer, which is the one a settled loop gives
+        // (issue 34: a busy host's latency victim at its bound at 20
+        // MiB/s, 36 of 40 intervals there, read "raise --intervals").
+        None => match at(range.0) {
+            Some(m) if tail_target <= range.0 * (1.0 + band) && slo.slack(m, limit) < 0.0 => {
+                Outcome::NoRateMeets {
+                    figure_ratio_at_min: m / baseline,
+                }
+            }
+            _ => Outcome::NeverSettled,
+        },
         Some(s) => {
             let held = median(after.iter().map(|p| p.victim_metric).collect());
             let meets = slo.slack(held, limit) >= 0.0;
@@ -937,6 +951,46 @@ mod tests {
         // aggressor's presence (at the minimum): the DMA answers for 11.
         let share = l.dma_attributable_share.unwrap();
         assert!((share - 11.0 / 30.0).abs() < 1e-9, "{share}");
+    }
+
+    #[test]
+    fn a_loop_that_keeps_coming_back_to_the_minimum_past_the_bound_says_no_rate_meets() {
+        // Regression (issue 34, host run of 2026-11-27 19:30 UTC): the
+        // loop sat at the minimum past the bound, tried 4x and 16x the
+        // minimum in its last third and came back; it read "never settled
+        // (raise --intervals)".
+        let slo = Slo::parse("--slo", "mean <= 1.15 x baseline").unwrap();
+        let lat = |rate: f64, metric: f64, n: usize| -> Vec<Point> {
+            (0..n)
+                .map(|k| Point {
+                    t_s: k as f64,
+                    rate_target_bytes_per_s: rate,
+                    delivered_bytes_per_s: Some(rate),
+                    victim_metric: metric,
+                    slo_limit: 115.0,
+                    slack: (115.0 - metric) / 115.0,
+                    violated: metric > 115.0,
+                })
+                .collect()
+        };
+        let mut pts = lat(10.0, 120.0, 30);
+        pts.extend(lat(40.0, 100.0, 2));
+        pts.extend(lat(160.0, 150.0, 2));
+        pts.extend(lat(10.0, 120.0, 6));
+        let l = summarize_loop(&slo, 100.0, 115.0, pts, 1.0, 0.1, (10.0, 1000.0));
+        assert_eq!(l.settled_rate_bytes_per_s, None);
+        assert_eq!(
+            l.outcome,
+            Outcome::NoRateMeets {
+                figure_ratio_at_min: 1.2
+            }
+        );
+        // A loop that left the minimum for good is still moving.
+        let mut pts = lat(10.0, 120.0, 30);
+        pts.extend(lat(40.0, 100.0, 4));
+        pts.extend(lat(160.0, 100.0, 6));
+        let l = summarize_loop(&slo, 100.0, 115.0, pts, 1.0, 0.1, (10.0, 1000.0));
+        assert_eq!(l.outcome, Outcome::NeverSettled);
     }
 
     #[test]

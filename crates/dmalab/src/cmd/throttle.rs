@@ -66,7 +66,7 @@ pub struct Args {
     /// Control intervals per SLO (the model controller settles within 10
     /// on the simulated plants; a loop is settled once its last third holds
     /// still).
-    #[arg(long, default_value_t = 30, value_name = "N")]
+    #[arg(long, default_value_t = dmalab_throttle::plan::DEFAULT_INTERVALS, value_name = "N")]
     pub intervals: usize,
     /// Intervals of baseline, aggressor idle.
     #[arg(long, default_value_t = 5, value_name = "N")]
