@@ -160,7 +160,7 @@ pub fn size_label(bytes: f64) -> String {
     }
     let b = bytes as u64;
     for (shift, s) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if b % (1u64 << shift) == 0 {
+        if b.is_multiple_of(1u64 << shift) {
             return format!("{}{s}", b >> shift);
         }
     }

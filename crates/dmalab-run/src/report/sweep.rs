@@ -171,7 +171,7 @@ fn xy_plot(
                 if let Some((lo, hi)) = ci.filter(|c| c.0.is_finite() && c.1.is_finite()) {
                     let _ = write!(
                         cv.body,
-                        r##"<path d="M{px:.1},{:.1} L{px:.1},{:.1} M{:.1},{:.1} L{:.1},{:.1} M{:.1},{:.1} L{:.1},{:.1}" class="whisker" stroke="{col}"/>"##,
+                        r##"<path d="M{px:.1},{:.1} L{px:.1},{:.1} M{:.1},{:.1} L{:.1},{:.1} M{:.1},{:.1} L{:.1},{:.1}" class="whisker" style="stroke:{col}"/>"##,
                         cv.py(lo),
                         cv.py(hi),
                         px - 4.0,
@@ -677,7 +677,7 @@ mod tests {
         let reference = plot.find("class=\"reference\"").unwrap();
         let d_at = plot[..reference].rfind("d=\"M").unwrap() + 4;
         let y_ref: f64 = plot[d_at..]
-            .split(|c| c == ' ' || c == '"')
+            .split([' ', '"'])
             .next()
             .unwrap()
             .split_once(',')
