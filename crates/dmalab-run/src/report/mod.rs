@@ -32,11 +32,17 @@ pub struct Report {
 }
 
 /// Series labels in plot order: the loads, or in sweep mode plain and
-/// `aggressor@value` for each swept value.
+/// `aggressor@value` for each swept value, in the order of the sweep's
+/// axis (numbers and sizes by value).
 fn load_labels(res: &Results) -> Vec<String> {
     match &res.header.sweep {
         Some(s) => std::iter::once(PLAIN.to_string())
-            .chain(s.values.iter().map(|v| format!("{}@{v}", s.aggressor)))
+            .chain(
+                crate::sweep_axis::SweepAxis::for_report(&s.values)
+                    .ordered(&s.values)
+                    .into_iter()
+                    .map(|v| format!("{}@{v}", s.aggressor)),
+            )
             .collect(),
         None => res.header.loads.clone(),
     }

@@ -666,6 +666,26 @@ mod tests {
         svg(&html, "sweep command rate");
     }
 
+    /// Issue 32: the bars, the statistics table and the CSV listed swept
+    /// sizes as written (64K, 4K, 1M); they follow the axis now.
+    #[test]
+    fn cells_and_bar_series_follow_the_values_not_the_file() {
+        let res = sweep_results(&["64K", "4K", "1M"], 1 << 30);
+        let order: Vec<String> = analysis::cells(&res, 5.0)
+            .into_iter()
+            .filter(|c| c.configuration == "write")
+            .filter_map(|c| c.sweep_value)
+            .collect();
+        assert_eq!(order, ["4K", "64K", "1M"]);
+        let html = render(&res, None);
+        let bars = svg(&html, "bars: seq R");
+        let at = |l: &str| {
+            bars.find(&format!(">{l}</text>"))
+                .unwrap_or_else(|| panic!("{l}"))
+        };
+        assert!(at("rdma@4K") < at("rdma@64K") && at("rdma@64K") < at("rdma@1M"));
+    }
+
     #[test]
     fn normalized_means_are_the_ratio_to_plain() {
         // A linear axis (2 to 12) and the y of the first mean: ratio 1/1
