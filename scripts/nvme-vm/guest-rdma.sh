@@ -43,10 +43,13 @@ cat /sys/class/infiniband/rxe0/ports/1/gids/1 >/results/gid1.txt 2>&1
 ls /sys/class/infiniband/rxe0/ports/1/ >/results/port_dir.txt 2>&1
 
 # --- perftest on the same stack (sanity; the benchmark compares properly) --
-/usr/dmalab/bin/ib_write_bw -d rxe0 -x 1 -s 65536 -n 200 >/results/perftest_server.txt 2>&1 &
+# Both ends under the case timeout: a client that starts before the server
+# listens (a busy host) exits at once, and the server would wait for it
+# forever, holding up the whole boot.
+$T /usr/dmalab/bin/ib_write_bw -d rxe0 -x 1 -s 65536 -n 200 >/results/perftest_server.txt 2>&1 &
 PT=$!
 sleep 1
-/usr/dmalab/bin/ib_write_bw -d rxe0 -x 1 -s 65536 -n 200 127.0.0.1 >/results/perftest_client.txt 2>&1
+$T /usr/dmalab/bin/ib_write_bw -d rxe0 -x 1 -s 65536 -n 200 127.0.0.1 >/results/perftest_client.txt 2>&1
 echo "$?" >/results/perftest_client.rc
 wait "$PT"
 
@@ -146,3 +149,64 @@ NC=$!
 sleep 0.5
 case_run bad_version $L --target 127.0.0.1:18604 --commands 1
 kill "$NC" 2>/dev/null
+
+# --- dmalab run: examples/rdma-interference.toml, small enough for TCG ------
+# The example's aggressor (64 KiB messages at random offsets on both sides,
+# loopback) swept over the number of QPs, in two of its configurations
+# (write, read), with its sequential R victim; buffers, runtimes and
+# repetitions cut down. Then its report, with each figure as an SVG file.
+# Strings in single quotes (TOML literal strings), so no line of the file
+# reads as a call of a shipped program.
+mkdir -p /results/interference
+cat >/tmp/rdma-interference.toml <<'TOML'
+[experiment]
+name = 'rdma-interference'
+repetitions = 2
+warmup = '300ms'
+cooldown = '0s'
+timeout = '60s'
+
+[cpus]
+aggressor = 'last'
+victims = 'rest'
+
+[[configuration]]
+name = 'write'
+rdma_op = 'write'
+
+[[configuration]]
+name = 'read'
+rdma_op = 'read'
+
+[[aggressor]]
+name = 'rdma'
+command = 'load'
+engine = 'rdma'
+target = 'loopback'
+pattern = 'random'
+bs = '64K'
+max_blocks = 1
+buffer = '1M'
+rdma_remote_buffer = '1M'
+device_offsets = 'random'
+iodepth = 4
+
+[sweep]
+aggressor = 'rdma'
+flag = 'qps'
+values = [1, 2, 4]
+include_plain = true
+
+[[victim]]
+name = 'seq R'
+command = 'probe bandwidth'
+traffic = 'R'
+size = '4M'
+runtime = '300ms'
+TOML
+echo "rdma guest: interference run at $(cut -d' ' -f1 /proc/uptime)" >/dev/console
+case_run interference_run /usr/dmalab/applets/timeout -s INT 400 $D run -q \
+  -o /results/interference/results.jsonl /tmp/rdma-interference.toml
+case_run interference_report $D report /results/interference/results.jsonl \
+  -o /results/interference/report.html --figures /results/interference/figures
+echo "rdma guest: interference done at $(cut -d' ' -f1 /proc/uptime)" >/dev/console

@@ -451,11 +451,15 @@ pub fn cells(res: &Results, noisy_cv_pct: f64) -> Vec<Cell> {
     // lists them (unknown names last, in file order).
     let pos = |list: &[String], s: &str| list.iter().position(|x| x == s).unwrap_or(usize::MAX);
     let vnames: Vec<String> = res.header.victims.iter().map(|v| v.name.clone()).collect();
+    // Sweep values in the order of their axis: numbers and sizes by value.
     let svals: Vec<String> = res
         .header
         .sweep
         .as_ref()
-        .map(|s| s.values.clone())
+        .map(|s| {
+            let axis = crate::sweep_axis::SweepAxis::for_report(&s.values);
+            axis.ordered(&s.values).into_iter().cloned().collect()
+        })
         .unwrap_or_default();
     keys.sort_by_key(|k| {
         (

@@ -24,6 +24,9 @@ pub enum Scale {
     Linear(f64, f64),
     /// Log10 from `lo` to `hi` (both > 0).
     Log(f64, f64),
+    /// Log2 from `lo` to `hi` (both > 0): sizes and doubling counts, with
+    /// a tick at powers of two.
+    Log2(f64, f64),
 }
 
 impl Scale {
@@ -41,6 +44,14 @@ impl Scale {
                 let (l, h) = (lo.log10(), hi.log10());
                 if h > l {
                     (v.max(lo).log10() - l) / (h - l)
+                } else {
+                    0.5
+                }
+            }
+            Scale::Log2(lo, hi) => {
+                let (l, h) = (lo.log2(), hi.log2());
+                if h > l {
+                    (v.max(lo).log2() - l) / (h - l)
                 } else {
                     0.5
                 }
@@ -77,6 +88,16 @@ impl Scale {
                     .map(|e| 10f64.powi(e))
                     .filter(|v| *v >= lo * 0.999 && *v <= hi * 1.001)
                     .collect()
+            }
+            Scale::Log2(lo, hi) => {
+                if !(lo > 0.0 && hi.is_finite()) {
+                    return vec![lo];
+                }
+                let (a, b) = (lo.log2().ceil() as i32, hi.log2().floor() as i32);
+                // Every power of two, or every 2nd, 3rd... so that at most
+                // nine ticks share the axis.
+                let step = ((b - a) / 9 + 1).max(1) as usize;
+                (a..=b).step_by(step).map(|e| 2f64.powi(e)).collect()
             }
         }
     }
@@ -234,13 +255,7 @@ impl Canvas {
         }
         if x_ticks {
             for v in self.x.ticks() {
-                let x = self.px(v * self.div.0);
-                let _ = write!(
-                    self.body,
-                    r##"<line x1="{x:.1}" x2="{x:.1}" y1="{t:.1}" y2="{b:.1}" class="grid"/><text x="{x:.1}" y="{:.1}" class="tick" text-anchor="middle">{}</text>"##,
-                    b + 16.0,
-                    esc(&fxv(v))
-                );
+                self.x_tick(v * self.div.0, &fxv(v));
             }
         }
         let _ = write!(
@@ -253,6 +268,20 @@ impl Canvas {
             esc(xlabel),
             (t + b) / 2.0,
             esc(ylabel)
+        );
+    }
+
+    /// A vertical grid line at `v` (in the data's unit) with its label
+    /// under the axis: the ticks [`Canvas::axes`] draws, or a caller's own
+    /// (categories, sizes).
+    pub fn x_tick(&mut self, v: f64, label: &str) {
+        let (t, b) = (self.top, self.h - self.bottom);
+        let x = self.px(v);
+        let _ = write!(
+            self.body,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{t:.1}" y2="{b:.1}" class="grid"/><text x="{x:.1}" y="{:.1}" class="tick" text-anchor="middle">{}</text>"##,
+            b + 16.0,
+            esc(label)
         );
     }
 
@@ -856,4 +885,26 @@ pub fn split_figures(html: &str) -> Vec<(String, String)> {
         rest = &rest[a + len..];
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log2_scale_places_doublings_evenly_with_ticks_at_powers_of_two() {
+        let s = Scale::Log2(4096.0, 1048576.0);
+        assert_eq!(s.frac(4096.0), 0.0);
+        assert_eq!(s.frac(1048576.0), 1.0);
+        // 4K, 64K, 1M: 64K is halfway (2^12, 2^16, 2^20).
+        assert!((s.frac(65536.0) - 0.5).abs() < 1e-12);
+        assert_eq!(
+            s.ticks(),
+            (12..=20).map(|e| 2f64.powi(e)).collect::<Vec<_>>()
+        );
+        // A wide range thins its ticks to at most nine.
+        let t = Scale::Log2(1.0, 2f64.powi(30)).ticks();
+        assert!(t.len() <= 9 && t.len() >= 5, "{t:?}");
+        assert_eq!(t[0], 1.0);
+    }
 }

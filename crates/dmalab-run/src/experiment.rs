@@ -1480,6 +1480,10 @@ fn sweep(ctx: &Ctx, s: Spanned<RawSweep>, aggressors: &[Aggressor]) -> Result<Sw
                 "sweep.values: must be a non-empty list of numbers or strings",
             )
         })?;
+    // The report draws the values along an axis: numbers and sizes by
+    // value, names as categories; a list that mixes them has no axis.
+    crate::sweep_axis::SweepAxis::of(&values)
+        .map_err(|e| ctx.err(s.values.span().start, format!("sweep.values: {e}")))?;
     Ok(Sweep {
         aggressor: agg,
         flag: s.flag.get_ref().clone(),
@@ -1742,6 +1746,29 @@ size = "64M"
     fn sweep_must_name_an_aggressor() {
         let e = p("[[aggressor]]\nname=\"r\"\n[sweep]\naggressor=\"x\"\nflag=\"workers\"\nvalues=[1,2]\n[[victim]]\nname=\"i\"\ncommand=\"idle\"\nduration=\"1s\"\n").unwrap_err();
         assert_eq!(e.line, Some(4), "{e}");
+    }
+
+    /// Issue 32: sizes are sweep values like numbers (kept as typed, for
+    /// the child's flag); a list mixing numbers and names is refused at
+    /// its line, since the report has no axis for it.
+    #[test]
+    fn sweep_values_take_sizes_and_refuse_numbers_mixed_with_names() {
+        let file = |values: &str| {
+            format!("[[aggressor]]\nname=\"r\"\n[sweep]\naggressor=\"r\"\nflag=\"bs\"\nvalues={values}\n[[victim]]\nname=\"i\"\ncommand=\"idle\"\nduration=\"1s\"\n")
+        };
+        let e = p(&file("[\"64K\", 4096, \"1M\"]")).unwrap();
+        assert_eq!(e.sweep.unwrap().values, ["64K", "4096", "1M"]);
+        let e = p(&file("[\"4K\", \"random\"]")).unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(
+            e.to_string()
+                .contains("sweep.values: 'random' is neither a number nor a size, but '4K' is"),
+            "{e}"
+        );
+        let e = p(&file("[4096, \"4K\"]")).unwrap_err();
+        assert!(e.to_string().contains("the same value"), "{e}");
+        // Names alone are categories.
+        assert!(p(&file("[\"x\", \"y\"]")).is_ok());
     }
 
     const VICTIM: &str = "[[victim]]\nname=\"i\"\ncommand=\"idle\"\nduration=\"1s\"\n";

@@ -26,6 +26,7 @@ pub mod record;
 pub mod report;
 pub mod runner;
 pub mod stats;
+pub mod sweep_axis;
 pub mod views;
 
 pub use error::{ExpError, RunError};

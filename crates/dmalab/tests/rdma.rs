@@ -56,7 +56,7 @@ fn boot() -> Option<&'static Boot> {
         Boot(Guest::boot(
             "rdma-vm",
             "guest-rdma.sh",
-            &["--with-rdma", "--timeout", "500"],
+            &["--with-rdma", "--timeout", "900"],
             "RDMA",
         ))
     }))
@@ -467,4 +467,78 @@ fn rdma_flags_are_refused_by_other_engines() {
         ["load", "--engine", "rdma", "--commands", "1"],
         "--target: --engine rdma needs --target HOST:PORT",
     );
+}
+
+/// Issue 32: examples/rdma-interference.toml, cut down (scripts/nvme-vm/
+/// guest-rdma.sh), runs end to end on rxe with a sweep over the number of
+/// QPs, and its report draws what the example promises: the victim's
+/// figure normalized to its run alone, one line per operation through the
+/// swept values in order, with error bars and the plain = 1 reference.
+#[test]
+fn rdma_interference_example_sweeps_qps_and_draws_the_normalized_line() {
+    let Some(b) = boot() else { return };
+    b.ok("interference_run");
+    let runs: Vec<Value> = b
+        .read("interference/results.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+        .filter(|r| r["record"] == "run")
+        .collect();
+    // 2 configurations x 2 repetitions x (plain + 3 QP counts).
+    assert_eq!(runs.len(), 16, "{runs:?}");
+    for r in &runs {
+        assert_eq!(r["status"], "completed", "{r}");
+        if r["load"] == "plain" {
+            assert!(r["sweep_value"].is_null(), "{r}");
+            continue;
+        }
+        let qps = r["sweep_value"].as_str().expect("a swept value");
+        let argv: Vec<&str> = common::aggressor_argv(r);
+        assert!(common::has_flag(&argv, "--qps", qps), "{argv:?}");
+        assert!(
+            common::has_flag(&argv, "--rdma-op", r["configuration"].as_str().unwrap()),
+            "{argv:?}"
+        );
+        // The aggressor moved data while the victim ran.
+        let ev = &r["aggressor"]["evidence"];
+        assert!(ev["data_bytes"].as_u64() > Some(0), "{r}");
+        assert_eq!(ev["running_throughout"], true, "{r}");
+    }
+    b.ok("interference_report");
+    let figures = b.dir.join("results/interference/figures");
+    let normalized: Vec<String> = std::fs::read_dir(&figures)
+        .unwrap_or_else(|e| panic!("{}: {e}", figures.display()))
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .filter(|s| s.contains("aria-label=\"normalized: seq R\""))
+        .collect();
+    assert_eq!(
+        normalized.len(),
+        1,
+        "one normalized plot for the one victim"
+    );
+    let svg = &normalized[0];
+    assert!(svg.contains("class=\"reference\""), "plain = 1: {svg}");
+    assert!(svg.contains("against --qps"), "{svg}");
+    for op in ["write", "read"] {
+        let at = svg
+            .find(&format!("class=\"mean-line\" data-series=\"{op}\""))
+            .unwrap_or_else(|| panic!("no {op} line: {svg}"));
+        let d_at = svg[..at].rfind("d=\"").unwrap() + 3;
+        let d = &svg[d_at..d_at + svg[d_at..].find('"').unwrap()];
+        let xs: Vec<f64> = d
+            .split_whitespace()
+            .map(|p| p[1..].split_once(',').unwrap().0.parse().unwrap())
+            .collect();
+        assert_eq!(xs.len(), 3, "one mean per QP count: {d}");
+        assert!(
+            xs.windows(2).all(|w| w[0] < w[1]),
+            "1, 2, 4 QPs in order: {d}"
+        );
+        assert!(
+            d.starts_with('M') && d.matches('L').count() == 2,
+            "unbroken: {d}"
+        );
+    }
+    // Two repetitions on each side: an error bar per QP count and line.
+    assert_eq!(svg.matches("class=\"whisker\"").count(), 6, "{svg}");
 }

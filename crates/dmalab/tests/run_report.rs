@@ -198,9 +198,165 @@ fn report_is_self_contained_and_counts_its_plots() {
     let sres = dir.path().join("s.jsonl");
     synthetic_sweep(&sres);
     let printed = report(&sres, &dir.path().join("s.html"));
-    // bars (plain only), 1 histogram and its CDF (plain), 2 sweep plots,
-    // 1 lat-vs-bw.
-    assert!(printed.contains("(6 plots, 12 runs)"), "{printed}");
+    // bars (plain only), 1 histogram and its CDF (plain), the victim
+    // normalized to plain, 2 aggressor sweep plots, 1 lat-vs-bw.
+    assert!(printed.contains("(7 plots, 12 runs)"), "{printed}");
+}
+
+/// A sweep of `--bs` over `values` (as typed, in that order) with one
+/// bandwidth victim: plain 10 GB/s, and under load 10 GB/s divided by
+/// the value's rank by size plus one; the aggressor moves `data_bytes`
+/// and 1000 commands per second; two repetitions.
+fn synthetic_size_sweep(path: &Path, values: &[&str], ranks: &[u32], data_bytes: u64) {
+    let header = json!({
+        "record": "header", "schema_version": 1, "tool": {"name": "dmalab", "version": "0.1.0"},
+        "experiment": "sizes", "experiment_path": "sizes.toml", "experiment_hash": "feedfacefeedface",
+        "experiment_toml": "", "started_at": "2026-11-22T00:00:00Z", "host": {"hostname": "h", "cpu_model": "cpu",
+        "cpu_vendor": "v", "cpus_online": 2, "cpus_allowed": "0-1", "numa_nodes": 1, "kernel": "6.1",
+        "mem_total_bytes": 1, "mem_available_bytes": 1, "steal_since_boot_pct": 0.0, "virtualized": true,
+        "thp_enabled": "madvise", "clocksource": "kvm-clock"},
+        "planned_runs": 0, "victims": [{"name": "seq R", "command": "probe bandwidth", "metric": "/result/bw_bytes", "unit": "B/s", "better": "higher"}],
+        "configurations": ["default"], "loads": ["plain", "nv"],
+        "sweep": {"aggressor": "nv", "flag": "bs", "values": values},
+        "noisy_cv_pct": 5.0, "aggressor_cpus": "1", "victim_cpus": "0"
+    });
+    let mut lines = vec![header.to_string()];
+    let mut index = 0;
+    for rep in 1..=2u32 {
+        let loads = std::iter::once(None).chain(values.iter().zip(ranks).map(Some));
+        for sv in loads {
+            let value = 1e10 / (1 + sv.map_or(0, |s| *s.1)) as f64 * (1.0 + 0.01 * rep as f64);
+            let mut r = json!({"record": "run", "experiment_hash": "feedfacefeedface", "index": index,
+                "configuration": "default", "repetition": rep, "victim": "seq R",
+                "load": if sv.is_some() {"nv"} else {"plain"}, "started_at": "2026-11-22T00:00:00Z",
+                "status": "completed", "value": value, "metric": "/result/bw_bytes", "unit": "B/s",
+                "better": "higher", "victim_wall_ns": 1, "victim_argv": [], "victim_cpus": "0"});
+            if let Some((v, _)) = sv {
+                r["sweep_value"] = json!(v);
+                r["aggressor"] = json!({"argv": [], "evidence": {"window_ns": 1_000_000_000u64,
+                    "data_bytes": data_bytes, "commands": 1000, "blocks": 0, "bw_bytes": data_bytes as f64,
+                    "cmd_per_s": 1000.0, "running_throughout": true, "samples": []}});
+            }
+            lines.push(r.to_string());
+            index += 1;
+        }
+    }
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+/// Issue 32: sweep values written as sizes ("4K") dropped every sweep
+/// plot without a word (4096 worked); and the report had no plot of the
+/// victim normalized to plain, which examples/rdma-interference.toml
+/// promised. Both through the binary, each figure as its own SVG file.
+#[test]
+fn report_draws_size_sweeps_and_the_victim_normalized_to_plain() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = dir.path().join("sizes.jsonl");
+    synthetic_size_sweep(&res, &["64K", "4K", "1M"], &[2, 1, 3], 1 << 30);
+    let figs = dir.path().join("figs");
+    let out = common::dmalab()
+        .arg("report")
+        .arg(&res)
+        .arg("-o")
+        .arg(dir.path().join("sizes.html"))
+        .arg("--figures")
+        .arg(&figs)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svgs: Vec<String> = std::fs::read_dir(&figs)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    let find = |aria: &str| {
+        svgs.iter()
+            .find(|s| s.contains(&format!("aria-label=\"{aria}\"")))
+            .unwrap_or_else(|| panic!("no figure '{aria}' among {} files", svgs.len()))
+    };
+    find("sweep bandwidth");
+    find("sweep command rate");
+    let svg = find("normalized: seq R");
+    let at = svg
+        .find("class=\"mean-line\" data-series=\"default\"")
+        .expect("the line");
+    let d_at = svg[..at].rfind("d=\"").unwrap() + 3;
+    let d = &svg[d_at..d_at + svg[d_at..].find('"').unwrap()];
+    let pts: Vec<(f64, f64)> = d
+        .split_whitespace()
+        .map(|p| {
+            let (x, y) = p[1..].split_once(',').unwrap();
+            (x.parse().unwrap(), y.parse().unwrap())
+        })
+        .collect();
+    // 4K, 64K, 1M left to right (sizes by value, not as typed), the
+    // victim's share of plain falling (1/2, 1/3, 1/4: y down the page).
+    assert_eq!(pts.len(), 3, "{d}");
+    assert!(
+        pts.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1),
+        "{d}"
+    );
+    assert!(svg.contains(">4K<") && svg.contains(">1M<"), "size ticks");
+    assert!(svg.contains("class=\"reference\""), "plain = 1");
+}
+
+/// Issue 32: a flush sweep moves no data, and its aggressor was drawn at
+/// zero; the thesis' combined bandwidth counts 80 B per command, chosen
+/// when no data moved or with --aggressor-figure combined.
+#[test]
+fn report_aggressor_figure_combined_counts_a_flush_loads_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = dir.path().join("flush.jsonl");
+    synthetic_size_sweep(&res, &["1", "2"], &[1, 2], 0);
+    let html = |extra: &[&str]| {
+        let out = dir.path().join("f.html");
+        let o = common::dmalab()
+            .arg("report")
+            .arg(&res)
+            .arg("-o")
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let by_default = html(&[]);
+    assert!(by_default.contains("aggressor 'nv': combined bandwidth against --bs"));
+    // The dots' tooltips: 1000 commands of 80 B in one second, not zero.
+    assert!(!by_default.contains("/ 0 B/s</title>"), "no zeros drawn");
+    let combined = html(&["--aggressor-figure", "combined"]);
+    assert!(combined.contains("aggressor 'nv': combined bandwidth against --bs"));
+    assert!(!combined.contains("/ 0 B/s</title>"), "no zeros drawn");
+    let data = html(&["--aggressor-figure", "data"]);
+    assert!(data.contains("aggressor 'nv': data bandwidth against --bs"));
+    assert!(data.contains("/ 0 B/s</title>"), "data: zeros");
+    // Result documents have no aggressor: refused, with the flag named.
+    let doc = dir.path().join("doc.json");
+    let body =
+        json!({"schema_version": 1, "command": "probe bandwidth", "result": {"bw_bytes": 1.0}});
+    std::fs::write(&doc, serde_json::to_string_pretty(&body).unwrap()).unwrap();
+    let o = common::dmalab()
+        .arg("report")
+        .arg(&doc)
+        .args(["--aggressor-figure", "data", "-o"])
+        .arg(dir.path().join("d.html"))
+        .output()
+        .unwrap();
+    common::assert_usage_stderr(
+        o.status.code(),
+        &String::from_utf8_lossy(&o.stderr),
+        "--aggressor-figure",
+    );
 }
 
 /// Issue 27: a results file whose runs appear twice (two copies

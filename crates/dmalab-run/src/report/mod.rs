@@ -32,11 +32,17 @@ pub struct Report {
 }
 
 /// Series labels in plot order: the loads, or in sweep mode plain and
-/// `aggressor@value` for each swept value.
+/// `aggressor@value` for each swept value, in the order of the sweep's
+/// axis (numbers and sizes by value).
 fn load_labels(res: &Results) -> Vec<String> {
     match &res.header.sweep {
         Some(s) => std::iter::once(PLAIN.to_string())
-            .chain(s.values.iter().map(|v| format!("{}@{v}", s.aggressor)))
+            .chain(
+                crate::sweep_axis::SweepAxis::for_report(&s.values)
+                    .ordered(&s.values)
+                    .into_iter()
+                    .map(|v| format!("{}@{v}", s.aggressor)),
+            )
             .collect(),
         None => res.header.loads.clone(),
     }
@@ -78,9 +84,44 @@ pub fn metric_words(metric: &str) -> String {
     words.to_string()
 }
 
-/// Renders the report.
+/// Which bandwidth of the aggressor the sweep plots and the victim's
+/// figure against the aggressor's bandwidth are drawn with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AggressorFigure {
+    /// Data bytes per second.
+    Data,
+    /// The thesis' combined bandwidth: data bytes plus 64 + 16 bytes of
+    /// NVMe command and completion per command, per second (a flush load
+    /// moves no data but is not idle).
+    Combined,
+}
+
+/// How a report is drawn.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Noisy-cell threshold: coefficient of variation, percent.
+    pub noisy_cv_pct: f64,
+    /// The aggressor's figure; `None`: data, or combined when the
+    /// aggressor moved no data but commands.
+    pub aggressor_figure: Option<AggressorFigure>,
+}
+
+/// Renders the report with the default aggressor figure.
 pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
+    render_with(
+        res,
+        &Options {
+            noisy_cv_pct,
+            aggressor_figure: None,
+        },
+    )
+}
+
+/// Renders the report.
+pub fn render_with(res: &Results, opts: &Options) -> Report {
+    let noisy_cv_pct = opts.noisy_cv_pct;
     let cells = analysis::cells(res, noisy_cv_pct);
+    let fig = sweep::resolve_figure(res, opts.aggressor_figure);
     let h = &res.header;
     let mut figs = Figures::default();
     let mut body = summary::meta(res);
@@ -90,8 +131,8 @@ pub fn render(res: &Results, noisy_cv_pct: f64) -> Report {
     body.push_str(&attrib);
     figs.plots += attrib_plots;
     body.push_str(&histograms::latency_histograms(res, &mut figs));
-    body.push_str(&sweep::sweep_plots(res, &mut figs));
-    body.push_str(&sweep::figure_against_bandwidth(res, &mut figs));
+    body.push_str(&sweep::sweep_plots(res, &cells, fig, &mut figs));
+    body.push_str(&sweep::figure_against_bandwidth(res, fig, &mut figs));
     body.push_str(&stats_table::stats_table(&cells, noisy_cv_pct));
     body.push_str(&counters::section(res));
     body.push_str(&failed::failed_runs(res));
@@ -215,7 +256,15 @@ mod tests {
         assert!(failed.starts_with("<h2>Failed runs</h2>"), "{failed}");
         assert!(failed.contains("oops &lt;&amp;&gt;"), "escaped: {failed}");
         assert!(r.html.contains(&failed));
-        assert_eq!(sweep_plots(&res, &mut Figures::default()), "");
+        assert_eq!(
+            sweep_plots(
+                &res,
+                &analysis::cells(&res, 5.0),
+                (AggressorFigure::Data, ""),
+                &mut Figures::default()
+            ),
+            ""
+        );
         assert_eq!(ddio_table(&res), "");
         assert!(r
             .html

@@ -43,6 +43,22 @@ pub struct Args {
     /// [default: the experiment's, 5].
     #[arg(long, value_name = "PCT")]
     pub noisy_cv: Option<f64>,
+    /// The aggressor's bandwidth on the sweep plots and under each
+    /// victim's figure: `data` (data bytes per second) or `combined` (the
+    /// thesis' (blocks * bs + commands * (64 + 16) B) / time, which counts
+    /// a flush load's commands) [default: data, or combined when the
+    /// aggressor moved no data].
+    #[arg(long, value_name = "FIGURE", value_enum)]
+    pub aggressor_figure: Option<AggressorFigure>,
+}
+
+/// `--aggressor-figure`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum AggressorFigure {
+    /// Data bytes per second.
+    Data,
+    /// Data plus NVMe command and completion bytes per second.
+    Combined,
 }
 
 /// The format of the `--figures` files.
@@ -125,6 +141,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         guard.check("--runs-csv", p, Accept::FileOrStream)?;
     }
     if let Some(doc) = doc {
+        if args.aggressor_figure.is_some() {
+            return Err(dmalab_core::UsageError::new(
+                "--aggressor-figure",
+                format!("{} is a result document, which has no aggressor; use it with a `dmalab run` results file", first.display()),
+            )
+            .into());
+        }
         if doc["command"] == "throttle" && args.results.len() == 1 {
             return throttle_report(&args, &doc, &out);
         }
@@ -153,7 +176,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let res = res.grouped_by_host();
     let noisy = args.noisy_cv.unwrap_or(res.header.noisy_cv_pct);
-    let rep = dmalab_run::report::render(&res, noisy);
+    let rep = dmalab_run::report::render_with(
+        &res,
+        &dmalab_run::report::Options {
+            noisy_cv_pct: noisy,
+            aggressor_figure: args.aggressor_figure.map(|f| match f {
+                AggressorFigure::Data => dmalab_run::report::AggressorFigure::Data,
+                AggressorFigure::Combined => dmalab_run::report::AggressorFigure::Combined,
+            }),
+        },
+    );
     dmalab_core::output::write_atomic(&out, rep.html.as_bytes())
         .with_context(|| format!("--output: cannot write {}", out.display()))?;
     outln!(
