@@ -239,6 +239,13 @@ fn each_flags<'e>(
     })
 }
 
+/// A member already placed: its name, CPUs and poller (CPU, line).
+struct Placed<'e> {
+    name: &'e str,
+    cpus: Vec<usize>,
+    poll: Option<(usize, usize)>,
+}
+
 /// The CPU rules of groups and SQPOLL pollers (see the module's head).
 pub(super) fn check_cpus(exp: &Experiment) -> Result<(), ExpError> {
     let err = |line: usize, msg: String| ExpError::new(&exp.path, Some(line), msg);
@@ -264,8 +271,7 @@ pub(super) fn check_cpus(exp: &Experiment) -> Result<(), ExpError> {
         };
         let owner = format!("aggressor '{}'", g.name);
         for c in &exp.configurations {
-            // (name, CPUs, line of cpus_allowed, poller CPU and its line)
-            let mut placed: Vec<(&str, Vec<usize>, usize, Option<(usize, usize)>)> = Vec::new();
+            let mut placed: Vec<Placed> = Vec::new();
             for &m in members {
                 let a = &exp.aggressors[m];
                 let flags = exp.aggressor_flags(a, c, None);
@@ -283,7 +289,12 @@ pub(super) fn check_cpus(exp: &Experiment) -> Result<(), ExpError> {
                     ));
                 }
                 let poll = sqpoll_cpu(exp, a, &flags)?;
-                for (other, ocpus, _, opoll) in &placed {
+                for Placed {
+                    name: other,
+                    cpus: ocpus,
+                    poll: opoll,
+                } in &placed
+                {
                     if let Some(cpu) = shared(&cpus, ocpus) {
                         return Err(err(
                             line,
@@ -307,7 +318,11 @@ pub(super) fn check_cpus(exp: &Experiment) -> Result<(), ExpError> {
                         return Err(e);
                     }
                 }
-                placed.push((a.name.as_str(), cpus, line, poll));
+                placed.push(Placed {
+                    name: &a.name,
+                    cpus,
+                    poll,
+                });
             }
         }
     }
