@@ -301,3 +301,40 @@ fn the_two_devices_example_plans_each_device_alone_and_both_together() {
         "{out}"
     );
 }
+
+/// Regression (issue 35): an aggressor whose SQPOLL poller is on a CPU of
+/// its own (`sqpoll_cpu` outside `cpus_allowed`, away from the victims) was
+/// started pinned to its workers' CPUs only, and `dmalab load` refused
+/// the poller's CPU as "not one this process may use".
+#[test]
+fn an_sqpoll_poller_beside_its_workers_cpus_starts() {
+    if !common::need(
+        "two CPUs (workers and poller)",
+        dmalab_core::cpus::allowed_cpus().len() >= 2,
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exp = write(
+        dir.path(),
+        "sq.toml",
+        &format!(
+            "[experiment]\nrepetitions = 1\nwarmup = \"100ms\"\ncooldown = \"0s\"\n\n[[aggressor]]\nname = \"r\"\ntarget = \"{}\"\nsize = \"16M\"\npattern = \"single\"\nrate_iops = 1000\ncpus_allowed = \"0\"\nsqpoll_cpu = 1\n\n[[victim]]\nname = \"idle\"\ncommand = \"idle\"\nduration = \"1s\"\n",
+            dir.path().join("scratch").display()
+        ),
+    );
+    let res = dir.path().join("sq.jsonl");
+    let out = common::dmalab()
+        .args(["run", "-q", "-o"])
+        .arg(&res)
+        .arg(&exp)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let rs = runs(&res);
+    assert_eq!(rs[1]["load"], "r");
+    assert_eq!(rs[1]["status"], "completed", "{}", rs[1]);
+    let argv = common::aggressor_argv(&rs[1]);
+    assert!(common::has_flag(&argv, "--sqpoll-cpu", "1"), "{argv:?}");
+    assert!(common::has_flag(&argv, "--cpus-allowed", "0"), "{argv:?}");
+}

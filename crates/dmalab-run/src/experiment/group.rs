@@ -332,12 +332,20 @@ pub(super) fn check_cpus(exp: &Experiment) -> Result<(), ExpError> {
 impl Experiment {
     /// The CPUs an aggressor runs on in configuration `c` (at sweep value
     /// `sv`): its `cpus_allowed`, else the experiment's aggressor CPUs
-    /// (a group's: none of its own). It is started pinned there.
+    /// (a group's: none of its own), and its SQPOLL poller's CPU. It is
+    /// started pinned there: a load may place its workers and its poller
+    /// only on CPUs it was started with.
     pub fn aggressor_cpus(&self, a: &Aggressor, c: &Configuration, sv: Option<&str>) -> Vec<usize> {
         let flags = self.aggressor_flags(a, c, sv);
-        cpus_with_line(self, a, &flags)
+        let mut cpus = cpus_with_line(self, a, &flags)
             .map(|(cpus, _)| cpus)
-            .unwrap_or_else(|_| self.placement.aggressor.clone())
+            .unwrap_or_else(|_| self.placement.aggressor.clone());
+        if let Ok(Some((poller, _))) = sqpoll_cpu(self, a, &flags) {
+            cpus.push(poller);
+            cpus.sort_unstable();
+            cpus.dedup();
+        }
+        cpus
     }
 }
 
