@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::Spanned;
 
+pub mod group;
+
 /// Which direction of a figure is good.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -72,6 +74,13 @@ pub enum AggressorKind {
     Exec {
         /// Program and arguments.
         argv: Vec<String>,
+    },
+    /// Several other aggressors of the file (their indices), started
+    /// together, each pinned and paced on its own, stopped together
+    /// (`members = [...]`; see [`group`]).
+    Group {
+        /// The members, in the order `members` lists them.
+        members: Vec<usize>,
     },
 }
 
@@ -180,7 +189,7 @@ impl AggressorKind {
         match self {
             AggressorKind::Load => Some(ChildCommand::Load),
             AggressorKind::ProbeBandwidth => Some(ChildCommand::ProbeBandwidth),
-            AggressorKind::Exec { .. } => None,
+            AggressorKind::Exec { .. } | AggressorKind::Group { .. } => None,
         }
     }
 }
@@ -660,11 +669,11 @@ fn check_name(
     if name.is_empty()
         || !name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-.=, ".contains(c))
+            .all(|c| c.is_ascii_alphanumeric() || "_-.=,+ ".contains(c))
     {
         return Err(ctx.err(
             at,
-            format!("{what} name '{name}' must be letters, digits and _ - . = , only"),
+            format!("{what} name '{name}' must be letters, digits and _ - . = , + only"),
         ));
     }
     if name == "plain" {
@@ -757,7 +766,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
         .unwrap_or_else(|| "experiment".into());
     let settings = settings(&ctx, raw.experiment, stem)?;
     let placement = placement(&ctx, raw.cpus, &mut warnings)?;
-    let (mut aggressors, raw_controls) = aggressors(&ctx, raw.aggressor)?;
+    let (mut aggressors, raw_controls, raw_members) = aggressors(&ctx, raw.aggressor)?;
+    group::resolve_members(&ctx, &mut aggressors, raw_members)?;
     let victims = victims(&ctx, raw.victim, settings.timeout)?;
     let configurations =
         configurations(&ctx, raw.configuration, raw.matrix, !aggressors.is_empty())?;
@@ -792,6 +802,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
         counters_exact: settings.counters_exact,
     };
     check_children(&exp)?;
+    group::check_cpus(&exp)?;
     Ok(exp)
 }
 
@@ -993,17 +1004,22 @@ fn settings(ctx: &Ctx, raw: Option<RawExperiment>, stem: String) -> Result<Setti
 }
 
 /// The `[[aggressor]]` tables, in order, names unique.
-fn aggressors(
-    ctx: &Ctx,
-    tables: Vec<RawTable>,
-) -> Result<(Vec<Aggressor>, Vec<RawControl>), ExpError> {
+type Parsed = (
+    Vec<Aggressor>,
+    Vec<RawControl>,
+    Vec<Option<group::RawMembers>>,
+);
+
+fn aggressors(ctx: &Ctx, tables: Vec<RawTable>) -> Result<Parsed, ExpError> {
     let mut seen = Vec::new();
-    let both = tables
-        .into_iter()
-        .enumerate()
-        .map(|(i, t)| aggressor(ctx, i, t, &mut seen))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(both.into_iter().unzip())
+    let mut out: Parsed = Default::default();
+    for (i, t) in tables.into_iter().enumerate() {
+        let (a, c, m) = aggressor(ctx, i, t, &mut seen)?;
+        out.0.push(a);
+        out.1.push(c);
+        out.2.push(m);
+    }
+    Ok(out)
 }
 
 /// One `[[aggressor]]` table (the `i`th): its command, and its other keys
@@ -1013,7 +1029,7 @@ fn aggressor(
     i: usize,
     t: RawTable,
     seen: &mut Vec<String>,
-) -> Result<(Aggressor, RawControl), ExpError> {
+) -> Result<(Aggressor, RawControl, Option<group::RawMembers>), ExpError> {
     let start = t.span().start;
     let mut map = t.into_inner();
     let owner_default = format!("aggressor #{}", i + 1);
@@ -1021,6 +1037,23 @@ fn aggressor(
         .ok_or_else(|| ctx.err(start, format!("{owner_default}: needs name = \"...\"")))?;
     check_name(ctx, "aggressor", &name, name_at, seen)?;
     let owner = format!("aggressor '{name}'");
+    if let Some(members) = group::take_members(ctx, &owner, &mut map)? {
+        let control = take_str(ctx, &owner, &mut map, "control")?;
+        reject_rest(ctx, &owner, &map, "name, members, control")?;
+        return Ok((
+            Aggressor {
+                name,
+                kind: AggressorKind::Group {
+                    members: Vec::new(),
+                },
+                flags: Vec::new(),
+                control: None,
+                line: line_of(ctx.text, start),
+            },
+            control,
+            Some(members),
+        ));
+    }
     let (command, cmd_at) =
         take_str(ctx, &owner, &mut map, "command")?.unwrap_or_else(|| ("load".into(), start));
     let control = take_str(ctx, &owner, &mut map, "control")?;
@@ -1051,6 +1084,7 @@ fn aggressor(
             line: line_of(ctx.text, start),
         },
         control,
+        None,
     ))
 }
 
@@ -1102,12 +1136,17 @@ fn resolve_controls(
                 k => {
                     let why = match k {
                         AggressorKind::ProbeBandwidth => "a CPU bandwidth antagonist moves no device data, so there is nothing to control for",
+                        AggressorKind::Group { .. } => group::NO_CONTROL,
                         _ => "an exec command has no automatic control",
                     };
                     if explicit {
+                        let hint = match k {
+                            AggressorKind::Group { .. } => "",
+                            _ => "; name another aggressor as control = \"NAME\"",
+                        };
                         return Err(ctx.err(
                             at,
-                            format!("{owner}: control = \"auto\": {why}; name another aggressor as control = \"NAME\""),
+                            format!("{owner}: control = \"auto\": {why}{hint}"),
                         ));
                     }
                     warnings.push(format!("{owner} gets no control cycle: {why}"));
@@ -1115,7 +1154,10 @@ fn resolve_controls(
                 }
             },
             name => match names.iter().position(|n| n == name) {
-                Some(j) if j != i => Some(Control::Aggressor(j)),
+                Some(j) if j != i => {
+                    group::check_named_control(ctx, &owner, at, a, &aggs[j])?;
+                    Some(Control::Aggressor(j))
+                }
                 Some(_) => {
                     return Err(ctx.err(
                         at,
@@ -1455,6 +1497,9 @@ fn sweep(ctx: &Ctx, s: Spanned<RawSweep>, aggressors: &[Aggressor]) -> Result<Sw
         ));
     };
     let Some(cmd) = a.kind.child() else {
+        if matches!(a.kind, AggressorKind::Group { .. }) {
+            return Err(ctx.err(s.aggressor.span().start, format!("sweep.aggressor: '{agg}' is a group, which has no flags of its own; sweep one of its members")));
+        }
         return Err(ctx.err(s.aggressor.span().start, "sweep.aggressor: an exec aggressor has no flags to sweep; use a load or probe bandwidth aggressor"));
     };
     if cmd.kind_of(s.flag.get_ref()) != Some(dmalab_core::child::Kind::Values) {

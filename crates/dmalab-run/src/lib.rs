@@ -20,6 +20,7 @@ pub mod document;
 pub mod draw;
 pub mod error;
 pub mod experiment;
+pub mod groups;
 pub mod plan;
 pub mod progress;
 pub mod record;

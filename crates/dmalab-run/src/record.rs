@@ -170,6 +170,21 @@ pub struct AggressorOutcome {
     /// Last lines of its stderr.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub stderr_tail: String,
+    /// A group's members, each its side of the run (in the order the
+    /// group lists them); `evidence` above is then their sum, and `argv`
+    /// empty. Empty for a single aggressor.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberOutcome>,
+}
+
+/// One member of a group in a run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct MemberOutcome {
+    /// The member's aggressor name.
+    pub name: String,
+    /// Its side of the run, as a single aggressor's.
+    #[serde(flatten)]
+    pub outcome: AggressorOutcome,
 }
 
 /// The quiet-host check made before a run.

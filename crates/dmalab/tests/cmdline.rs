@@ -18,6 +18,7 @@ mod info;
 mod run;
 mod run_attrib;
 mod run_ddio;
+mod run_group;
 mod run_report;
 mod safe_files;
 mod sim;

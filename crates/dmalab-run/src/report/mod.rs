@@ -9,6 +9,7 @@ pub mod counters;
 pub mod csv;
 pub mod document;
 mod failed;
+mod groups;
 mod histograms;
 mod stats_table;
 mod summary;
@@ -134,6 +135,7 @@ pub fn render_with(res: &Results, opts: &Options) -> Report {
     body.push_str(&sweep::sweep_plots(res, &cells, fig, &mut figs));
     body.push_str(&sweep::figure_against_bandwidth(res, fig, &mut figs));
     body.push_str(&stats_table::stats_table(&cells, noisy_cv_pct));
+    body.push_str(&groups::section(res));
     body.push_str(&counters::section(res));
     body.push_str(&failed::failed_runs(res));
     let _ = writeln!(

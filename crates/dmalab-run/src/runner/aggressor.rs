@@ -6,7 +6,7 @@ use super::spawn::{failure_from, killpg, spawn, tail, Spawned};
 use super::RunOptions;
 use crate::experiment::{Aggressor, AggressorKind, Experiment};
 use crate::plan::PlannedRun;
-use crate::record::{AggressorOutcome, Failure};
+use crate::record::{AggressorOutcome, Failure, MemberOutcome};
 use dmalab_core::livestats::{Reader as LiveStats, State};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 /// A running aggressor.
 pub(super) struct RunningAggressor {
+    /// Its aggressor's name.
+    name: String,
     sp: Spawned,
     argv: Vec<String>,
     output: Option<PathBuf>,
@@ -44,6 +46,9 @@ pub(super) struct ControlArgs {
     pub(super) rate_iops: Option<u64>,
 }
 
+/// A failed start: why, and the aggressor's side as far as it got.
+type StartFailure = Box<(Failure, AggressorOutcome)>;
+
 /// Starts an aggressor (or a control cycle's, with `ctl`) and waits until
 /// it runs plus the warm-up.
 pub(super) fn start_aggressor(
@@ -53,9 +58,91 @@ pub(super) fn start_aggressor(
     p: &PlannedRun,
     dir: &Path,
     ctl: Option<ControlArgs>,
-) -> Result<RunningAggressor, Box<(Failure, AggressorOutcome)>> {
-    let live = dir.join("live-stats");
-    let output = dir.join("aggressor.json");
+) -> Result<RunningAggressor, StartFailure> {
+    // Pinned where its own cpus_allowed says, when it says: pinned to the
+    // experiment's aggressor CPUs instead, a load whose cpus_allowed lies
+    // outside them could not place its workers and refused to start.
+    let c = &exp.configurations[p.configuration];
+    let cpus = exp.aggressor_cpus(a, c, p.sweep_value.as_deref());
+    let mut ra = launch(exp, opts, a, p, dir, ctl, "aggressor", &cpus)?;
+    std::thread::sleep(exp.warmup);
+    match ra.died_in_warmup() {
+        Some(f) => Err(f),
+        None => Ok(ra),
+    }
+}
+
+/// Starts every member of group `g` (each pinned to its own CPUs, with its
+/// own flags and rate), waits until each runs its load, then the warm-up
+/// once for all of them. When one cannot start or dies in the warm-up,
+/// the others are stopped and the failure names the member.
+pub(super) fn start_group(
+    exp: &Experiment,
+    opts: &RunOptions,
+    g: &Aggressor,
+    p: &PlannedRun,
+    dir: &Path,
+) -> Result<Vec<RunningAggressor>, StartFailure> {
+    let c = &exp.configurations[p.configuration];
+    let mut started: Vec<RunningAggressor> = Vec::new();
+    let fail =
+        |started: Vec<RunningAggressor>, f: Failure, failed: Option<(usize, AggressorOutcome)>| {
+            let mut members: Vec<MemberOutcome> =
+                stop_members(started).into_iter().map(|(m, _)| m).collect();
+            if let Some((m, o)) = failed {
+                members.push(MemberOutcome {
+                    name: exp.aggressors[m].name.clone(),
+                    outcome: o,
+                });
+            }
+            Box::new((
+                Failure {
+                    reason: format!("group '{}': {}", g.name, f.reason),
+                    ..f
+                },
+                AggressorOutcome {
+                    members,
+                    ..Default::default()
+                },
+            ))
+        };
+    for (k, &m) in g.members().iter().enumerate() {
+        let a = &exp.aggressors[m];
+        let cpus = exp.aggressor_cpus(a, c, None);
+        match launch(exp, opts, a, p, dir, None, &format!("member-{k}"), &cpus) {
+            Ok(ra) => started.push(ra),
+            Err(b) => {
+                let (f, o) = *b;
+                return Err(fail(started, f, Some((m, o))));
+            }
+        }
+    }
+    std::thread::sleep(exp.warmup);
+    let dead = started
+        .iter_mut()
+        .find_map(RunningAggressor::died_in_warmup);
+    match dead {
+        Some(b) => Err(fail(started, b.0, None)),
+        None => Ok(started),
+    }
+}
+
+/// Spawns an aggressor pinned to `cpus`, its files in `dir` under `tag`,
+/// and waits until its live-stats page says its load runs (when it keeps
+/// one).
+#[allow(clippy::too_many_arguments)]
+fn launch(
+    exp: &Experiment,
+    opts: &RunOptions,
+    a: &Aggressor,
+    p: &PlannedRun,
+    dir: &Path,
+    ctl: Option<ControlArgs>,
+    tag: &str,
+    cpus: &[usize],
+) -> Result<RunningAggressor, StartFailure> {
+    let live = dir.join(format!("{tag}.live-stats"));
+    let output = dir.join(format!("{tag}.json"));
     let (argv, live_stats, out) = match aggressor_argv(exp, opts, a, p, &live, &output, ctl) {
         Ok(x) => x,
         Err(why) => {
@@ -72,7 +159,7 @@ pub(super) fn start_aggressor(
         argv: argv.clone(),
         ..Default::default()
     };
-    let mut sp = match spawn(&argv, &exp.placement.aggressor, dir, "aggressor") {
+    let mut sp = match spawn(&argv, cpus, dir, tag) {
         Ok(s) => s,
         Err(e) => {
             return Err(Box::new((
@@ -85,33 +172,19 @@ pub(super) fn start_aggressor(
             )))
         }
     };
-    let died = |sp: &mut Spawned, outcome: &mut AggressorOutcome, what: &str| {
-        let st = sp.child.try_wait().ok().flatten();
-        outcome.exit_status = st.and_then(|s| s.code());
-        outcome.stderr_tail = tail(&sp.stderr, 2000);
-        failure_from(format!("aggressor '{}' {what}", a.name), st, &sp.stderr)
-    };
     let stats = if live_stats {
         match wait_for_load(&mut sp, &live) {
             Ok(ls) => Some(ls),
             Err(what) => {
-                let f = died(&mut sp, &mut outcome, &what);
+                let f = died(&mut sp, &mut outcome, &a.name, &what);
                 return Err(Box::new((f, outcome)));
             }
         }
     } else {
         None
     };
-    std::thread::sleep(exp.warmup);
-    if let Ok(Some(st)) = sp.child.try_wait() {
-        let f = died(
-            &mut sp,
-            &mut outcome,
-            &format!("exited during the warm-up ({st})"),
-        );
-        return Err(Box::new((f, outcome)));
-    }
     Ok(RunningAggressor {
+        name: a.name.clone(),
         sp,
         argv,
         output: out,
@@ -119,8 +192,54 @@ pub(super) fn start_aggressor(
     })
 }
 
+/// The failure of an aggressor that ended (`what` it did), with its exit
+/// status and stderr in `outcome`.
+fn died(sp: &mut Spawned, outcome: &mut AggressorOutcome, name: &str, what: &str) -> Failure {
+    let st = sp.child.try_wait().ok().flatten();
+    outcome.exit_status = st.and_then(|s| s.code());
+    outcome.stderr_tail = tail(&sp.stderr, 2000);
+    failure_from(format!("aggressor '{name}' {what}"), st, &sp.stderr)
+}
+
+impl RunningAggressor {
+    /// The failure when it exited during the warm-up.
+    fn died_in_warmup(&mut self) -> Option<StartFailure> {
+        let st = self.sp.child.try_wait().ok().flatten()?;
+        let mut outcome = AggressorOutcome {
+            argv: self.argv.clone(),
+            ..Default::default()
+        };
+        let f = died(
+            &mut self.sp,
+            &mut outcome,
+            &self.name,
+            &format!("exited during the warm-up ({st})"),
+        );
+        Some(Box::new((f, outcome)))
+    }
+
+    /// Its side of the run once it ended with `status`.
+    fn outcome(self, status: Option<std::process::ExitStatus>) -> AggressorOutcome {
+        killpg(self.sp.pid, libc::SIGKILL);
+        let result = self
+            .output
+            .as_ref()
+            .and_then(|p| std::fs::read(p).ok())
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|d| d.get("result").cloned());
+        AggressorOutcome {
+            argv: self.argv,
+            exit_status: status.and_then(|s| s.code()),
+            result,
+            evidence: None,
+            stderr_tail: tail(&self.sp.stderr, 2000),
+            members: Vec::new(),
+        }
+    }
+}
+
 /// Stops an aggressor (SIGINT, then SIGKILL after 15 s) and collects its
-/// result document.
+/// result document; true when it had ended before it was stopped.
 pub(super) fn stop_aggressor(mut ra: RunningAggressor) -> (AggressorOutcome, bool) {
     let early = ra.sp.child.try_wait().ok().flatten();
     let status = match early {
@@ -131,23 +250,38 @@ pub(super) fn stop_aggressor(mut ra: RunningAggressor) -> (AggressorOutcome, boo
             Duration::from_secs(15),
         ),
     };
-    killpg(ra.sp.pid, libc::SIGKILL);
-    let result = ra
-        .output
-        .as_ref()
-        .and_then(|p| std::fs::read(p).ok())
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|d| d.get("result").cloned());
-    (
-        AggressorOutcome {
-            argv: ra.argv,
-            exit_status: status.and_then(|s| s.code()),
-            result,
-            evidence: None,
-            stderr_tail: tail(&ra.sp.stderr, 2000),
-        },
-        early.is_some(),
-    )
+    (ra.outcome(status), early.is_some())
+}
+
+/// Stops a group's running members together: SIGINT to all of them, then
+/// each one waited for (SIGKILL after 15 s), their result documents
+/// collected; with each, true when it had ended before it was stopped.
+pub(super) fn stop_members(mut members: Vec<RunningAggressor>) -> Vec<(MemberOutcome, bool)> {
+    let early: Vec<Option<std::process::ExitStatus>> = members
+        .iter_mut()
+        .map(|ra| ra.sp.child.try_wait().ok().flatten())
+        .collect();
+    for (ra, e) in members.iter().zip(&early) {
+        if e.is_none() {
+            killpg(ra.sp.pid, libc::SIGINT);
+        }
+    }
+    members
+        .into_iter()
+        .zip(early)
+        .map(|(mut ra, e)| {
+            // Signal 0 only waits: the SIGINT went to every member above.
+            let status = e.or_else(|| {
+                dmalab_core::process::stop_group(&mut ra.sp.child, 0, Duration::from_secs(15))
+            });
+            let name = ra.name.clone();
+            let m = MemberOutcome {
+                name,
+                outcome: ra.outcome(status),
+            };
+            (m, e.is_some())
+        })
+        .collect()
 }
 
 /// The aggressor's command line; whether it writes the live-stats file

@@ -22,12 +22,19 @@ struct SysSnap {
 }
 
 impl SysSnap {
-    fn take(cpus: &[usize], aggressor: Option<i32>) -> Self {
+    /// The counters now; the aggressors' CPU time is the sum over them
+    /// (None when there are none, or one cannot be read).
+    fn take(cpus: &[usize], aggressors: &[i32]) -> Self {
+        let cpu_ns = aggressors
+            .iter()
+            .map(|&p| sched::cpu_time_ns(p))
+            .sum::<Option<u64>>()
+            .filter(|_| !aggressors.is_empty());
         Self {
             interrupts: sched::interrupts_on(cpus),
             softirqs: sched::softirqs_on(cpus),
             steal_ns: sched::steal_ns_on(cpus),
-            aggressor_cpu_ns: aggressor.and_then(sched::cpu_time_ns),
+            aggressor_cpu_ns: cpu_ns,
         }
     }
 }
@@ -42,39 +49,51 @@ fn moved(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>) -> BTreeMap<Strin
         .collect()
 }
 
-/// Samples the aggressor's counters once per second while the victim runs.
+/// Per-second samples of each load, in the order of `Window::stats`.
+type Sampler = (mpsc::Sender<()>, std::thread::JoinHandle<Vec<Vec<Sample>>>);
+
+/// Samples the aggressors' counters once per second while the victim runs.
+///
+/// A run has one load, or a group's members: each keeps its own live-stats
+/// page, and all of them are read at the victim's start, once per second,
+/// and at its end, one right after another, so each member's work is
+/// counted over the same window.
 pub(super) struct Window {
     /// The victim's CPUs (interrupts, softirqs and steal are counted there).
     cpus: Vec<usize>,
-    /// The aggressor's pid, for its CPU time.
-    aggressor_pid: Option<i32>,
+    /// The aggressors' pids, for their CPU time.
+    aggressor_pids: Vec<i32>,
     sys0: Option<SysSnap>,
     sys1: Option<SysSnap>,
     /// What the kernel said about the victim's process when it exited.
     pub(super) usage: Option<ChildUsage>,
-    pub(super) stats: Option<Arc<LiveStats>>,
-    start: Option<Snapshot>,
-    pub(super) end: Option<Snapshot>,
-    sampler: Option<(mpsc::Sender<()>, std::thread::JoinHandle<Vec<Sample>>)>,
+    /// Each load's live-stats page (None: it keeps none).
+    stats: Vec<Option<Arc<LiveStats>>>,
+    start: Vec<Option<Snapshot>>,
+    end: Vec<Option<Snapshot>>,
+    sampler: Option<Sampler>,
     t0: Option<Instant>,
-    pub(super) t1: Option<Instant>,
+    t1: Option<Instant>,
 }
 
 impl Window {
+    /// A window over the loads whose live-stats pages are `stats` (one per
+    /// load; none for a plain run) and whose processes are `aggressor_pids`.
     pub(super) fn new(
-        stats: Option<Arc<LiveStats>>,
+        stats: Vec<Option<Arc<LiveStats>>>,
         cpus: Vec<usize>,
-        aggressor_pid: Option<i32>,
+        aggressor_pids: Vec<i32>,
     ) -> Self {
+        let n = stats.len();
         Self {
             cpus,
-            aggressor_pid,
+            aggressor_pids,
             sys0: None,
             sys1: None,
             usage: None,
             stats,
-            start: None,
-            end: None,
+            start: vec![None; n],
+            end: vec![None; n],
             sampler: None,
             t0: None,
             t1: None,
@@ -83,26 +102,35 @@ impl Window {
 
     /// The victim starts now.
     pub(super) fn start(&mut self) {
-        self.sys0 = Some(SysSnap::take(&self.cpus, self.aggressor_pid));
+        self.sys0 = Some(SysSnap::take(&self.cpus, &self.aggressor_pids));
         // A page that cannot be read (truncated under the runner) leaves
-        // the window without load evidence rather than ending the run.
-        if let Some((ls, s0)) = self
+        // that load without evidence rather than ending the run.
+        self.start = self
             .stats
-            .as_ref()
-            .and_then(|ls| Some((ls, ls.snapshot().ok()?)))
-        {
-            self.start = Some(s0);
-            let ls = ls.clone();
+            .iter()
+            .map(|ls| ls.as_ref().and_then(|ls| ls.snapshot().ok()))
+            .collect();
+        let pages: Vec<(usize, Arc<LiveStats>, Snapshot)> = self
+            .stats
+            .iter()
+            .zip(&self.start)
+            .enumerate()
+            .filter_map(|(i, (ls, s0))| Some((i, ls.clone()?, (*s0)?)))
+            .collect();
+        if !pages.is_empty() {
+            let n = self.stats.len();
             let (tx, rx) = mpsc::channel::<()>();
             let h = std::thread::spawn(move || {
-                let mut out = Vec::new();
-                let mut prev = s0;
-                while let Err(mpsc::RecvTimeoutError::Timeout) =
+                let mut out = vec![Vec::new(); n];
+                let mut prev: Vec<Snapshot> = pages.iter().map(|p| p.2).collect();
+                'tick: while let Err(mpsc::RecvTimeoutError::Timeout) =
                     rx.recv_timeout(Duration::from_secs(1))
                 {
-                    let Ok(s) = ls.snapshot() else { break };
-                    out.push(sample(&s0, &prev, &s));
-                    prev = s;
+                    for (k, (i, ls, s0)) in pages.iter().enumerate() {
+                        let Ok(s) = ls.snapshot() else { break 'tick };
+                        out[*i].push(sample(s0, &prev[k], &s));
+                        prev[k] = s;
+                    }
                 }
                 out
             });
@@ -119,10 +147,12 @@ impl Window {
     /// The victim ended at `t` (its wait returned then).
     pub(super) fn end_at(&mut self, t: Instant) {
         self.t1 = Some(t);
-        if let Some(ls) = &self.stats {
-            self.end = ls.snapshot().ok();
-        }
-        self.sys1 = Some(SysSnap::take(&self.cpus, self.aggressor_pid));
+        self.end = self
+            .stats
+            .iter()
+            .map(|ls| ls.as_ref().and_then(|ls| ls.snapshot().ok()))
+            .collect();
+        self.sys1 = Some(SysSnap::take(&self.cpus, &self.aggressor_pids));
     }
 
     /// The victim's side of the window (None before it started).
@@ -158,17 +188,54 @@ impl Window {
         }
     }
 
-    /// Stops the sampler; the evidence when there were live stats.
-    pub(super) fn evidence(mut self) -> Option<Evidence> {
-        let samples = match self.sampler.take() {
+    /// Stops the sampler; each load's evidence (in the order of the
+    /// pages given to [`Window::new`]), None for one without live stats.
+    pub(super) fn evidence(mut self) -> Vec<Option<Evidence>> {
+        let mut samples = match self.sampler.take() {
             Some((tx, h)) => {
                 let _ = tx.send(());
                 h.join().unwrap_or_default()
             }
             None => Vec::new(),
         };
-        Some(evidence(&self.start?, &self.end?, samples))
+        samples.resize(self.stats.len(), Vec::new());
+        self.start
+            .iter()
+            .zip(&self.end)
+            .zip(samples)
+            .map(|((a, b), s)| Some(evidence(a.as_ref()?, b.as_ref()?, s)))
+            .collect()
     }
+}
+
+/// A group's evidence: its members' work in the victim's window added up.
+/// Counts and rates add; the window is the longest member's (their
+/// snapshots are taken one right after another); it ran throughout when
+/// every member did; the samples add interval by interval, as far as every
+/// member has one. None when a member has no evidence: a sum that leaves
+/// one out would pass for the group's.
+pub(super) fn sum_evidence(members: &[Option<Evidence>]) -> Option<Evidence> {
+    let ms: Vec<&Evidence> = members.iter().map(Option::as_ref).collect::<Option<_>>()?;
+    let first = ms.first()?;
+    let n = ms.iter().map(|e| e.samples.len()).min().unwrap_or(0);
+    let samples = (0..n)
+        .map(|i| Sample {
+            t_ns: first.samples[i].t_ns,
+            data_bytes: ms.iter().map(|e| e.samples[i].data_bytes).sum(),
+            commands: ms.iter().map(|e| e.samples[i].commands).sum(),
+            interval_ns: first.samples[i].interval_ns,
+        })
+        .collect();
+    Some(Evidence {
+        window_ns: ms.iter().map(|e| e.window_ns).max().unwrap_or(0),
+        data_bytes: ms.iter().map(|e| e.data_bytes).sum(),
+        commands: ms.iter().map(|e| e.commands).sum(),
+        blocks: ms.iter().map(|e| e.blocks).sum(),
+        bw_bytes: ms.iter().map(|e| e.bw_bytes).sum(),
+        cmd_per_s: ms.iter().map(|e| e.cmd_per_s).sum(),
+        running_throughout: ms.iter().all(|e| e.running_throughout),
+        samples,
+    })
 }
 
 /// The interval from `prev` to `s`, stamped from the victim's start `s0`.
@@ -248,5 +315,58 @@ mod tests {
         let e = evidence(&a, &c, vec![]);
         assert!(!e.running_throughout);
         assert_eq!((e.window_ns, e.data_bytes, e.commands), (1, 0, 0));
+    }
+
+    #[test]
+    fn a_groups_evidence_adds_its_members_and_needs_all_of_them() {
+        let s = |d, c| Sample {
+            t_ns: 1_000,
+            data_bytes: d,
+            commands: c,
+            interval_ns: 1_000,
+        };
+        let a = Evidence {
+            window_ns: 2_000,
+            data_bytes: 4096,
+            commands: 1,
+            blocks: 8,
+            bw_bytes: 2048.0,
+            cmd_per_s: 0.5,
+            running_throughout: true,
+            samples: vec![s(4096, 1), s(0, 0)],
+        };
+        let b = Evidence {
+            window_ns: 2_100,
+            data_bytes: 0,
+            commands: 30,
+            blocks: 30,
+            bw_bytes: 0.0,
+            cmd_per_s: 15.0,
+            running_throughout: true,
+            samples: vec![s(0, 30)],
+        };
+        let g = sum_evidence(&[Some(a.clone()), Some(b.clone())]).unwrap();
+        assert_eq!(
+            (g.window_ns, g.data_bytes, g.commands, g.blocks),
+            (2_100, 4096, 31, 38)
+        );
+        assert_eq!((g.bw_bytes, g.cmd_per_s), (2048.0, 15.5));
+        assert!(g.running_throughout);
+        assert_eq!(
+            g.samples,
+            vec![s(4096, 31)],
+            "as far as every member has one"
+        );
+        let stopped = Evidence {
+            running_throughout: false,
+            ..b
+        };
+        assert!(
+            !sum_evidence(&[Some(a.clone()), Some(stopped)])
+                .unwrap()
+                .running_throughout
+        );
+        assert_eq!(sum_evidence(&[Some(a), None]), None);
+        assert_eq!(sum_evidence(&[]), None);
     }
 }

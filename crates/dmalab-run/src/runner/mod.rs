@@ -25,8 +25,10 @@ use crate::experiment::Control;
 use crate::experiment::Experiment;
 use crate::plan::{self, PlannedRun};
 use crate::progress::Progress;
-use crate::record::{ControlOrder, ControlRecord, Failure, RunRecord};
-use aggressor::{start_aggressor, stop_aggressor, ControlArgs};
+use crate::record::{AggressorOutcome, ControlOrder, ControlRecord, Failure, RunRecord};
+use aggressor::{
+    start_aggressor, start_group, stop_aggressor, stop_members, ControlArgs, RunningAggressor,
+};
 use dmalab_core::schema::{rfc3339, RunStatus};
 use dmalab_core::UsageError;
 use evidence::Window;
@@ -212,6 +214,76 @@ fn control_plan<'e>(
     ))
 }
 
+/// What runs beside the victim: one aggressor, or a group's members.
+enum Started {
+    One(RunningAggressor),
+    Group(Vec<RunningAggressor>),
+}
+
+impl Started {
+    fn running(&self) -> &[RunningAggressor] {
+        match self {
+            Started::One(a) => std::slice::from_ref(a),
+            Started::Group(ms) => ms,
+        }
+    }
+}
+
+/// Stops what ran beside the victim and fills in the aggressor's side of
+/// `rec`, with the evidence `found` (one per load, as [`Started::running`] lists
+/// them); a load that ended before the victim did fails the run.
+fn stop_load(rec: &mut RunRecord, started: Started, found: Vec<Option<crate::record::Evidence>>) {
+    let name = rec.load.clone();
+    let (o, early) = match started {
+        Started::One(a) => {
+            let (mut o, ended_early) = stop_aggressor(a);
+            o.evidence = found.into_iter().next().flatten();
+            let early = ended_early.then(|| {
+                (
+                    format!("aggressor '{name}' ended before the victim did, so part of the victim ran without load"),
+                    o.exit_status,
+                    o.stderr_tail.clone(),
+                )
+            });
+            (o, early)
+        }
+        Started::Group(ms) => {
+            let mut members = Vec::new();
+            let mut early = None;
+            for ((mut m, ended_early), ev) in stop_members(ms).into_iter().zip(found) {
+                m.outcome.evidence = ev;
+                if ended_early && early.is_none() {
+                    early = Some((
+                        format!("member '{}' of group '{name}' ended before the victim did, so part of the victim ran without it", m.name),
+                        m.outcome.exit_status,
+                        m.outcome.stderr_tail.clone(),
+                    ));
+                }
+                members.push(m);
+            }
+            let evs: Vec<_> = members.iter().map(|m| m.outcome.evidence.clone()).collect();
+            let o = AggressorOutcome {
+                evidence: evidence::sum_evidence(&evs),
+                members,
+                ..Default::default()
+            };
+            (o, early)
+        }
+    };
+    if let Some((reason, exit_status, stderr_tail)) = early {
+        if rec.status == RunStatus::Completed {
+            rec.status = RunStatus::Failed;
+            rec.failure = Some(Failure {
+                reason,
+                exit_status,
+                signal: None,
+                stderr_tail,
+            });
+        }
+    }
+    rec.aggressor = Some(o);
+}
+
 /// One run, start to record.
 fn one_run(
     exp: &Experiment,
@@ -255,8 +327,13 @@ fn one_run(
         .cpus
         .clone()
         .unwrap_or_else(|| exp.placement.victims.clone());
-    if p.aggressor.is_some() {
-        cpus.extend(exp.placement.aggressor.iter().copied());
+    if let Some(i) = p.aggressor {
+        let c = &exp.configurations[p.configuration];
+        let a = &exp.aggressors[i];
+        cpus.extend(exp.aggressor_cpus(a, c, p.sweep_value.as_deref()));
+        for &m in a.members() {
+            cpus.extend(exp.aggressor_cpus(&exp.aggressors[m], c, None));
+        }
     }
     cpus.sort_unstable();
     cpus.dedup();
@@ -285,7 +362,7 @@ fn one_run(
         Some(i) if p.control => match control_plan(exp, p, rates) {
             Ok((a, ctl, cr)) => {
                 rec.control = Some(Box::new(cr));
-                Some(start_aggressor(exp, opts, a, p, dir.path(), Some(ctl)))
+                Some(start_aggressor(exp, opts, a, p, dir.path(), Some(ctl)).map(Started::One))
             }
             Err(why) => {
                 rec.control = Some(Box::new(ControlRecord {
@@ -308,14 +385,12 @@ fn one_run(
                 return Ok(rec);
             }
         },
-        Some(i) => Some(start_aggressor(
-            exp,
-            opts,
-            &exp.aggressors[i],
-            p,
-            dir.path(),
-            None,
-        )),
+        Some(i) if !exp.aggressors[i].members().is_empty() => {
+            Some(start_group(exp, opts, &exp.aggressors[i], p, dir.path()).map(Started::Group))
+        }
+        Some(i) => Some(
+            start_aggressor(exp, opts, &exp.aggressors[i], p, dir.path(), None).map(Started::One),
+        ),
     };
     let agg = match started_agg {
         None => None,
@@ -334,10 +409,11 @@ fn one_run(
         .cpus
         .clone()
         .unwrap_or_else(|| exp.placement.victims.clone());
+    let running = agg.as_ref().map_or(&[][..], Started::running);
     let mut w = Window::new(
-        agg.as_ref().and_then(|a| a.stats.clone()),
+        running.iter().map(|a| a.stats.clone()).collect(),
         vcpus,
-        agg.as_ref().map(|a| a.pid()),
+        running.iter().map(RunningAggressor::pid).collect(),
     );
     let vo = run_victim(exp, opts, v, dir.path(), p.repetition, &mut w);
     rec.victim_wall_ns = w.wall_ns();
@@ -351,19 +427,7 @@ fn one_run(
         rec.failure = Some(f);
     }
     if let Some(a) = agg {
-        let name = rec.load.clone();
-        let (mut o, ended_early) = stop_aggressor(a);
-        o.evidence = evidence;
-        if ended_early && rec.status == RunStatus::Completed {
-            rec.status = RunStatus::Failed;
-            rec.failure = Some(Failure {
-                reason: format!("aggressor '{name}' ended before the victim did, so part of the victim ran without load"),
-                exit_status: o.exit_status,
-                signal: None,
-                stderr_tail: o.stderr_tail.clone(),
-            });
-        }
-        rec.aggressor = Some(o);
+        stop_load(&mut rec, a, evidence);
     }
     Ok(rec)
 }

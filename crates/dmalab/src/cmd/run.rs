@@ -82,6 +82,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(t) = dmalab_run::analysis::attribution_table(&cells) {
         out!("\n{t}");
     }
+    if let Some(t) = dmalab_run::groups::text_table(&res) {
+        out!("\n{t}");
+    }
     let total = res.runs.len();
     outln!(
         "{} of {} runs recorded in {} ({} this session, {} failed); `dmalab report {}` makes the HTML report",

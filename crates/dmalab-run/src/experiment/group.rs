@@ -1,0 +1,529 @@
+//! Aggressor groups: an `[[aggressor]]` table with `members = ["rdma",
+//! "ssd"]` runs those other aggressors of the file together in one cycle
+//! (several DMA sources at once: two HCAs, a NIC beside an SSD).
+//!
+//! Each member is started as it would be alone (its own flags, its own
+//! `cpus_allowed` and rate), all of them before the warm-up, and stopped
+//! together after the victim; each one's counted work is read between the
+//! victim's start and end (see `runner::evidence`). The members still run
+//! alone as well, so a report has each source alone and all together.
+//!
+//! What is checked here, before anything runs: every member names another
+//! aggressor, none is listed twice, none is itself a group; no member runs
+//! on a CPU of another member or of a victim; and no aggressor's SQPOLL
+//! poller (`sqpoll_cpu`) sits on a victim's CPU or another member's.
+
+use super::{Aggressor, AggressorKind, Configuration, Ctx, Experiment, Flag, RawValue, VictimKind};
+use crate::error::ExpError;
+use std::collections::BTreeMap;
+
+/// Why a group has no automatic control cycle (yet): its control would be
+/// every member's twin started together, each paced at the command rate
+/// that member reached in the group's run, which the runner does not make.
+pub const NO_CONTROL: &str = "a group's control cycle (each member's twin started together, each paced at its own rate in the group's run) is not made; set control = \"none\" on the group (each member's own control cycle still runs when it has one)";
+
+/// A group's `members` key as written: the names and the key's offset.
+#[derive(Clone, Debug)]
+pub struct RawMembers {
+    names: Vec<String>,
+    at: usize,
+}
+
+/// Takes `members` out of an `[[aggressor]]` table: None when the table is
+/// not a group. A group runs its members' commands, so it has no
+/// `command` of its own.
+pub(super) fn take_members(
+    ctx: &Ctx,
+    owner: &str,
+    map: &mut BTreeMap<String, RawValue>,
+) -> Result<Option<RawMembers>, ExpError> {
+    let Some(v) = map.remove("members") else {
+        return Ok(None);
+    };
+    let at = v.span().start;
+    let names = match v.get_ref() {
+        toml::Value::Array(items) => items
+            .iter()
+            .map(|i| match i {
+                toml::Value::String(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>(),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        ctx.err(
+            at,
+            format!("{owner}: members must be a list of aggressor names, e.g. members = [\"rdma\", \"ssd\"]"),
+        )
+    })?;
+    if let Some(c) = map.get("command") {
+        return Err(ctx.err(
+            c.span().start,
+            format!(
+                "{owner}: a group (members = [...]) runs its members' commands; remove command"
+            ),
+        ));
+    }
+    Ok(Some(RawMembers { names, at }))
+}
+
+/// Resolves every group's member names to aggressor indices: at least two,
+/// each naming another aggressor of the file, none twice, none a group.
+pub(super) fn resolve_members(
+    ctx: &Ctx,
+    aggs: &mut [Aggressor],
+    raw: Vec<Option<RawMembers>>,
+) -> Result<(), ExpError> {
+    let names: Vec<String> = aggs.iter().map(|a| a.name.clone()).collect();
+    let is_group: Vec<bool> = raw.iter().map(Option::is_some).collect();
+    for (i, m) in raw.into_iter().enumerate() {
+        let Some(m) = m else { continue };
+        let owner = format!("aggressor '{}'", names[i]);
+        let plain: Vec<&str> = names
+            .iter()
+            .zip(&is_group)
+            .filter(|(_, g)| !**g)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        if m.names.len() < 2 {
+            return Err(ctx.err(
+                m.at,
+                format!(
+                    "{owner}: a group needs at least two members; list two or more of: {}",
+                    plain.join(", ")
+                ),
+            ));
+        }
+        let mut members = Vec::with_capacity(m.names.len());
+        for (k, name) in m.names.iter().enumerate() {
+            if m.names[..k].contains(name) {
+                return Err(ctx.err(
+                    m.at,
+                    format!("{owner}: member '{name}' is listed twice; list each aggressor once"),
+                ));
+            }
+            let j = names.iter().position(|n| n == name).ok_or_else(|| {
+                ctx.err(
+                    m.at,
+                    format!("{owner}: member '{name}': no aggressor has that name; members name other [[aggressor]] tables: {}", plain.join(", ")),
+                )
+            })?;
+            if is_group[j] {
+                let what = if j == i {
+                    "is the group itself".to_string()
+                } else {
+                    "is itself a group".to_string()
+                };
+                return Err(ctx.err(
+                    m.at,
+                    format!("{owner}: member '{name}' {what}; a group lists plain aggressors only (list that group's members here instead)"),
+                ));
+            }
+            members.push(j);
+        }
+        aggs[i].kind = AggressorKind::Group { members };
+    }
+    Ok(())
+}
+
+/// A named control (`control = "NAME"`) between `a` and `target`: a group
+/// has no control but its members' twins, and a group cannot stand as
+/// another aggressor's control.
+pub(super) fn check_named_control(
+    ctx: &Ctx,
+    owner: &str,
+    at: usize,
+    a: &Aggressor,
+    target: &Aggressor,
+) -> Result<(), ExpError> {
+    if matches!(a.kind, AggressorKind::Group { .. }) {
+        return Err(ctx.err(
+            at,
+            format!("{owner}: control = \"{}\": {NO_CONTROL}", target.name),
+        ));
+    }
+    if matches!(target.kind, AggressorKind::Group { .. }) {
+        return Err(ctx.err(
+            at,
+            format!("{owner}: control = \"{}\" is a group; a control is one aggressor; name another aggressor, \"auto\" or \"none\"", target.name),
+        ));
+    }
+    Ok(())
+}
+
+/// The value of `key` among `flags` (keys compared with `-` as `_`).
+fn flag<'f>(flags: &'f [Flag], key: &str) -> Option<&'f Flag> {
+    flags.iter().find(|f| f.key.replace('-', "_") == key)
+}
+
+/// The CPUs an aggressor runs on with `flags`: its `cpus_allowed`, else
+/// the experiment's aggressor CPUs (what `dmalab run` gives it), with the
+/// line that says so (None: `[cpus]` or the default).
+fn cpus_with_line(
+    exp: &Experiment,
+    a: &Aggressor,
+    flags: &[Flag],
+) -> Result<(Vec<usize>, Option<usize>), ExpError> {
+    let takes = a.kind.child().is_some_and(|c| c.takes("cpus_allowed"));
+    match flag(flags, "cpus_allowed").filter(|_| takes) {
+        Some(f) => dmalab_core::cpus::parse_cpu_list("cpus_allowed", &f.values.join(","))
+            .map(|c| (c, Some(f.line)))
+            .map_err(|e| {
+                ExpError::new(
+                    &exp.path,
+                    Some(f.line),
+                    format!("aggressor '{}': {e}", a.name),
+                )
+            }),
+        None => Ok((exp.placement.aggressor.clone(), None)),
+    }
+}
+
+/// An aggressor's `sqpoll_cpu` with `flags`, and its line.
+fn sqpoll_cpu(
+    exp: &Experiment,
+    a: &Aggressor,
+    flags: &[Flag],
+) -> Result<Option<(usize, usize)>, ExpError> {
+    let Some(f) = flag(flags, "sqpoll_cpu") else {
+        return Ok(None);
+    };
+    let text = f.values.join(",");
+    text.trim().parse::<usize>().map(|c| Some((c, f.line))).map_err(|_| {
+        ExpError::new(
+            &exp.path,
+            Some(f.line),
+            format!("aggressor '{}': sqpoll_cpu: '{}' is not a CPU number; give one CPU, e.g. sqpoll_cpu = 3", a.name, dmalab_core::text::shown(&text)),
+        )
+    })
+}
+
+/// The victims that run on CPUs, with their CPUs. An idle victim runs
+/// nothing, so nothing of the aggressors' can land on it.
+fn victim_cpus(exp: &Experiment) -> Vec<(&str, Vec<usize>)> {
+    exp.victims
+        .iter()
+        .filter(|v| !matches!(v.kind, VictimKind::Idle { .. }))
+        .map(|v| {
+            (
+                v.name.as_str(),
+                v.cpus
+                    .clone()
+                    .unwrap_or_else(|| exp.placement.victims.clone()),
+            )
+        })
+        .collect()
+}
+
+/// The first CPU of `a` that is in `b`.
+fn shared(a: &[usize], b: &[usize]) -> Option<usize> {
+    a.iter().copied().find(|c| b.contains(c))
+}
+
+/// The flags each run gives an aggressor: per configuration, and at each
+/// sweep value when it is the swept one.
+fn each_flags<'e>(
+    exp: &'e Experiment,
+    a: &'e Aggressor,
+) -> impl Iterator<Item = (&'e Configuration, Vec<Flag>)> + 'e {
+    let values: Vec<Option<String>> = match &exp.sweep {
+        Some(s) if s.aggressor == a.name => s.values.iter().cloned().map(Some).collect(),
+        _ => vec![None],
+    };
+    exp.configurations.iter().flat_map(move |c| {
+        values
+            .clone()
+            .into_iter()
+            .map(move |v| (c, exp.aggressor_flags(a, c, v.as_deref())))
+    })
+}
+
+/// A member already placed: its name, CPUs and poller (CPU, line).
+struct Placed<'e> {
+    name: &'e str,
+    cpus: Vec<usize>,
+    poll: Option<(usize, usize)>,
+}
+
+/// The CPU rules of groups and SQPOLL pollers (see the module's head).
+pub(super) fn check_cpus(exp: &Experiment) -> Result<(), ExpError> {
+    let err = |line: usize, msg: String| ExpError::new(&exp.path, Some(line), msg);
+    let victims = victim_cpus(exp);
+    let fmt = dmalab_core::cpus::format_cpu_list;
+    // Every aggressor's poller away from the victims.
+    for a in &exp.aggressors {
+        for (c, flags) in each_flags(exp, a) {
+            let Some((cpu, line)) = sqpoll_cpu(exp, a, &flags)? else {
+                continue;
+            };
+            if let Some((v, vc)) = victims.iter().find(|(_, vc)| vc.contains(&cpu)) {
+                return Err(err(
+                    line,
+                    format!("aggressor '{}' in configuration '{}': sqpoll_cpu = {cpu} is a CPU of victim '{v}' ({}): the SQPOLL kernel thread would spin beside the victim; choose a CPU outside the victims' CPUs", a.name, c.name, fmt(vc)),
+                ));
+            }
+        }
+    }
+    for g in &exp.aggressors {
+        let AggressorKind::Group { members } = &g.kind else {
+            continue;
+        };
+        let owner = format!("aggressor '{}'", g.name);
+        for c in &exp.configurations {
+            let mut placed: Vec<Placed> = Vec::new();
+            for &m in members {
+                let a = &exp.aggressors[m];
+                let flags = exp.aggressor_flags(a, c, None);
+                let (cpus, cl) = cpus_with_line(exp, a, &flags)?;
+                let line = cl.unwrap_or(g.line);
+                let whence = if cl.is_some() {
+                    "its cpus_allowed"
+                } else {
+                    "cpus.aggressor, as it sets no cpus_allowed"
+                };
+                if let Some((v, vc)) = victims.iter().find(|(_, vc)| shared(&cpus, vc).is_some()) {
+                    return Err(err(
+                        line,
+                        format!("{owner} in configuration '{}': member '{}' runs on CPU {} ({whence}), a CPU of victim '{v}' ({}); give each member cpus_allowed outside the victims' CPUs", c.name, a.name, fmt(&cpus), fmt(vc)),
+                    ));
+                }
+                let poll = sqpoll_cpu(exp, a, &flags)?;
+                for Placed {
+                    name: other,
+                    cpus: ocpus,
+                    poll: opoll,
+                } in &placed
+                {
+                    if let Some(cpu) = shared(&cpus, ocpus) {
+                        return Err(err(
+                            line,
+                            format!("{owner} in configuration '{}': members '{other}' and '{}' both run on CPU {cpu} ({whence}); give each member its own cpus_allowed", c.name, a.name),
+                        ));
+                    }
+                    let clash = |p: Option<(usize, usize)>,
+                                 cpus: &[usize],
+                                 poll_of: &str,
+                                 on: &str| {
+                        p.filter(|(pc, _)| cpus.contains(pc)).map(|(pc, pl)| {
+                            err(pl, format!("{owner} in configuration '{}': member '{poll_of}': sqpoll_cpu = {pc} is a CPU of member '{on}'; give each member's poller a CPU of its own", c.name))
+                        })
+                    };
+                    let mut ocpus_all = ocpus.clone();
+                    ocpus_all.extend(opoll.map(|p| p.0));
+                    if let Some(e) = clash(poll, &ocpus_all, &a.name, other) {
+                        return Err(e);
+                    }
+                    if let Some(e) = clash(*opoll, &cpus, other, &a.name) {
+                        return Err(e);
+                    }
+                }
+                placed.push(Placed {
+                    name: &a.name,
+                    cpus,
+                    poll,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Experiment {
+    /// The CPUs an aggressor runs on in configuration `c` (at sweep value
+    /// `sv`): its `cpus_allowed`, else the experiment's aggressor CPUs
+    /// (a group's: none of its own), and its SQPOLL poller's CPU. It is
+    /// started pinned there: a load may place its workers and its poller
+    /// only on CPUs it was started with.
+    pub fn aggressor_cpus(&self, a: &Aggressor, c: &Configuration, sv: Option<&str>) -> Vec<usize> {
+        let flags = self.aggressor_flags(a, c, sv);
+        let mut cpus = cpus_with_line(self, a, &flags)
+            .map(|(cpus, _)| cpus)
+            .unwrap_or_else(|_| self.placement.aggressor.clone());
+        if let Ok(Some((poller, _))) = sqpoll_cpu(self, a, &flags) {
+            cpus.push(poller);
+            cpus.sort_unstable();
+            cpus.dedup();
+        }
+        cpus
+    }
+}
+
+impl Aggressor {
+    /// A group's members (indices into the experiment's aggressors); empty
+    /// for any other aggressor.
+    pub fn members(&self) -> &[usize] {
+        match &self.kind {
+            AggressorKind::Group { members } => members,
+            _ => &[],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse;
+    use super::*;
+    use std::path::Path;
+
+    const IDLE: &str = "[[victim]]\nname = \"idle\"\ncommand = \"idle\"\nduration = \"1s\"\n";
+
+    fn p(text: &str) -> Result<Experiment, ExpError> {
+        parse(Path::new("t.toml"), text)
+    }
+
+    /// Two null loads on CPUs `a` and `b`, a group of them, and `extra`.
+    fn two(a: &str, b: &str, group: &str, extra: &str) -> String {
+        format!("[[aggressor]]\nname = \"a\"\nengine = \"null\"\ncpus_allowed = \"{a}\"\n\n[[aggressor]]\nname = \"b\"\nengine = \"null\"\ncpus_allowed = \"{b}\"\n\n[[aggressor]]\nname = \"a+b\"\n{group}\n{extra}")
+    }
+
+    #[test]
+    fn a_group_names_its_members_and_runs_beside_them() {
+        if dmalab_core::cpus::allowed_cpus().len() < 2 {
+            eprintln!("skipped: needs two CPUs for two members");
+            return;
+        }
+        let e = p(&two("0", "1", "members = [\"b\", \"a\"]", IDLE)).unwrap();
+        assert_eq!(
+            e.aggressors[2].kind,
+            AggressorKind::Group {
+                members: vec![1, 0]
+            }
+        );
+        assert_eq!(e.aggressors[2].members(), [1, 0]);
+        assert!(e.aggressors[2].flags.is_empty());
+        assert_eq!(e.aggressors[0].members(), [] as [usize; 0]);
+        let c = &e.configurations[0];
+        assert_eq!(e.aggressor_cpus(&e.aggressors[0], c, None), [0]);
+        assert_eq!(e.aggressor_cpus(&e.aggressors[1], c, None), [1]);
+        let names: Vec<String> = crate::plan::expand(&e)
+            .iter()
+            .take(4)
+            .map(|r| crate::plan::load_name(&e, r))
+            .collect();
+        assert_eq!(names, ["plain", "a", "b", "a+b"]);
+    }
+
+    #[test]
+    fn bad_members_are_refused_with_the_line_of_members() {
+        for (group, want) in [
+            ("members = [\"a\", \"c\"]", "member 'c': no aggressor has that name; members name other [[aggressor]] tables: a, b"),
+            ("members = [\"a\", \"a\"]", "member 'a' is listed twice"),
+            ("members = [\"a\"]", "a group needs at least two members"),
+            ("members = [\"a\", \"a+b\"]", "member 'a+b' is the group itself"),
+            ("members = \"a\"", "members must be a list of aggressor names"),
+            ("members = [\"a\", \"b\"]\ncommand = \"load\"", "a group (members = [...]) runs its members' commands; remove command"),
+            ("members = [\"a\", \"b\"]\nworkers = 2", "unknown key 'workers'; allowed here: name, members, control"),
+        ] {
+            let e = p(&two("0", "0", group, IDLE)).unwrap_err();
+            assert!(e.message.contains(want), "{group}: {e}");
+            assert!(e.line.is_some_and(|l| l >= 12), "{group}: {e}");
+        }
+        let nested = format!(
+            "{}\n[[aggressor]]\nname = \"outer\"\nmembers = [\"a\", \"a+b\"]\n",
+            two("0", "0", "members = [\"a\", \"b\"]", IDLE)
+        );
+        let e = p(&nested).unwrap_err();
+        assert!(
+            e.message
+                .contains("aggressor 'outer': member 'a+b' is itself a group"),
+            "{e}"
+        );
+        assert_eq!(e.line, Some(21), "{e}");
+    }
+
+    #[test]
+    fn members_may_not_share_a_cpu_with_each_other_or_a_victim() {
+        let e = p(&two("0", "0", "members = [\"a\", \"b\"]", IDLE)).unwrap_err();
+        assert!(
+            e.message
+                .contains("members 'a' and 'b' both run on CPU 0 (its cpus_allowed)"),
+            "{e}"
+        );
+        assert_eq!(e.line, Some(9), "b's cpus_allowed: {e}");
+        let lat = "[cpus]\nvictims = \"0\"\naggressor = \"0\"\n[[victim]]\nname = \"lat\"\ncommand = \"probe latency\"\n";
+        let e = p(&two("0", "0", "members = [\"a\", \"b\"]", lat)).unwrap_err();
+        assert!(
+            e.message
+                .contains("member 'a' runs on CPU 0 (its cpus_allowed), a CPU of victim 'lat' (0)"),
+            "{e}"
+        );
+        assert_eq!(e.line, Some(4), "{e}");
+    }
+
+    #[test]
+    fn a_poller_on_a_victims_cpu_or_another_members_is_refused_naming_the_key() {
+        let lat =
+            "[cpus]\nvictims = \"0\"\n[[victim]]\nname = \"lat\"\ncommand = \"probe latency\"\n";
+        let e = p(&format!(
+            "[[aggressor]]\nname = \"r\"\nsqpoll_cpu = 0\n{lat}"
+        ))
+        .unwrap_err();
+        assert!(e.message.contains("aggressor 'r' in configuration 'default': sqpoll_cpu = 0 is a CPU of victim 'lat' (0)"), "{e}");
+        assert_eq!(e.line, Some(3), "{e}");
+        // An override in a configuration is checked as the run gives it.
+        let e = p(&format!("[[aggressor]]\nname = \"r\"\n[[configuration]]\nname = \"poll\"\nsqpoll_cpu = 0\n{lat}")).unwrap_err();
+        assert!(
+            e.message
+                .contains("in configuration 'poll': sqpoll_cpu = 0"),
+            "{e}"
+        );
+        assert_eq!(e.line, Some(5), "{e}");
+        // An idle victim runs nothing a poller could take CPU time from.
+        p(&format!(
+            "[[aggressor]]\nname = \"r\"\nsqpoll_cpu = 0\n[cpus]\nvictims = \"0\"\n{IDLE}"
+        ))
+        .unwrap();
+        if dmalab_core::cpus::allowed_cpus().len() < 2 {
+            eprintln!("skipped the members' part: needs two CPUs");
+            return;
+        }
+        let text = two("0", "1", "members = [\"a\", \"b\"]", IDLE).replace(
+            "cpus_allowed = \"1\"",
+            "cpus_allowed = \"1\"\nsqpoll_cpu = 0",
+        );
+        let e = p(&text).unwrap_err();
+        assert!(
+            e.message
+                .contains("member 'b': sqpoll_cpu = 0 is a CPU of member 'a'"),
+            "{e}"
+        );
+        assert_eq!(e.line, Some(10), "{e}");
+    }
+
+    #[test]
+    fn a_group_has_no_control_cycle_yet_and_is_no_control() {
+        let e = p(&two(
+            "0",
+            "0",
+            "members = [\"a\", \"b\"]\ncontrol = \"auto\"",
+            IDLE,
+        ))
+        .unwrap_err();
+        assert!(
+            e.message
+                .contains("control = \"auto\": a group's control cycle"),
+            "{e}"
+        );
+        let e = p(&two(
+            "0",
+            "0",
+            "members = [\"a\", \"b\"]\ncontrol = \"a\"",
+            IDLE,
+        ))
+        .unwrap_err();
+        assert!(e.message.contains("a group's control cycle"), "{e}");
+        let e = p(&two("0", "0", "members = [\"a\", \"b\"]", IDLE).replace(
+            "cpus_allowed = \"0\"\n\n[[aggressor]]\nname = \"b\"",
+            "cpus_allowed = \"0\"\ncontrol = \"a+b\"\n\n[[aggressor]]\nname = \"b\"",
+        ))
+        .unwrap_err();
+        assert!(e.message.contains("control = \"a+b\" is a group"), "{e}");
+        let e = p(&two("0", "0", "members = [\"a\", \"b\"]", IDLE).replace("[[aggressor]]\nname = \"a+b\"", "[sweep]\naggressor = \"a+b\"\nflag = \"workers\"\nvalues = [1]\n[[aggressor]]\nname = \"a+b\"")).unwrap_err();
+        assert!(
+            e.message
+                .contains("'a+b' is a group, which has no flags of its own"),
+            "{e}"
+        );
+    }
+}
