@@ -100,10 +100,10 @@ fn dry_run_aggressors(exp: &Experiment, exe: &Path) -> Result<(), RunError> {
         let Some(cmd) = a.kind.child() else {
             continue;
         };
-        if !cmd.takes("dry_run") {
+        if !cmd.takes(&exp.children, "dry_run") {
             continue;
         }
-        let w = cmd.words();
+        let w = cmd.words(&exp.children);
         let values: Vec<Option<&str>> = match &exp.sweep {
             Some(s) if s.aggressor == a.name => s.values.iter().map(|v| Some(v.as_str())).collect(),
             _ => vec![None],
@@ -127,7 +127,7 @@ fn dry_run_aggressors(exp: &Experiment, exe: &Path) -> Result<(), RunError> {
                     tries.push((" (its control twin)".to_string(), twin));
                 }
                 for (what, flags) in tries {
-                    let argv = cmd.argv(&flags).map_err(|why| {
+                    let argv = cmd.argv(&exp.children, &flags).map_err(|why| {
                         usage(
                             at(exp, a.line),
                             format!(
