@@ -48,6 +48,12 @@ struct PageTotal {
     all: Mean,
 }
 
+/// An aggressor's whole-run bandwidth, bytes per second, from a result
+/// that has one at its top (`dmalab probe bandwidth`'s).
+pub fn bandwidth_of(result: &serde_json::Value) -> Option<f64> {
+    BandwidthView::deserialize(result).ok().map(|b| b.bw_bytes)
+}
+
 /// The figure a dmalab victim of `kind` reports by default (what
 /// [`VictimKind::default_metric`] names): the latency probe's per-access
 /// mean (its clock-mode mean when it ran in clock mode only), the bandwidth
@@ -88,6 +94,35 @@ pub fn default_figure(kind: &VictimKind, doc: &[u8]) -> Option<Result<f64, Strin
         }
         _ => return None,
     })
+}
+
+/// A latency summary's buckets, as every summary writes them
+/// (`dmalab_core::hist::LatencySummary::buckets`): what the report's
+/// histograms read of a run's result.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct LatencyBuckets {
+    /// Non-empty buckets, in order.
+    pub buckets: Vec<Bucket>,
+}
+
+/// One bucket of a latency summary (`dmalab_core::hist::Bucket`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
+pub struct Bucket {
+    /// Lower edge, nanoseconds.
+    pub lo_ns: u64,
+    /// Upper edge, nanoseconds.
+    pub hi_ns: u64,
+    /// Samples in it.
+    pub count: u64,
+}
+
+impl LatencyBuckets {
+    /// `v` read as a latency summary, if it is one with buckets.
+    pub fn read(v: &serde_json::Value) -> Option<Self> {
+        LatencyBuckets::deserialize(v)
+            .ok()
+            .filter(|l| !l.buckets.is_empty())
+    }
 }
 
 /// The figures of single-command documents ([`crate::document::key_figures`]),
@@ -345,6 +380,41 @@ mod tests {
         assert_eq!(
             default_figure(&VictimKind::ProbeBandwidth, &written("probe bandwidth", &r)),
             Some(Ok(1.5e9))
+        );
+        // The same figure of a bandwidth probe run as an aggressor.
+        let doc: serde_json::Value =
+            serde_json::from_slice(&written("probe bandwidth", &r)).unwrap();
+        assert_eq!(bandwidth_of(&doc["result"]), Some(1.5e9));
+        assert_eq!(bandwidth_of(&serde_json::json!({"rates": {}})), None);
+    }
+
+    /// The buckets the report draws are read from the summary every
+    /// producer writes, and anything else is not taken for one.
+    #[test]
+    fn latency_buckets_are_read_from_the_summary_type() {
+        let s = LatencySummary::from_buckets(&[(100, 110, 4), (110, 120, 1)]);
+        let v = serde_json::to_value(&s).unwrap();
+        let b = LatencyBuckets::read(&v).unwrap();
+        assert_eq!(
+            b.buckets,
+            [
+                Bucket {
+                    lo_ns: 100,
+                    hi_ns: 110,
+                    count: 4
+                },
+                Bucket {
+                    lo_ns: 110,
+                    hi_ns: 120,
+                    count: 1
+                }
+            ]
+        );
+        let none = serde_json::to_value(LatencySummary::default()).unwrap();
+        assert_eq!(LatencyBuckets::read(&none), None);
+        assert_eq!(
+            LatencyBuckets::read(&serde_json::json!({"buckets": [{"lo": 1}]})),
+            None
         );
     }
 
