@@ -123,6 +123,71 @@ pub trait ChildOptions:
     }
 }
 
+/// One child config with its type erased: what a process that starts the
+/// command needs of it (its words, its keys, how a table becomes argv), as
+/// plain values. The binary builds one per command from the config its
+/// library owns ([`ChildSpec::of`]) and passes them down, so a library that
+/// starts children (`dmalab-run`, and `dmalab-fleet` and `dmalab-throttle`
+/// through it) does not depend on the libraries that own them.
+#[derive(Clone, Copy)]
+pub struct ChildSpec {
+    /// The subcommand words (`["probe", "latency"]`).
+    pub command: &'static [&'static str],
+    /// Every key a table may give, with its kind, in argv order.
+    pub keys: &'static [(&'static str, Kind)],
+    /// Flags the starting process sets itself.
+    pub runner_sets: &'static [(&'static str, Kind)],
+    /// Reads a table (keys with underscores) into the config and writes
+    /// its argv.
+    to_argv: fn(serde_json::Value) -> Result<Vec<String>, serde_json::Error>,
+}
+
+impl ChildSpec {
+    /// The spec of the config `C`.
+    pub fn of<C: ChildOptions>() -> Self {
+        ChildSpec {
+            command: C::COMMAND,
+            keys: C::KEYS,
+            runner_sets: C::RUNNER_SETS,
+            to_argv: |table| serde_json::from_value::<C>(table).map(|c| c.to_argv()),
+        }
+    }
+
+    /// What `key` (underscores or dashes) takes, if the command has it as
+    /// a key.
+    pub fn kind_of(&self, key: &str) -> Option<Kind> {
+        let k = key.replace('-', "_");
+        self.keys
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, kind)| *kind)
+    }
+
+    /// Whether `key` is a flag the starting process sets itself.
+    pub fn runner_sets(&self, key: &str) -> bool {
+        let k = key.replace('-', "_");
+        self.runner_sets.iter().any(|(n, _)| *n == k)
+    }
+
+    /// Whether the command has the flag, as a key or one the runner sets.
+    pub fn takes(&self, key: &str) -> bool {
+        self.kind_of(key).is_some() || self.runner_sets(key)
+    }
+
+    /// The command line after the subcommand words: `table` (keys with
+    /// underscores, values as [`Values`] or switches as booleans) read
+    /// into the config, unknown keys and wrong kinds refused, written out.
+    pub fn argv(&self, table: serde_json::Value) -> Result<Vec<String>, serde_json::Error> {
+        (self.to_argv)(table)
+    }
+}
+
+impl std::fmt::Debug for ChildSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ChildSpec({})", self.command.join(" "))
+    }
+}
+
 /// `max_blocks` -> `--max-blocks`.
 pub fn long_flag(key: &str) -> String {
     format!("--{}", key.replace('_', "-"))
@@ -274,5 +339,25 @@ mod tests {
             TestOptions::runner_sets_example(),
             ["--output", "x.json", "--live-stats", "x"]
         );
+    }
+
+    #[test]
+    fn a_spec_answers_for_its_config() {
+        let spec = ChildSpec::of::<TestOptions>();
+        assert_eq!(spec.command, ["probe", "test"]);
+        assert_eq!(spec.kind_of("max-blocks"), Some(Kind::Values));
+        assert_eq!(spec.kind_of("output"), None);
+        assert!(spec.runner_sets("live-stats") && !spec.runner_sets("bs"));
+        assert!(spec.takes("output") && !spec.takes("iodepth"));
+        let argv = spec
+            .argv(serde_json::json!({"bs": ["8K"], "keep": true}))
+            .unwrap();
+        assert_eq!(argv, ["--keep", "--bs", "8K"]);
+        let e = spec
+            .argv(serde_json::json!({"iodeph": ["3"]}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `iodeph`"), "{e}");
+        assert_eq!(format!("{spec:?}"), "ChildSpec(probe test)");
     }
 }

@@ -294,10 +294,29 @@ mod tests {
     use super::*;
     use std::path::Path;
 
+    dmalab_core::child_options! {
+        /// A stand-in for every child config: the experiment below has one
+        /// keyless load aggressor and an idle victim (fleet does not depend
+        /// on the libraries that own the real ones).
+        pub struct StandIn for ["load"] {
+            /// Block size.
+            bs: Values = "4K",
+        }
+        runner_sets { output: Values = "x.json" }
+    }
+
     fn exp() -> Experiment {
+        let spec = dmalab_core::child::ChildSpec::of::<StandIn>();
+        let children = dmalab_run::child::ChildCatalog {
+            load: spec,
+            probe_latency: spec,
+            probe_bandwidth: spec,
+            page: spec,
+        };
         dmalab_run::experiment::parse(
             Path::new("t.toml"),
             "[experiment]\nrepetitions = 2\n[[aggressor]]\nname=\"a\"\n[[configuration]]\nname=\"small buf\"\n[[configuration]]\nname=\"big\"\n[[victim]]\nname=\"v\"\ncommand=\"idle\"\nduration=\"1s\"\n",
+            &children,
         )
         .unwrap()
     }

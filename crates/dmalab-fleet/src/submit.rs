@@ -10,6 +10,7 @@ use crate::script::{self, ScriptSpec};
 use crate::slurm;
 use crate::status::{file_state, FileState};
 use dmalab_core::schema::rfc3339;
+use dmalab_run::child::ChildCatalog;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -59,9 +60,11 @@ fn token() -> String {
 }
 
 /// Prepares and submits; see the module doc.
-pub fn submit(req: &SubmitRequest) -> Result<Submitted, FleetError> {
+/// `children` are the configs of the commands the experiment starts (the
+/// binary's catalog).
+pub fn submit(req: &SubmitRequest, children: &ChildCatalog) -> Result<Submitted, FleetError> {
     req.validate()?;
-    let exp = dmalab_run::experiment::load(&req.experiment)
+    let exp = dmalab_run::experiment::load(&req.experiment, children)
         .map_err(|e| FleetError::Usage(e.to_usage()))?;
     if !req.dry_run {
         slurm::find("sbatch")?;

@@ -425,7 +425,7 @@ pub fn aggressor_rates(r: &RunRecord) -> Option<(f64, Option<f64>)> {
     if let Some(e) = &a.evidence {
         return Some((e.bw_bytes, Some(e.cmd_per_s)));
     }
-    let bw = a.result.as_ref()?.get("bw_bytes")?.as_f64()?;
+    let bw = crate::views::bandwidth_of(a.result.as_ref()?)?;
     Some((bw, None))
 }
 

@@ -1,6 +1,8 @@
 //! The dmalab commands an experiment starts as children, each with the
 //! config its own library owns (`dmalab_load::child`, `dmalab_probe::child`,
-//! `dmalab_page::child`).
+//! `dmalab_page::child`), known here only through the [`ChildCatalog`] the
+//! binary builds from them and passes in: this library does not depend on
+//! the libraries whose commands it starts.
 //!
 //! A table's keys are checked against the config when the file is read
 //! ([`ChildCommand::check_flag`]), and the config alone writes the child's
@@ -8,10 +10,7 @@
 //! from its `--help`.
 
 use crate::experiment::Flag;
-use dmalab_core::child::{long_flag, ChildOptions, Kind};
-use dmalab_load::child::LoadChildOptions;
-use dmalab_page::child::PageChildOptions;
-use dmalab_probe::child::{BandwidthChildOptions, LatencyChildOptions};
+use dmalab_core::child::{long_flag, ChildSpec, Kind};
 
 /// A dmalab command an aggressor or victim runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,98 +25,97 @@ pub enum ChildCommand {
     Page,
 }
 
-/// The facts of one config type, as plain values.
-struct Facts {
-    words: &'static [&'static str],
-    keys: &'static [(&'static str, Kind)],
-    runner_sets: &'static [(&'static str, Kind)],
-    argv: fn(serde_json::Value) -> Result<Vec<String>, String>,
+/// The configs of the commands an experiment starts, one per
+/// [`ChildCommand`] (`ChildSpec::of::<LoadChildOptions>()`, ...), built by
+/// the binary; an [`Experiment`](crate::experiment::Experiment) keeps the
+/// one it was read with.
+#[derive(Clone, Copy, Debug)]
+pub struct ChildCatalog {
+    /// `dmalab load`'s config.
+    pub load: ChildSpec,
+    /// `dmalab probe latency`'s config.
+    pub probe_latency: ChildSpec,
+    /// `dmalab probe bandwidth`'s config.
+    pub probe_bandwidth: ChildSpec,
+    /// `dmalab page`'s config.
+    pub page: ChildSpec,
 }
 
-fn facts_of<C: ChildOptions>() -> Facts {
-    Facts {
-        words: C::COMMAND,
-        keys: C::KEYS,
-        runner_sets: C::RUNNER_SETS,
-        argv: |table| {
-            serde_json::from_value::<C>(table)
-                .map(|c| c.to_argv())
-                .map_err(|e| e.to_string())
-        },
+impl ChildCatalog {
+    /// The config of `cmd`.
+    pub fn spec(&self, cmd: ChildCommand) -> &ChildSpec {
+        match cmd {
+            ChildCommand::Load => &self.load,
+            ChildCommand::ProbeLatency => &self.probe_latency,
+            ChildCommand::ProbeBandwidth => &self.probe_bandwidth,
+            ChildCommand::Page => &self.page,
+        }
     }
 }
 
 impl ChildCommand {
-    fn facts(self) -> Facts {
-        match self {
-            ChildCommand::Load => facts_of::<LoadChildOptions>(),
-            ChildCommand::ProbeLatency => facts_of::<LatencyChildOptions>(),
-            ChildCommand::ProbeBandwidth => facts_of::<BandwidthChildOptions>(),
-            ChildCommand::Page => facts_of::<PageChildOptions>(),
-        }
-    }
+    /// Every command, for checks that walk them all.
+    pub const ALL: [ChildCommand; 4] = [
+        ChildCommand::Load,
+        ChildCommand::ProbeLatency,
+        ChildCommand::ProbeBandwidth,
+        ChildCommand::Page,
+    ];
 
     /// The subcommand words (`["probe", "latency"]`).
-    pub fn words(self) -> &'static [&'static str] {
-        self.facts().words
+    pub fn words(self, cat: &ChildCatalog) -> &'static [&'static str] {
+        cat.spec(self).command
     }
 
     /// `load`, `probe latency`.
-    pub fn name(self) -> String {
-        self.words().join(" ")
+    pub fn name(self, cat: &ChildCatalog) -> String {
+        self.words(cat).join(" ")
     }
 
     /// What a table key (underscores or dashes) takes, if the command has
     /// it as a key.
-    pub fn kind_of(self, key: &str) -> Option<Kind> {
-        let k = key.replace('-', "_");
-        self.facts()
-            .keys
-            .iter()
-            .find(|(n, _)| *n == k)
-            .map(|(_, kind)| *kind)
+    pub fn kind_of(self, cat: &ChildCatalog, key: &str) -> Option<Kind> {
+        cat.spec(self).kind_of(key)
     }
 
     /// Whether the command has the flag `--KEY`, as a key or as one the
     /// runner sets itself.
-    pub fn takes(self, key: &str) -> bool {
-        let k = key.replace('-', "_");
-        self.kind_of(&k).is_some() || self.facts().runner_sets.iter().any(|(n, _)| *n == k)
+    pub fn takes(self, cat: &ChildCatalog, key: &str) -> bool {
+        cat.spec(self).takes(key)
     }
 
     /// Why a key of this command's table cannot be given, if it cannot:
     /// a flag `dmalab run` sets itself, a key the command does not take,
     /// or a value where a switch belongs (and the other way round).
-    pub fn check_flag(self, f: &Flag) -> Result<(), String> {
+    pub fn check_flag(self, cat: &ChildCatalog, f: &Flag) -> Result<(), String> {
         let long = long_flag(&f.key);
-        let facts = self.facts();
-        let k = f.key.replace('-', "_");
-        if facts.runner_sets.iter().any(|(n, _)| *n == k) {
+        let spec = cat.spec(self);
+        if spec.runner_sets(&f.key) {
             return Err(format!(
                 "key '{}': dmalab run sets {long} itself; remove it",
                 f.key
             ));
         }
-        match self.kind_of(&k) {
+        match spec.kind_of(&f.key) {
             None => {
-                let keys: Vec<&str> = facts.keys.iter().map(|(n, _)| *n).collect();
+                let keys: Vec<&str> = spec.keys.iter().map(|(n, _)| *n).collect();
                 Err(format!(
                     "unknown key '{}' for dmalab {}; it takes: {}",
                     f.key,
-                    self.name(),
+                    self.name(cat),
                     keys.join(", ")
                 ))
             }
             Some(Kind::Switch) if !f.switch => Err(format!(
                 "key '{}': {long} of dmalab {} is a switch; write {} = true (or false)",
                 f.key,
-                self.name(),
+                self.name(cat),
                 f.key
             )),
             Some(Kind::Values) if f.switch => Err(format!(
                 "key '{}': {long} of dmalab {} takes a value; write {} = \"...\"",
                 f.key,
-                self.name(),
+                self.name(cat),
                 f.key
             )),
             Some(_) => Ok(()),
@@ -126,10 +124,10 @@ impl ChildCommand {
 
     /// The child's arguments after its subcommand words: the flags read
     /// into the command's config, which writes them out.
-    pub fn argv(self, flags: &[Flag]) -> Result<Vec<String>, String> {
+    pub fn argv(self, cat: &ChildCatalog, flags: &[Flag]) -> Result<Vec<String>, String> {
         let mut table = serde_json::Map::new();
         for f in flags {
-            self.check_flag(f)?;
+            self.check_flag(cat, f)?;
             let v = if f.switch {
                 serde_json::Value::Bool(true)
             } else {
@@ -142,8 +140,35 @@ impl ChildCommand {
             };
             table.insert(f.key.replace('-', "_"), v);
         }
-        (self.facts().argv)(serde_json::Value::Object(table))
-            .map_err(|e| format!("dmalab {}: {e}", self.name()))
+        cat.spec(self)
+            .argv(serde_json::Value::Object(table))
+            .map_err(|e| format!("dmalab {}: {e}", self.name(cat)))
+    }
+}
+
+#[cfg(test)]
+dmalab_core::child_options! {
+    /// A stand-in for `dmalab page`'s config in this library's tests: this
+    /// library does not depend on `dmalab-page`, not even for its tests
+    /// (the binary's `child_args` tests check the real one).
+    pub struct PageStandIn for ["page"] {
+        /// A value.
+        size: Values = "1G",
+        /// A switch.
+        cold: Switch,
+    }
+    runner_sets { output: Values = "x.json", runtime: Values = "10s" }
+}
+
+/// The binary's catalog for this library's tests: load's and the probes'
+/// real configs (dev-dependencies), page's stand-in.
+#[cfg(test)]
+pub(crate) fn test_catalog() -> ChildCatalog {
+    ChildCatalog {
+        load: ChildSpec::of::<dmalab_load::child::LoadChildOptions>(),
+        probe_latency: ChildSpec::of::<dmalab_probe::child::LatencyChildOptions>(),
+        probe_bandwidth: ChildSpec::of::<dmalab_probe::child::BandwidthChildOptions>(),
+        page: ChildSpec::of::<PageStandIn>(),
     }
 }
 
@@ -162,12 +187,16 @@ mod tests {
 
     #[test]
     fn argv_comes_from_the_config_in_its_order() {
+        let c = test_catalog();
         let argv = ChildCommand::Load
-            .argv(&[
-                flag("iodepth", &["32"]),
-                flag("keep", &[]),
-                flag("max-blocks", &["8", "16"]),
-            ])
+            .argv(
+                &c,
+                &[
+                    flag("iodepth", &["32"]),
+                    flag("keep", &[]),
+                    flag("max-blocks", &["8", "16"]),
+                ],
+            )
             .unwrap();
         assert_eq!(
             argv,
@@ -183,7 +212,7 @@ mod tests {
         );
         assert_eq!(
             ChildCommand::ProbeLatency
-                .argv(&[flag("size", &["64M"])])
+                .argv(&c, &[flag("size", &["64M"])])
                 .unwrap(),
             ["--size", "64M"]
         );
@@ -191,46 +220,51 @@ mod tests {
 
     #[test]
     fn keys_the_command_lacks_or_the_runner_sets_are_refused() {
+        let c = test_catalog();
         let e = ChildCommand::Load
-            .check_flag(&flag("iodeph", &["3"]))
+            .check_flag(&c, &flag("iodeph", &["3"]))
             .unwrap_err();
         assert!(
             e.starts_with("unknown key 'iodeph' for dmalab load; it takes: target, engine,"),
             "{e}"
         );
         let e = ChildCommand::ProbeLatency
-            .check_flag(&flag("live_stats", &["x"]))
+            .check_flag(&c, &flag("live_stats", &["x"]))
             .unwrap_err();
         assert!(
             e.contains("unknown key 'live_stats' for dmalab probe latency"),
             "{e}"
         );
         let e = ChildCommand::Load
-            .check_flag(&flag("live-stats", &["x"]))
+            .check_flag(&c, &flag("live-stats", &["x"]))
             .unwrap_err();
         assert_eq!(
             e,
             "key 'live-stats': dmalab run sets --live-stats itself; remove it"
         );
-        let e = ChildCommand::Page
-            .check_flag(&flag("cold", &["yes"]))
+        let e = ChildCommand::Load
+            .check_flag(&c, &flag("keep", &["yes"]))
             .unwrap_err();
-        assert!(e.contains("--cold of dmalab page is a switch"), "{e}");
-        let e = ChildCommand::Page
-            .check_flag(&flag("map", &[]))
+        assert!(e.contains("--keep of dmalab load is a switch"), "{e}");
+        let e = ChildCommand::ProbeLatency
+            .check_flag(&c, &flag("size", &[]))
             .unwrap_err();
-        assert!(e.contains("--map of dmalab page takes a value"), "{e}");
-        assert!(ChildCommand::Load.argv(&[flag("iodeph", &["3"])]).is_err());
+        assert!(
+            e.contains("--size of dmalab probe latency takes a value"),
+            "{e}"
+        );
+        assert!(ChildCommand::Load
+            .argv(&c, &[flag("iodeph", &["3"])])
+            .is_err());
     }
 
     #[test]
     fn runner_flags_are_known_per_command() {
-        assert!(ChildCommand::Load.takes("live-stats"));
-        assert!(!ChildCommand::ProbeBandwidth.takes("live_stats"));
-        assert!(ChildCommand::ProbeBandwidth.takes("cpus_allowed"));
-        assert!(ChildCommand::Page.takes("runtime"));
-        assert!(!ChildCommand::Page.takes("cpus_allowed"));
-        assert!(ChildCommand::Load.takes("dry_run"));
-        assert!(!ChildCommand::ProbeBandwidth.takes("dry_run"));
+        let c = test_catalog();
+        assert!(ChildCommand::Load.takes(&c, "live-stats"));
+        assert!(!ChildCommand::ProbeBandwidth.takes(&c, "live_stats"));
+        assert!(ChildCommand::ProbeBandwidth.takes(&c, "cpus_allowed"));
+        assert!(ChildCommand::Load.takes(&c, "dry_run"));
+        assert!(!ChildCommand::ProbeBandwidth.takes(&c, "dry_run"));
     }
 }

@@ -4,6 +4,7 @@
 //! the report's table and CSV and `compare` all read them.
 
 use crate::draw;
+use crate::views::doc;
 use serde_json::Value;
 use std::fmt::Write;
 use std::path::Path;
@@ -114,20 +115,19 @@ pub struct Figure {
     pub value: Option<f64>,
 }
 
-fn fig(r: &Value, ptr: &str, what: &str, unit: &str, hib: Option<bool>) -> Figure {
+fn fig(value: Option<f64>, what: &str, unit: &str, hib: Option<bool>) -> Figure {
     Figure {
         what: what.into(),
         unit: unit.into(),
         higher_is_better: hib,
-        value: r.pointer(ptr).and_then(Value::as_f64),
+        value,
     }
 }
 
-/// Percentiles of a latency summary at `ptr` (fio's `percentile_ns`).
-fn latency_figures(r: &Value, ptr: &str, what: &str, out: &mut Vec<Figure>) {
+/// Mean and percentiles of a latency summary (fio's `percentile_ns`).
+fn latency_figures(lat: Option<&doc::LatencySummary>, what: &str, out: &mut Vec<Figure>) {
     out.push(fig(
-        r,
-        &format!("{ptr}/mean_ns"),
+        lat.and_then(|l| l.mean_ns),
         &format!("mean {what}"),
         "ns",
         Some(false),
@@ -138,8 +138,7 @@ fn latency_figures(r: &Value, ptr: &str, what: &str, out: &mut Vec<Figure>) {
         ("99.900000", "p99.9"),
     ] {
         out.push(fig(
-            r,
-            &format!("{ptr}/percentile_ns/{p}"),
+            lat.and_then(|l| l.percentile_ns.get(p).copied().flatten()),
             &format!("{name} {what}"),
             "ns",
             Some(false),
@@ -147,155 +146,149 @@ fn latency_figures(r: &Value, ptr: &str, what: &str, out: &mut Vec<Figure>) {
     }
 }
 
-/// The figures that matter in a document of `command`, in table order.
+/// The figures that matter in a document of `command`, in table order,
+/// read through the command's view of its result ([`crate::views::doc`]).
 pub fn key_figures(command: &str, doc: &Value) -> Vec<Figure> {
     let r = &doc["result"];
     let mut f = Vec::new();
     match command {
         "load" => {
+            let v: doc::Load = doc::read(r);
+            let rates = v.rates.as_ref();
             f.push(fig(
-                r,
-                "/rates/data_bw_bytes",
+                rates.and_then(|x| x.data_bw_bytes),
                 "data bandwidth",
                 "B/s",
                 Some(true),
             ));
             f.push(fig(
-                r,
-                "/rates/iops",
+                rates.and_then(|x| x.iops),
                 "command rate",
                 "commands/s",
                 Some(true),
             ));
-            latency_figures(r, "/lat_ns", "command latency", &mut f);
-            f.push(fig(r, "/cpu/cpu_pct", "CPU use", "% of a CPU", Some(false)));
+            latency_figures(v.lat_ns.as_ref(), "command latency", &mut f);
             f.push(fig(
-                r,
-                "/rate_check/mean_error_pct",
+                v.cpu.as_ref().and_then(|c| c.cpu_pct),
+                "CPU use",
+                "% of a CPU",
+                Some(false),
+            ));
+            let check = v.rate_check.as_ref();
+            f.push(fig(
+                check.and_then(|c| c.mean_error_pct),
                 "rate error, mean",
                 "%",
                 Some(false),
             ));
             f.push(fig(
-                r,
-                "/rate_check/window_max_error_pct",
+                check.and_then(|c| c.window_max_error_pct),
                 "rate error, worst 1-s window",
                 "%",
                 Some(false),
             ));
         }
         c if c.starts_with("probe") => {
-            f.push(fig(r, "/bw_bytes", "bandwidth", "B/s", Some(true)));
-            latency_figures(r, "/per_access", "access latency", &mut f);
+            let v: doc::Probe = doc::read(r);
+            f.push(fig(v.bw_bytes, "bandwidth", "B/s", Some(true)));
+            latency_figures(v.per_access.as_ref(), "access latency", &mut f);
             f.push(fig(
-                r,
-                "/timer/subtracted_ns",
+                v.timer.as_ref().and_then(|t| t.subtracted_ns),
                 "timer bracket subtracted",
                 "ns",
                 None,
             ));
         }
         "page" => {
-            f.push(fig(
-                r,
-                "/table2/avg_all_ns",
-                "Table 2 (1): mean latency of all accesses",
-                "ns",
-                Some(false),
-            ));
-            f.push(fig(
-                r,
-                "/table2/major_mode_ns",
-                "Table 2 (2): most frequent major-fault latency",
-                "ns",
-                Some(false),
-            ));
-            f.push(fig(
-                r,
-                "/table2/avg_major_ns",
-                "Table 2 (3): mean major-fault latency",
-                "ns",
-                Some(false),
-            ));
-            f.push(fig(
-                r,
-                "/table2/os_overhead_ns",
-                "Table 2 (4): OS overhead",
-                "ns",
-                Some(false),
-            ));
-            f.push(fig(
-                r,
-                "/table2/os_overhead_pct",
-                "Table 2 (5): OS overhead share",
-                "%",
-                Some(false),
-            ));
-            f.push(fig(
-                r,
-                "/table2/time_in_over_100us_pct",
-                "run time in accesses > 100 µs",
-                "%",
-                Some(false),
-            ));
-            f.push(fig(
-                r,
-                "/table2/time_in_over_1ms_pct",
-                "run time in accesses ≥ 1 ms",
-                "%",
-                Some(false),
-            ));
-            for class in ["hit", "minor", "major"] {
+            let v: doc::Page = doc::read(r);
+            let t2 = v.table2.unwrap_or_default();
+            for (value, what, unit) in [
+                (
+                    t2.avg_all_ns,
+                    "Table 2 (1): mean latency of all accesses",
+                    "ns",
+                ),
+                (
+                    t2.major_mode_ns,
+                    "Table 2 (2): most frequent major-fault latency",
+                    "ns",
+                ),
+                (
+                    t2.avg_major_ns,
+                    "Table 2 (3): mean major-fault latency",
+                    "ns",
+                ),
+                (t2.os_overhead_ns, "Table 2 (4): OS overhead", "ns"),
+                (t2.os_overhead_pct, "Table 2 (5): OS overhead share", "%"),
+                (
+                    t2.time_in_over_100us_pct,
+                    "run time in accesses > 100 µs",
+                    "%",
+                ),
+                (t2.time_in_over_1ms_pct, "run time in accesses ≥ 1 ms", "%"),
+            ] {
+                f.push(fig(value, what, unit, Some(false)));
+            }
+            let total = v.total.unwrap_or_default();
+            for (class, c) in [
+                ("hit", &total.hit),
+                ("minor", &total.minor),
+                ("major", &total.major),
+            ] {
                 f.push(fig(
-                    r,
-                    &format!("/total/{class}/share_pct"),
+                    c.as_ref().and_then(|c| c.share_pct),
                     &format!("{class} share of accesses"),
                     "%",
                     None,
                 ));
             }
-            latency_figures(r, "/total/all/lat", "access latency", &mut f);
+            let all = total.all.as_ref().and_then(|a| a.lat.as_ref());
+            latency_figures(all, "access latency", &mut f);
         }
         "stat" => {
-            f.push(fig(r, "/wall_ns", "run time", "ns", Some(false)));
-            for e in r["counters"]["events"].as_array().into_iter().flatten() {
-                let (Some(id), Some(v)) = (e["id"].as_str(), e["value"].as_f64()) else {
+            let v: doc::Stat = doc::read(r);
+            f.push(fig(v.wall_ns, "run time", "ns", Some(false)));
+            let counters = v.counters.unwrap_or_default();
+            for e in counters.events {
+                let (Some(id), Some(value)) = (e.id, e.value) else {
                     continue;
                 };
                 f.push(Figure {
-                    what: id.to_string(),
-                    unit: e["unit"].as_str().unwrap_or("").to_string(),
+                    what: id,
+                    unit: e.unit.unwrap_or_default(),
                     higher_is_better: None,
-                    value: Some(v),
+                    value: Some(value),
                 });
             }
-            for m in r["counters"]["metrics"].as_array().into_iter().flatten() {
-                let (Some(n), Some(v)) = (m["name"].as_str(), m["value"].as_f64()) else {
+            for m in counters.metrics {
+                let (Some(n), Some(value)) = (m.name, m.value) else {
                     continue;
                 };
                 f.push(Figure {
                     what: n.replace('_', " "),
-                    unit: m["unit"].as_str().unwrap_or("").to_string(),
+                    unit: m.unit.unwrap_or_default(),
                     higher_is_better: None,
-                    value: Some(v),
+                    value: Some(value),
                 });
             }
         }
         "sim compare" => {
-            for s in r["schemes"].as_array().into_iter().flatten() {
-                let Some(name) = s["scheme"].as_str() else {
+            let v: doc::SimCompare = doc::read(r);
+            for s in v.schemes {
+                let Some(name) = s.scheme else {
                     continue;
                 };
                 f.push(Figure {
                     what: format!("{name}: simulated time"),
                     unit: "ns".into(),
                     higher_is_better: Some(false),
-                    value: s["total_ns"].as_f64(),
+                    value: s.total_ns,
                 });
             }
         }
         _ => {
-            // Any other command: the numbers at the top of its result.
+            // Any other command (no view: its result is not one this
+            // library knows): the numbers at the top of its result.
             for (k, v) in r.as_object().into_iter().flatten() {
                 if let Some(x) = v.as_f64() {
                     let unit = if k.ends_with("_ns") {

@@ -9,7 +9,7 @@
 //! every key, override and swept flag is checked against it here, with its
 //! line, before anything runs.
 
-use crate::child::ChildCommand;
+use crate::child::{ChildCatalog, ChildCommand};
 use crate::error::ExpError;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -386,6 +386,8 @@ pub struct Experiment {
     /// thesis' one event per run, section 3.2); checked before the first
     /// run to have at least as many repetitions as groups.
     pub counters_exact: bool,
+    /// The configs of the dmalab commands it starts, as it was read with.
+    pub children: ChildCatalog,
 }
 
 type RawValue = Spanned<toml::Value>;
@@ -457,6 +459,7 @@ fn line_of(text: &str, offset: usize) -> usize {
 struct Ctx<'a> {
     path: &'a Path,
     text: &'a str,
+    children: &'a ChildCatalog,
 }
 
 impl Ctx<'_> {
@@ -548,7 +551,7 @@ fn child_flags(
     let mut flags = Vec::new();
     for (k, v) in map {
         if let Some(f) = flag_from(ctx, owner, k, v)? {
-            cmd.check_flag(&f)
+            cmd.check_flag(ctx.children, &f)
                 .map_err(|why| ctx.err(v.span().start, format!("{owner}: {why}")))?;
             flags.push(f);
         }
@@ -736,13 +739,14 @@ fn placement(
     Ok(Placement { aggressor, victims })
 }
 
-/// Reads and checks an experiment file.
-pub fn load(path: &Path) -> Result<Experiment, ExpError> {
+/// Reads and checks an experiment file; `children` are the configs of the
+/// commands its aggressors and victims run.
+pub fn load(path: &Path, children: &ChildCatalog) -> Result<Experiment, ExpError> {
     let bytes = std::fs::read(path)
         .map_err(|e| ExpError::new(path, None, format!("cannot read the experiment file: {e}")))?;
     let text = String::from_utf8(bytes.clone())
         .map_err(|_| ExpError::new(path, None, "the experiment file is not UTF-8 text"))?;
-    let mut exp = parse(path, &text)?;
+    let mut exp = parse(path, &text, children)?;
     exp.hash = hex(&Sha256::digest(&bytes));
     Ok(exp)
 }
@@ -751,9 +755,14 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// Parses experiment text (`path` names it in errors).
-pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
-    let ctx = Ctx { path, text };
+/// Parses experiment text (`path` names it in errors), checking each
+/// dmalab child's table against its config in `children`.
+pub fn parse(path: &Path, text: &str, children: &ChildCatalog) -> Result<Experiment, ExpError> {
+    let ctx = Ctx {
+        path,
+        text,
+        children,
+    };
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let line = e.span().map(|s| line_of(text, s.start));
         ExpError::new(path, line, e.message().trim().replace('\n', " "))
@@ -800,6 +809,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Experiment, ExpError> {
         configurations,
         sweep,
         counters_exact: settings.counters_exact,
+        children: *children,
     };
     check_children(&exp)?;
     group::check_cpus(&exp)?;
@@ -818,7 +828,7 @@ fn check_children(exp: &Experiment) -> Result<(), ExpError> {
                 .aggressors
                 .iter()
                 .filter_map(|a| a.kind.child())
-                .filter(|cmd| cmd.kind_of(&f.key).is_some())
+                .filter(|cmd| cmd.kind_of(&exp.children, &f.key).is_some())
                 .collect();
             if takers.is_empty() {
                 return Err(err(
@@ -832,7 +842,7 @@ fn check_children(exp: &Experiment) -> Result<(), ExpError> {
                 ));
             }
             for cmd in takers {
-                cmd.check_flag(f)
+                cmd.check_flag(&exp.children, f)
                     .map_err(|why| err(f.line, format!("configuration '{}': {why}", c.name)))?;
             }
         }
@@ -847,21 +857,22 @@ fn check_children(exp: &Experiment) -> Result<(), ExpError> {
         };
         for c in &exp.configurations {
             for sv in &values {
-                cmd.argv(&exp.aggressor_flags(a, c, *sv)).map_err(|why| {
-                    err(
-                        a.line,
-                        format!(
-                            "aggressor '{}' in configuration '{}': {why}",
-                            a.name, c.name
-                        ),
-                    )
-                })?;
+                cmd.argv(&exp.children, &exp.aggressor_flags(a, c, *sv))
+                    .map_err(|why| {
+                        err(
+                            a.line,
+                            format!(
+                                "aggressor '{}' in configuration '{}': {why}",
+                                a.name, c.name
+                            ),
+                        )
+                    })?;
             }
         }
     }
     for v in &exp.victims {
         if let Some(cmd) = v.kind.child() {
-            cmd.argv(&v.flags)
+            cmd.argv(&exp.children, &v.flags)
                 .map_err(|why| err(v.line, format!("victim '{}': {why}", v.name)))?;
         }
     }
@@ -1502,12 +1513,12 @@ fn sweep(ctx: &Ctx, s: Spanned<RawSweep>, aggressors: &[Aggressor]) -> Result<Sw
         }
         return Err(ctx.err(s.aggressor.span().start, "sweep.aggressor: an exec aggressor has no flags to sweep; use a load or probe bandwidth aggressor"));
     };
-    if cmd.kind_of(s.flag.get_ref()) != Some(dmalab_core::child::Kind::Values) {
+    if cmd.kind_of(ctx.children, s.flag.get_ref()) != Some(dmalab_core::child::Kind::Values) {
         return Err(ctx.err(
             s.flag.span().start,
             format!(
                 "sweep.flag: `dmalab {}` has no flag {} that takes a value",
-                cmd.name(),
+                cmd.name(ctx.children),
                 dmalab_core::child::long_flag(s.flag.get_ref())
             ),
         ));
@@ -1551,7 +1562,7 @@ impl Experiment {
         let accepts = |f: &Flag| {
             agg.kind
                 .child()
-                .is_some_and(|c| c.kind_of(&f.key).is_some())
+                .is_some_and(|c| c.kind_of(&self.children, &f.key).is_some())
         };
         let norm = |k: &str| k.replace('-', "_");
         let mut flags = agg.flags.clone();
@@ -1586,7 +1597,7 @@ mod tests {
     use super::*;
 
     fn p(text: &str) -> Result<Experiment, ExpError> {
-        parse(Path::new("t.toml"), text)
+        parse(Path::new("t.toml"), text, &crate::child::test_catalog())
     }
 
     #[test]
@@ -1712,7 +1723,7 @@ size = "64M"
         .unwrap();
         let a = &e.aggressors[0];
         assert_eq!(a.kind, AggressorKind::Load);
-        let args = ChildCommand::Load.argv(&a.flags).unwrap();
+        let args = ChildCommand::Load.argv(&e.children, &a.flags).unwrap();
         assert_eq!(
             args,
             ["--pattern", "random", "--max-blocks", "8", "--burst"]
@@ -1728,7 +1739,7 @@ size = "64M"
             ]
         );
         let f = e.aggressor_flags(a, &e.configurations[3], None);
-        let args = ChildCommand::Load.argv(&f).unwrap();
+        let args = ChildCommand::Load.argv(&e.children, &f).unwrap();
         assert_eq!(
             args,
             [
@@ -1745,7 +1756,7 @@ size = "64M"
         );
         assert_eq!(
             ChildCommand::ProbeLatency
-                .argv(&e.victims[0].flags)
+                .argv(&e.children, &e.victims[0].flags)
                 .unwrap(),
             ["--size", "64M"]
         );
@@ -1857,7 +1868,9 @@ size = "64M"
         ))
         .unwrap();
         assert_eq!(
-            ChildCommand::Load.argv(&e.aggressors[0].flags).unwrap(),
+            ChildCommand::Load
+                .argv(&e.children, &e.aggressors[0].flags)
+                .unwrap(),
             ["--max-blocks", "3"]
         );
     }

@@ -169,6 +169,7 @@ mod tests {
         let e = crate::experiment::parse(
             Path::new("t.toml"),
             "[experiment]\nrepetitions = 2\n[[aggressor]]\nname=\"random\"\n[[aggressor]]\nname=\"single\"\n[[victim]]\nname=\"v\"\ncommand=\"idle\"\nduration=\"1s\"\n",
+            &crate::child::test_catalog(),
         )
         .unwrap();
         let runs = expand(&e);
@@ -193,6 +194,7 @@ mod tests {
         let e = crate::experiment::parse(
             Path::new("t.toml"),
             "[experiment]\nrepetitions = 2\ncontrol = \"auto\"\n[[aggressor]]\nname=\"random\"\n[[aggressor]]\nname=\"single\"\ncontrol=\"none\"\n[[victim]]\nname=\"v\"\ncommand=\"idle\"\nduration=\"1s\"\n",
+            &crate::child::test_catalog(),
         )
         .unwrap();
         let names: Vec<(u32, String)> = expand(&e)
@@ -224,6 +226,7 @@ mod tests {
         let e = crate::experiment::parse(
             Path::new("t.toml"),
             "[experiment]\nrepetitions = 1\n[[aggressor]]\nname=\"r\"\n[sweep]\naggressor=\"r\"\nflag=\"workers\"\nvalues=[1,2,4]\n[[victim]]\nname=\"v\"\ncommand=\"idle\"\nduration=\"1s\"\n",
+            &crate::child::test_catalog(),
         )
         .unwrap();
         let runs = expand(&e);

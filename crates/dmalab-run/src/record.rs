@@ -3,6 +3,7 @@
 
 use crate::error::RunError;
 use crate::experiment::Better;
+use crate::views::LatencyBuckets;
 use dmalab_core::host::HostInfo;
 use dmalab_core::schema::{RunStatus, ToolInfo};
 use serde::{Deserialize, Serialize};
@@ -503,8 +504,8 @@ struct Kind<'a> {
     record: Option<std::borrow::Cow<'a, str>>,
 }
 
-/// The first latency summary (an object with `buckets` of `lo_ns`/`hi_ns`/
-/// `count`) in a result, nearest the top.
+/// The first latency summary (a value that reads as
+/// [`LatencyBuckets`]) in a result, nearest the top.
 pub fn find_latency(v: &Value) -> Option<&Value> {
     let mut queue = vec![v];
     while !queue.is_empty() {
@@ -512,12 +513,8 @@ pub fn find_latency(v: &Value) -> Option<&Value> {
         for x in queue {
             match x {
                 Value::Object(m) => {
-                    if let Some(Value::Array(b)) = m.get("buckets") {
-                        if b.first()
-                            .is_some_and(|e| e.get("lo_ns").is_some() && e.get("count").is_some())
-                        {
-                            return Some(x);
-                        }
+                    if LatencyBuckets::read(x).is_some() {
+                        return Some(x);
                     }
                     next.extend(m.values());
                 }
@@ -530,16 +527,15 @@ pub fn find_latency(v: &Value) -> Option<&Value> {
     None
 }
 
-/// The latency summary that goes with a run's figure: the nearest one at or
-/// under an ancestor of the metric's pointer (`/result/total/all/mean_ns`
-/// -> `/total/all/lat`), else the first one nearest the top.
-pub fn latency_for(r: &RunRecord) -> Option<&Value> {
+/// Where in a run's result the latency summary that goes with its figure
+/// is: the nearest one at or under an ancestor of the metric's pointer
+/// (`/result/total/all/mean_ns` -> `/total/all/lat`), else the first one
+/// nearest the top. The metric is the pointer the experiment's victim
+/// names (into any victim's result, an exec victim's too), so finding the
+/// summary walks the result; what counts as one is its typed view.
+fn latency_at(r: &RunRecord) -> Option<&Value> {
     let res = r.victim_result.as_ref()?;
-    let has = |v: &Value| {
-        v.get("buckets")
-            .and_then(|b| b.as_array())
-            .is_some_and(|b| b.first().is_some_and(|e| e.get("lo_ns").is_some()))
-    };
+    let has = |v: &Value| LatencyBuckets::read(v).is_some();
     let mut p = r.metric.strip_prefix("/result").unwrap_or("").to_string();
     while let Some((parent, _)) = p.rsplit_once('/') {
         p = parent.to_string();
@@ -555,6 +551,12 @@ pub fn latency_for(r: &RunRecord) -> Option<&Value> {
         }
     }
     find_latency(res)
+}
+
+/// The latency buckets that go with a run's figure (see [`latency_at`]),
+/// read through their typed view.
+pub fn latency_for(r: &RunRecord) -> Option<LatencyBuckets> {
+    latency_at(r).and_then(LatencyBuckets::read)
 }
 
 /// Drops from a run what the report does not use: of the victim's document
@@ -576,7 +578,7 @@ fn slim(r: &mut RunRecord) {
         }
         (!m.is_empty()).then_some(serde_json::Value::Object(m))
     }
-    let lat = latency_for(r).cloned();
+    let lat = latency_at(r).cloned();
     r.victim_result = keep(
         r.victim_result.as_ref(),
         &[("latency", lat), ("counters", None)],

@@ -8,6 +8,7 @@ use crate::slo::Slo;
 use crate::victim::{CounterMetric, VictimSpec};
 use dmalab_core::units::{parse_duration, parse_rate, MAX_DURATION};
 use dmalab_core::UsageError;
+use dmalab_run::child::ChildCatalog;
 use regex::Regex;
 use std::path::PathBuf;
 
@@ -125,8 +126,9 @@ fn check_aggressor(option: &str, args: &[String]) -> Result<(), UsageError> {
 fn from_experiment(
     o: &Options,
     path: &std::path::Path,
+    children: &ChildCatalog,
 ) -> Result<(VictimSpec, Vec<String>), UsageError> {
-    let exp = dmalab_run::experiment::load(path).map_err(|e| e.to_usage())?;
+    let exp = dmalab_run::experiment::load(path, children).map_err(|e| e.to_usage())?;
     let v = match &o.victim_name {
         Some(n) => exp.victims.iter().find(|v| &v.name == n).ok_or_else(|| {
             UsageError::new(
@@ -149,7 +151,7 @@ fn from_experiment(
         .cloned()
         .collect();
     let flags = match v.kind.child() {
-        Some(cmd) => cmd.argv(&kept).map_err(|why| {
+        Some(cmd) => cmd.argv(&exp.children, &kept).map_err(|why| {
             UsageError::new("--experiment", format!("victim '{}': {why}", v.name))
         })?,
         None => Vec::new(),
@@ -214,13 +216,14 @@ fn from_experiment(
         .cloned()
         .collect();
     let args = dmalab_run::child::ChildCommand::Load
-        .argv(&kept)
+        .argv(&exp.children, &kept)
         .map_err(|why| UsageError::new("--experiment", format!("aggressor '{}': {why}", a.name)))?;
     Ok((victim, args))
 }
 
-/// Resolves the options.
-pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
+/// Resolves the options; `children` are the configs of the commands an
+/// `--experiment` file's aggressor and victim run (the binary's catalog).
+pub fn resolve(o: &Options, children: &ChildCatalog) -> Result<(Config, VictimSpec), UsageError> {
     let (victim, aggressor_args) = if let Some(path) = &o.experiment {
         if o.victim.is_some() || o.victim_exec.is_some() || o.aggressor.is_some() {
             return Err(UsageError::new(
@@ -228,7 +231,7 @@ pub fn resolve(o: &Options) -> Result<(Config, VictimSpec), UsageError> {
                 "takes the victim and aggressor from the file; drop --victim, --victim-exec and --aggressor (pick with --victim-name/--aggressor-name)",
             ));
         }
-        from_experiment(o, path)?
+        from_experiment(o, path, children)?
     } else {
         let victim = match (&o.victim, &o.victim_exec) {
             (Some(_), Some(_)) => {
@@ -485,6 +488,27 @@ fn check_counts(o: &Options) -> Result<(), UsageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dmalab_core::child::ChildSpec;
+
+    dmalab_core::child_options! {
+        /// A stand-in for `dmalab page`'s config, which the throttle never
+        /// starts (and so does not depend on, even in its tests).
+        pub struct PageStandIn for ["page"] {
+            /// Any key.
+            size: Values = "1G",
+        }
+        runner_sets { output: Values = "x.json" }
+    }
+
+    /// The binary's catalog, but for page.
+    fn catalog() -> ChildCatalog {
+        ChildCatalog {
+            load: ChildSpec::of::<dmalab_load::child::LoadChildOptions>(),
+            probe_latency: ChildSpec::of::<dmalab_probe::child::LatencyChildOptions>(),
+            probe_bandwidth: ChildSpec::of::<dmalab_probe::child::BandwidthChildOptions>(),
+            page: ChildSpec::of::<PageStandIn>(),
+        }
+    }
 
     fn ok() -> Options {
         Options {
@@ -515,7 +539,7 @@ mod tests {
 
     #[test]
     fn defaults_resolve() {
-        let (c, v) = resolve(&ok()).unwrap();
+        let (c, v) = resolve(&ok(), &catalog()).unwrap();
         assert!(matches!(v, VictimSpec::ProbeLatency { ref args } if args.is_empty()));
         assert_eq!(c.start_rate_bytes_per_s, c.controller.min_rate);
         assert_eq!(c.aggressor_args, vec!["--engine", "null"]);
@@ -527,7 +551,7 @@ mod tests {
         o.victim_exec = Some("sleep 100".into());
         o.victim_counters = Some("software:cpus_utilized".into());
         o.slo = vec!["value >= 0.5 x baseline".into()];
-        let (c, v) = resolve(&o).unwrap();
+        let (c, v) = resolve(&o, &catalog()).unwrap();
         let VictimSpec::Counted { inner, metric } = v else {
             panic!("{v:?}")
         };
@@ -625,7 +649,7 @@ mod tests {
         for (opt, f) in cases {
             let mut o = ok();
             f(&mut o);
-            let e = resolve(&o).unwrap_err();
+            let e = resolve(&o, &catalog()).unwrap_err();
             assert_eq!(e.option, opt, "{e}");
         }
     }
@@ -661,7 +685,7 @@ regex = "ops=([0-9]+)"
         let mut o = ok();
         o.aggressor = None;
         o.experiment = Some(p.clone());
-        let (c, v) = resolve(&o).unwrap();
+        let (c, v) = resolve(&o, &catalog()).unwrap();
         // The session sets rate and runtime itself; the rest is written
         // by `dmalab load`'s config, in its order.
         assert_eq!(
@@ -671,9 +695,9 @@ regex = "ops=([0-9]+)"
         assert!(matches!(v, VictimSpec::ProbeLatency { ref args } if args == &["--size", "64M"]));
         o.victim_name = Some("ops".into());
         o.slo = vec!["value >= 0.9 x baseline".into()];
-        let (_, v) = resolve(&o).unwrap();
+        let (_, v) = resolve(&o, &catalog()).unwrap();
         assert!(matches!(v, VictimSpec::Exec { .. }));
         o.victim_name = Some("nope".into());
-        assert_eq!(resolve(&o).unwrap_err().option, "--victim-name");
+        assert_eq!(resolve(&o, &catalog()).unwrap_err().option, "--victim-name");
     }
 }

@@ -226,21 +226,40 @@ impl Figures {
     }
 }
 
+/// One line of `probe latency --interval-json`, as the throttle reads it
+/// (`dmalab_probe::latency::IntervalFigures`; the percentiles are absent
+/// from an interval without accesses).
+#[derive(serde::Deserialize)]
+struct LatencyLine {
+    mean_ns: Option<f64>,
+    p50_ns: Option<f64>,
+    p90_ns: Option<f64>,
+    p99_ns: Option<f64>,
+    p99_9_ns: Option<f64>,
+    max_ns: Option<f64>,
+}
+
+/// One line of `probe bandwidth --interval-json`
+/// (`dmalab_probe::bandwidth::BandwidthInterval`).
+#[derive(serde::Deserialize)]
+struct BandwidthLine {
+    bw_bytes: f64,
+}
+
 /// Parses one line of `probe latency --interval-json`.
 pub fn parse_probe_line(line: &str) -> Option<Figures> {
     let t = line.trim();
     if !t.starts_with('{') {
         return None;
     }
-    let v: serde_json::Value = serde_json::from_str(t).ok()?;
-    let f = |k: &str| v.get(k).and_then(serde_json::Value::as_f64);
+    let v: LatencyLine = serde_json::from_str(t).ok()?;
     Some(Figures {
-        mean: f("mean_ns"),
-        p50: f("p50_ns"),
-        p90: f("p90_ns"),
-        p99: f("p99_ns"),
-        p99_9: f("p99_9_ns"),
-        max: f("max_ns"),
+        mean: v.mean_ns,
+        p50: v.p50_ns,
+        p90: v.p90_ns,
+        p99: v.p99_ns,
+        p99_9: v.p99_9_ns,
+        max: v.max_ns,
         bw: None,
         value: None,
     })
@@ -252,9 +271,9 @@ pub fn parse_bandwidth_line(line: &str) -> Option<Figures> {
     if !t.starts_with('{') {
         return None;
     }
-    let v: serde_json::Value = serde_json::from_str(t).ok()?;
+    let v: BandwidthLine = serde_json::from_str(t).ok()?;
     Some(Figures {
-        bw: Some(v.get("bw_bytes")?.as_f64()?),
+        bw: Some(v.bw_bytes),
         ..Figures::default()
     })
 }
@@ -551,6 +570,50 @@ mod tests {
             Some(1234.5)
         );
         assert!(parse_exec_line(&re, "nothing here").is_none());
+    }
+
+    /// The interval lines are read from what the probe's own types write
+    /// (`dmalab probe ... --interval-json` serializes them as they are).
+    #[test]
+    fn interval_lines_are_read_from_the_probes_own_types() {
+        let l = dmalab_probe::latency::IntervalFigures {
+            mean_ns: 91.5,
+            p50_ns: Some(88),
+            p90_ns: Some(100),
+            p99_ns: Some(180),
+            p99_9_ns: Some(400),
+            max_ns: Some(900),
+            ..Default::default()
+        };
+        let f = parse_probe_line(&serde_json::to_string(&l).unwrap()).unwrap();
+        let got: Vec<Option<f64>> = [
+            Stat::Mean,
+            Stat::P50,
+            Stat::P90,
+            Stat::P99,
+            Stat::P99_9,
+            Stat::Max,
+        ]
+        .iter()
+        .map(|s| f.get(*s))
+        .collect();
+        assert_eq!(
+            got,
+            [
+                Some(91.5),
+                Some(88.0),
+                Some(100.0),
+                Some(180.0),
+                Some(400.0),
+                Some(900.0)
+            ]
+        );
+        let b = dmalab_probe::bandwidth::BandwidthInterval {
+            bw_bytes: 5.5e9,
+            ..Default::default()
+        };
+        let f = parse_bandwidth_line(&serde_json::to_string(&b).unwrap()).unwrap();
+        assert_eq!(f.get(Stat::Bw), Some(5.5e9));
     }
 
     #[test]

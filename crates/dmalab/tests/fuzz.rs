@@ -24,6 +24,7 @@
 
 mod common;
 
+use dmalab_core::child::ChildSpec;
 use std::io::Read as _;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -455,8 +456,15 @@ fn fuzz_library_parsers() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();
     let mut cases = 0;
+    // The binary's catalog of child configs (`cmd/children.rs`).
+    let children = dmalab_run::child::ChildCatalog {
+        load: ChildSpec::of::<dmalab_load::child::LoadChildOptions>(),
+        probe_latency: ChildSpec::of::<dmalab_probe::child::LatencyChildOptions>(),
+        probe_bandwidth: ChildSpec::of::<dmalab_probe::child::BandwidthChildOptions>(),
+        page: ChildSpec::of::<dmalab_page::child::PageChildOptions>(),
+    };
     cases += lib_family("experiment", "toml", &|b| {
-        let _ = dmalab_run::experiment::parse(Path::new("fuzz.toml"), &text(b));
+        let _ = dmalab_run::experiment::parse(Path::new("fuzz.toml"), &text(b), &children);
         let _ = dmalab_sim::SimConfig::from_toml(&text(b));
     });
     let d2 = d.clone();

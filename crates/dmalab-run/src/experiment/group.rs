@@ -165,7 +165,10 @@ fn cpus_with_line(
     a: &Aggressor,
     flags: &[Flag],
 ) -> Result<(Vec<usize>, Option<usize>), ExpError> {
-    let takes = a.kind.child().is_some_and(|c| c.takes("cpus_allowed"));
+    let takes = a
+        .kind
+        .child()
+        .is_some_and(|c| c.takes(&exp.children, "cpus_allowed"));
     match flag(flags, "cpus_allowed").filter(|_| takes) {
         Some(f) => dmalab_core::cpus::parse_cpu_list("cpus_allowed", &f.values.join(","))
             .map(|c| (c, Some(f.line)))
@@ -369,7 +372,7 @@ mod tests {
     const IDLE: &str = "[[victim]]\nname = \"idle\"\ncommand = \"idle\"\nduration = \"1s\"\n";
 
     fn p(text: &str) -> Result<Experiment, ExpError> {
-        parse(Path::new("t.toml"), text)
+        parse(Path::new("t.toml"), text, &crate::child::test_catalog())
     }
 
     /// Two null loads on CPUs `a` and `b`, a group of them, and `extra`.

@@ -15,17 +15,10 @@ fn merged_buckets(runs: &[&RunRecord]) -> BTreeMap<u64, (u64, u64)> {
         let Some(lat) = latency_for(r) else {
             continue;
         };
-        for b in lat["buckets"].as_array().into_iter().flatten() {
-            let (Some(lo), Some(hi), Some(c)) = (
-                b["lo_ns"].as_u64(),
-                b["hi_ns"].as_u64(),
-                b["count"].as_u64(),
-            ) else {
-                continue;
-            };
+        for b in lat.buckets {
             // Counts come from the file: a sum past u64 stays at its top.
-            let e = m.entry(lo).or_insert((hi, 0));
-            e.1 = e.1.saturating_add(c);
+            let e = m.entry(b.lo_ns).or_insert((b.hi_ns, 0));
+            e.1 = e.1.saturating_add(b.count);
         }
     }
     m

@@ -10,7 +10,7 @@ use crate::record::{Results, RunRecord};
 use crate::stats;
 use crate::sweep_axis::SweepAxis;
 use dmalab_core::schema::RunStatus;
-use dmalab_load::result::{NVME_COMMAND_BYTES, NVME_COMPLETION_BYTES};
+use dmalab_nvme::cmd::{CQE_BYTES as NVME_COMPLETION_BYTES, SQE_BYTES as NVME_COMMAND_BYTES};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 

@@ -333,7 +333,7 @@ fn aggressor_argv(
                 Some(ControlArgs {
                     twin: false,
                     rate_iops: Some(r),
-                }) if cmd.takes("rate_iops") => {
+                }) if cmd.takes(&exp.children, "rate_iops") => {
                     let norm = |k: &str| k.replace('-', "_");
                     flags.retain(|f| !matches!(norm(&f.key).as_str(), "rate" | "rate_iops"));
                     flags.push(crate::experiment::Flag {
@@ -346,14 +346,14 @@ fn aggressor_argv(
                 _ => {}
             }
             let mut argv = vec![opts.exe.display().to_string()];
-            argv.extend(cmd.words().iter().map(|s| s.to_string()));
-            argv.extend(cmd.argv(&flags)?);
+            argv.extend(cmd.words(&exp.children).iter().map(|s| s.to_string()));
+            argv.extend(cmd.argv(&exp.children, &flags)?);
             let has = |k: &str| flags.iter().any(|f| f.key.replace('_', "-") == k);
-            if cmd.takes("cpus-allowed") && !has("cpus-allowed") {
+            if cmd.takes(&exp.children, "cpus-allowed") && !has("cpus-allowed") {
                 argv.push("--cpus-allowed".into());
                 argv.push(dmalab_core::cpus::format_cpu_list(&exp.placement.aggressor));
             }
-            if cmd.takes("runtime") && !has("runtime") {
+            if cmd.takes(&exp.children, "runtime") && !has("runtime") {
                 let longest = exp
                     .victims
                     .iter()
@@ -363,7 +363,7 @@ fn aggressor_argv(
                 argv.push("--runtime".into());
                 argv.push(secs_arg(exp.warmup + longest + Duration::from_secs(120)));
             }
-            if exp.counters_exact && has("counters") && cmd.takes("counters-run") {
+            if exp.counters_exact && has("counters") && cmd.takes(&exp.children, "counters-run") {
                 // Exact mode: this repetition counts one event group.
                 if !has("counters-mode") {
                     argv.extend(["--counters-mode".into(), "exact".into()]);
@@ -371,12 +371,12 @@ fn aggressor_argv(
                 argv.push("--counters-run".into());
                 argv.push(p.repetition.saturating_sub(1).to_string());
             }
-            let live_stats = cmd.takes("live-stats");
+            let live_stats = cmd.takes(&exp.children, "live-stats");
             if live_stats {
                 argv.push("--live-stats".into());
                 argv.push(live.display().to_string());
             }
-            let out = cmd.takes("output").then(|| {
+            let out = cmd.takes(&exp.children, "output").then(|| {
                 argv.extend([
                     "--output".into(),
                     output.display().to_string(),

@@ -49,10 +49,10 @@ fn check_exact_counters(exp: &Experiment, exe: &Path) -> Result<(), RunError> {
             let Some(req) = counters_of(&exp.aggressor_flags(a, c, None)) else {
                 continue;
             };
-            if !cmd.takes("counters-run") {
+            if !cmd.takes(&exp.children, "counters-run") {
                 return Err(usage(
                     at(exp, a.line),
-                    format!("experiment.counters_mode: exact: aggressor '{}' runs `dmalab {}`, which does not rotate event groups across repetitions; count with a load aggressor or an exec victim, or leave counters_mode multiplexed", a.name, cmd.words().join(" ")),
+                    format!("experiment.counters_mode: exact: aggressor '{}' runs `dmalab {}`, which does not rotate event groups across repetitions; count with a load aggressor or an exec victim, or leave counters_mode multiplexed", a.name, cmd.name(&exp.children)),
                 ));
             }
             asked.push((format!("aggressor '{}'", a.name), a.line, req));
@@ -67,7 +67,7 @@ fn check_exact_counters(exp: &Experiment, exe: &Path) -> Result<(), RunError> {
                 if let (Some(cmd), Some(_)) = (k.child(), counters_of(&v.flags)) {
                     return Err(usage(
                         at(exp, v.line),
-                        format!("experiment.counters_mode: exact: victim '{}' runs `dmalab {}`, which does not rotate event groups across repetitions; run it as an exec victim (command = \"exec\", counters = ...) or leave counters_mode multiplexed", v.name, cmd.words().join(" ")),
+                        format!("experiment.counters_mode: exact: victim '{}' runs `dmalab {}`, which does not rotate event groups across repetitions; run it as an exec victim (command = \"exec\", counters = ...) or leave counters_mode multiplexed", v.name, cmd.name(&exp.children)),
                     ));
                 }
             }
@@ -173,10 +173,10 @@ fn dry_run_aggressors(exp: &Experiment, exe: &Path) -> Result<(), RunError> {
         let Some(cmd) = a.kind.child() else {
             continue;
         };
-        if !cmd.takes("dry_run") {
+        if !cmd.takes(&exp.children, "dry_run") {
             continue;
         }
-        let w = cmd.words();
+        let w = cmd.words(&exp.children);
         let values: Vec<Option<&str>> = match &exp.sweep {
             Some(s) if s.aggressor == a.name => s.values.iter().map(|v| Some(v.as_str())).collect(),
             _ => vec![None],
@@ -200,7 +200,7 @@ fn dry_run_aggressors(exp: &Experiment, exe: &Path) -> Result<(), RunError> {
                     tries.push((" (its control twin)".to_string(), twin));
                 }
                 for (what, flags) in tries {
-                    let argv = cmd.argv(&flags).map_err(|why| {
+                    let argv = cmd.argv(&exp.children, &flags).map_err(|why| {
                         usage(
                             at(exp, a.line),
                             format!(

@@ -159,7 +159,7 @@ pub(super) fn run_victim(
             counters,
         } => exec_victim(opts, &t, argv, regex.as_ref(), counters.as_deref(), w),
         VictimKind::Redis(r) => super::redis::redis_victim(&t, r, w),
-        k => dmalab_victim(opts, &t, k, w),
+        k => dmalab_victim(exp, opts, &t, k, w),
     }
 }
 
@@ -258,7 +258,13 @@ fn regex_value(re: &Regex, out: &str) -> Result<f64, &'static str> {
 
 /// A dmalab command: its figure is `metric` (or a fallback of its kind)
 /// in the result document it writes.
-fn dmalab_victim(opts: &RunOptions, t: &Timed, k: &VictimKind, w: &mut Window) -> VictimOutcome {
+fn dmalab_victim(
+    exp: &Experiment,
+    opts: &RunOptions,
+    t: &Timed,
+    k: &VictimKind,
+    w: &mut Window,
+) -> VictimOutcome {
     let (v, dir) = (t.v, t.dir);
     let Some(cmd) = k.child() else {
         return fail(
@@ -270,8 +276,8 @@ fn dmalab_victim(opts: &RunOptions, t: &Timed, k: &VictimKind, w: &mut Window) -
     };
     let out = dir.join("victim.json");
     let mut argv = vec![opts.exe.display().to_string()];
-    argv.extend(cmd.words().iter().map(|s| s.to_string()));
-    match cmd.argv(&v.flags) {
+    argv.extend(cmd.words(&exp.children).iter().map(|s| s.to_string()));
+    match cmd.argv(&exp.children, &v.flags) {
         Ok(a) => argv.extend(a),
         Err(why) => {
             return fail(
@@ -283,7 +289,7 @@ fn dmalab_victim(opts: &RunOptions, t: &Timed, k: &VictimKind, w: &mut Window) -
         }
     }
     let has = |k: &str| v.flags.iter().any(|f| f.key.replace('_', "-") == k);
-    if cmd.takes("cpus-allowed") && !has("cpus-allowed") {
+    if cmd.takes(&exp.children, "cpus-allowed") && !has("cpus-allowed") {
         argv.push("--cpus-allowed".into());
         argv.push(dmalab_core::cpus::format_cpu_list(t.cpus));
     }

@@ -139,7 +139,7 @@ fn run_submit(a: SubmitArgs) -> anyhow::Result<ExitCode> {
         dmalab,
         dry_run: a.dry_run,
     };
-    let out = submit::submit(&req)?;
+    let out = submit::submit(&req, &super::children::catalog())?;
     for (u, why) in &out.skipped {
         eprintln!("dmalab fleet: {} skipped: {why}", u.results_file());
     }

@@ -1,5 +1,6 @@
 //! One module per subcommand. Shared flag groups live in `common`.
 
+pub mod children;
 pub mod cleanup;
 pub mod common;
 pub mod compare;

@@ -46,7 +46,8 @@ pub struct Args {
 
 /// Runs `dmalab run`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let exp = experiment::load(&args.experiment).map_err(|e| anyhow::Error::new(e.to_usage()))?;
+    let exp = experiment::load(&args.experiment, &super::children::catalog())
+        .map_err(|e| anyhow::Error::new(e.to_usage()))?;
     let results = args.results.clone().unwrap_or_else(|| {
         let stem = args
             .experiment

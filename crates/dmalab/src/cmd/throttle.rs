@@ -181,7 +181,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         io_max_device: a.io_max_device.clone(),
         io_max_key: a.io_max_key.clone(),
     };
-    let (cfg, victim) = resolve(&o)?;
+    let (cfg, victim) = resolve(&o, &super::children::catalog())?;
     // The aggressor is a `dmalab load` child started after the baseline:
     // its flags are checked now, with load's own rules, and with the rate
     // and run-time flags the session adds.

@@ -1,0 +1,193 @@
+//! The configs of the dmalab commands an experiment starts as children,
+//! gathered from the libraries that own them into the catalog that
+//! `run`, `throttle` and `fleet` pass to the experiment reader: the
+//! libraries that read experiments (`dmalab-run` and those above it) do
+//! not depend on the libraries whose commands they start.
+//!
+//! Its tests hold the schema checks of the result views
+//! (`dmalab_run::views`) whose producers `dmalab-run` does not depend on,
+//! not even for its tests: page, sim compare and stat.
+
+use dmalab_core::child::ChildSpec;
+use dmalab_load::child::LoadChildOptions;
+use dmalab_page::child::PageChildOptions;
+use dmalab_probe::child::{BandwidthChildOptions, LatencyChildOptions};
+use dmalab_run::child::ChildCatalog;
+
+/// Every child command's config.
+pub fn catalog() -> ChildCatalog {
+    ChildCatalog {
+        load: ChildSpec::of::<LoadChildOptions>(),
+        probe_latency: ChildSpec::of::<LatencyChildOptions>(),
+        probe_bandwidth: ChildSpec::of::<BandwidthChildOptions>(),
+        page: ChildSpec::of::<PageChildOptions>(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dmalab_run::child::ChildCommand;
+
+    /// Each slot holds its own command's config: the words an experiment's
+    /// `command` names are the ones the catalog starts.
+    #[test]
+    fn each_command_gets_its_own_config() {
+        let c = catalog();
+        let names: Vec<String> = ChildCommand::ALL.iter().map(|k| k.name(&c)).collect();
+        assert_eq!(names, ["load", "probe latency", "probe bandwidth", "page"]);
+        assert!(ChildCommand::Page.takes(&c, "runtime"));
+        assert!(!ChildCommand::Page.takes(&c, "cpus_allowed"));
+        assert!(ChildCommand::Page.kind_of(&c, "cold").is_some());
+    }
+
+    /// A document as the producing command writes it.
+    fn written<R: serde::Serialize>(command: &str, result: R) -> serde_json::Value {
+        let doc = dmalab_core::schema::ResultDoc::new(
+            command,
+            dmalab_core::host::HostInfo::default(),
+            (),
+            result,
+            std::time::SystemTime::now(),
+        );
+        serde_json::to_value(&doc).unwrap()
+    }
+
+    /// Every figure of a document, each with its value (a field renamed on
+    /// the writing side or in the view leaves one without).
+    fn figures(command: &str, doc: &serde_json::Value) -> Vec<(String, f64)> {
+        dmalab_run::document::key_figures(command, doc)
+            .into_iter()
+            .map(|f| {
+                let x = f
+                    .value
+                    .unwrap_or_else(|| panic!("{command}: no {}", f.what));
+                (f.what, x)
+            })
+            .collect()
+    }
+
+    fn summary(mean_ns: f64) -> dmalab_core::hist::LatencySummary {
+        dmalab_core::hist::LatencySummary {
+            mean_ns,
+            percentile_ns: [("50.000000", 1), ("99.000000", 2), ("99.900000", 3)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn page_figures_are_read_from_pages_own_result() {
+        use dmalab_page::report::{ClassStats, PageResult};
+        use dmalab_run::experiment::VictimKind;
+        let class = |share_pct: f64| ClassStats {
+            share_pct,
+            ..Default::default()
+        };
+        let mut r = PageResult::default();
+        r.total.all.mean_ns = 412.0;
+        r.total.all.lat = summary(412.0);
+        r.total.hit = Some(class(90.0));
+        r.total.minor = Some(class(6.0));
+        r.total.major = Some(class(4.0));
+        let t = &mut r.table2;
+        t.avg_all_ns = 412.0;
+        t.major_mode_ns = Some(9000.0);
+        t.avg_major_ns = Some(9500.0);
+        t.os_overhead_ns = Some(1500.0);
+        t.os_overhead_pct = Some(15.0);
+        t.time_in_over_100us_pct = 1.0;
+        t.time_in_over_1ms_pct = 0.5;
+        let doc = written("page", &r);
+        let got = figures("page", &doc);
+        let values: Vec<f64> = got.iter().map(|f| f.1).collect();
+        assert_eq!(
+            values,
+            [412.0, 9000.0, 9500.0, 1500.0, 15.0, 1.0, 0.5, 90.0, 6.0, 4.0, 412.0, 1.0, 2.0, 3.0],
+            "{got:?}"
+        );
+        // The run's figure for a page victim.
+        let bytes = serde_json::to_vec(&doc).unwrap();
+        assert_eq!(
+            dmalab_run::views::default_figure(&VictimKind::Page, &bytes),
+            Some(Ok(412.0))
+        );
+    }
+
+    #[test]
+    fn sim_compare_figures_are_read_from_the_simulators_own_result() {
+        use dmalab_sim::engine::SchemeResult;
+        use dmalab_sim::report::CompareResult;
+        let scheme = |name: &str, total_ns: f64| SchemeResult {
+            scheme: name.into(),
+            total_ns,
+            total_cycles: 0,
+            speedup_vs_snoop: None,
+            breakdown_ns: Default::default(),
+            cpu: Default::default(),
+            dma: Default::default(),
+            io: Default::default(),
+            llc_dirty_evictions: 0,
+            llc_dirty_evictions_by_dma: 0,
+            snoop_invalidations: 0,
+            dma_cache: None,
+            dram: Default::default(),
+            records: 0,
+            transfers: 0,
+        };
+        let r = CompareResult::new(vec![scheme("snoop", 5e6), scheme("shared", 4e6)], 0, 0);
+        assert_eq!(
+            figures("sim compare", &written("sim compare", &r)),
+            [
+                ("snoop: simulated time".to_string(), 5e6),
+                ("shared: simulated time".to_string(), 4e6)
+            ]
+        );
+    }
+
+    /// Stat's events and metrics as the counters library writes them (the
+    /// report around them is the binary's own `StatResult`, whose keys
+    /// `wall_ns` and `counters` are written here by hand).
+    #[test]
+    fn stat_figures_are_read_from_the_counters_own_types() {
+        use dmalab_counters::recipes::MetricValue;
+        use dmalab_counters::session::EventCount;
+        let event = EventCount {
+            id: "cycles".into(),
+            spec: "cycles".into(),
+            pmus: vec![],
+            counters: 1,
+            value: 1e9,
+            unit: "cycles".into(),
+            raw_count: 1_000_000_000,
+            running_fraction: 1.0,
+            running_ns: 0,
+            exact: true,
+            software: false,
+            per_socket: vec![],
+        };
+        let metric = MetricValue {
+            name: "llc_miss_ratio".into(),
+            unit: "%".into(),
+            value: Some(12.5),
+            events: vec![],
+        };
+        let doc = written(
+            "stat",
+            serde_json::json!({
+                "wall_ns": 2_000_000u64,
+                "counters": { "events": [event], "metrics": [metric] },
+            }),
+        );
+        assert_eq!(
+            figures("stat", &doc),
+            [
+                ("run time".to_string(), 2e6),
+                ("cycles".to_string(), 1e9),
+                ("llc miss ratio".to_string(), 12.5)
+            ]
+        );
+    }
+}
