@@ -103,128 +103,16 @@ fn prepare_and_submit(
     units: Vec<Unit>,
     undo: &mut Undo,
 ) -> Result<Submitted, FleetError> {
-    let dir = req
-        .results
-        .canonicalize()
-        .map_err(|e| FleetError::io(&req.results, e))?;
-    let shown = dir.display().to_string();
-    if shown.contains(|c: char| c.is_whitespace() || "'\"\\$`%".contains(c)) {
-        return Err(FleetError::usage(
-            "--results",
-            format!("'{shown}' has a space, quote, '%' or shell character; sbatch's #SBATCH lines (where % starts a file name pattern) cannot carry it: choose a plain path"),
-        ));
-    }
-    let mut m = match Manifest::read(&dir)? {
-        Some(m) => {
-            if m.experiment_hash != exp.hash {
-                return Err(FleetError::usage(
-                    "--results",
-                    format!(
-                        "{shown} holds experiment '{}' (sha256 {}…), and {} is now sha256 {}…: mixing them would merge two experiments; choose another --results directory",
-                        m.experiment,
-                        crate::short_hash(&m.experiment_hash),
-                        req.experiment.display(),
-                        crate::short_hash(&exp.hash)
-                    ),
-                ));
-            }
-            if m.split != req.split || m.per_node != req.per_node {
-                return Err(FleetError::usage(
-                    "--split",
-                    format!(
-                        "{shown} was submitted with --split {} --per-node {}; submit again with those (or choose another --results directory)",
-                        m.split.as_str(),
-                        m.per_node
-                    ),
-                ));
-            }
-            m
-        }
-        None => {
-            if std::fs::read_dir(&dir)
-                .map_err(|e| FleetError::io(&dir, e))?
-                .flatten()
-                .any(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
-            {
-                return Err(FleetError::usage(
-                    "--results",
-                    format!("{shown} already holds .jsonl files but no fleet.json; choose an empty or new directory"),
-                ));
-            }
-            undo.files.push(Manifest::path(&dir));
-            Manifest {
-                manifest_version: MANIFEST_VERSION,
-                experiment: exp.name.clone(),
-                experiment_hash: exp.hash.clone(),
-                experiment_source: req.experiment.display().to_string(),
-                split: req.split,
-                per_node: req.per_node,
-                marker_token: token(),
-                units: Vec::new(),
-                submissions: Vec::new(),
-            }
-        }
-    };
+    let (dir, shown) = results_dir(req)?;
+    let mut m = open_manifest(req, exp, &dir, &shown, undo)?;
     for u in &units {
         if m.unit(&u.key).is_none() {
             m.units.push(u.clone());
         }
     }
-    let exp_copy = dir.join(EXPERIMENT);
-    if !exp_copy.exists() {
-        undo.files.push(exp_copy.clone());
-    }
-    let bytes = std::fs::read(&req.experiment).map_err(|e| FleetError::io(&req.experiment, e))?;
-    write_file(&exp_copy, &bytes)?;
-    let marker = dir.join(MARKER);
-    if !marker.exists() {
-        undo.files.push(marker.clone());
-    }
-    write_file(&marker, format!("{}\n", m.marker_token).as_bytes())?;
+    write_copies(req, &dir, &m, undo)?;
 
-    // Tasks of earlier submissions that still run keep their files.
-    let mut active = std::collections::BTreeMap::new();
-    if !m.submissions.is_empty() && !req.dry_run {
-        let jobs: Vec<String> = m.submissions.iter().map(|s| s.job_id.clone()).collect();
-        let (_, st) = slurm::task_states(&jobs)?;
-        active = st;
-    }
-    let mut out = Submitted {
-        results: dir.clone(),
-        ..Default::default()
-    };
-    for u in units {
-        let f = file_state(&dir, &m.experiment_hash, &u);
-        let running = m
-            .last_task(&u.key)
-            .map(|(s, i)| format!("{}_{i}", s.job_id))
-            .and_then(|t| {
-                active
-                    .get(&t)
-                    .filter(|s| s.active())
-                    .map(|s| (t, s.state.clone()))
-            });
-        match (&f, running) {
-            (FileState::OtherExperiment(h), _) => {
-                return Err(FleetError::usage(
-                    "--results",
-                    format!(
-                    "{} holds another experiment's results (sha256 {}…); move it out of {shown}",
-                    u.results_file(),
-                    crate::short_hash(h)
-                ),
-                ))
-            }
-            (_, Some((t, st))) => {
-                out.skipped.push((u, format!("task {t} is still {st}")));
-            }
-            (f, None) if f.complete(u.planned_runs) => {
-                let why = format!("complete ({} of {} runs)", f.recorded(), u.planned_runs);
-                out.skipped.push((u, why));
-            }
-            _ => out.tasks.push(u),
-        }
-    }
+    let mut out = sort_units(req, &dir, &shown, &m, units)?;
     if out.tasks.is_empty() {
         m.write(&dir)?;
         return Ok(out);
@@ -263,12 +151,190 @@ fn prepare_and_submit(
         m.write(&dir)?;
         return Ok(out);
     }
-    let job = slurm::submit_held(&script_path)?;
+    let job = submit_pinned(req, &script_path, &out.tasks)?;
+    m.submissions.push(Submission {
+        number,
+        job_id: job.clone(),
+        submitted_at: now,
+        script: script_name,
+        tasks: out.tasks.iter().map(|u| u.key.clone()).collect(),
+    });
+    m.write(&dir)?;
+    out.job_id = Some(job);
+    Ok(out)
+}
+
+/// The results directory, absolute, and as it is shown: it must be a
+/// plain path, since sbatch's `#SBATCH` lines cannot carry every character.
+fn results_dir(req: &SubmitRequest) -> Result<(std::path::PathBuf, String), FleetError> {
+    let dir = req
+        .results
+        .canonicalize()
+        .map_err(|e| FleetError::io(&req.results, e))?;
+    let shown = dir.display().to_string();
+    if shown.contains(|c: char| c.is_whitespace() || "'\"\\$`%".contains(c)) {
+        return Err(FleetError::usage(
+            "--results",
+            format!("'{shown}' has a space, quote, '%' or shell character; sbatch's #SBATCH lines (where % starts a file name pattern) cannot carry it: choose a plain path"),
+        ));
+    }
+    Ok((dir, shown))
+}
+
+/// The directory's manifest: the one an earlier submission wrote (it must
+/// be of the same experiment, split and units per node), or a new one for
+/// a directory without results.
+fn open_manifest(
+    req: &SubmitRequest,
+    exp: &dmalab_run::experiment::Experiment,
+    dir: &Path,
+    shown: &str,
+    undo: &mut Undo,
+) -> Result<Manifest, FleetError> {
+    let m = match Manifest::read(dir)? {
+        Some(m) => {
+            if m.experiment_hash != exp.hash {
+                return Err(FleetError::usage(
+                    "--results",
+                    format!(
+                        "{shown} holds experiment '{}' (sha256 {}…), and {} is now sha256 {}…: mixing them would merge two experiments; choose another --results directory",
+                        m.experiment,
+                        crate::short_hash(&m.experiment_hash),
+                        req.experiment.display(),
+                        crate::short_hash(&exp.hash)
+                    ),
+                ));
+            }
+            if m.split != req.split || m.per_node != req.per_node {
+                return Err(FleetError::usage(
+                    "--split",
+                    format!(
+                        "{shown} was submitted with --split {} --per-node {}; submit again with those (or choose another --results directory)",
+                        m.split.as_str(),
+                        m.per_node
+                    ),
+                ));
+            }
+            m
+        }
+        None => {
+            if std::fs::read_dir(dir)
+                .map_err(|e| FleetError::io(dir, e))?
+                .flatten()
+                .any(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+            {
+                return Err(FleetError::usage(
+                    "--results",
+                    format!("{shown} already holds .jsonl files but no fleet.json; choose an empty or new directory"),
+                ));
+            }
+            undo.files.push(Manifest::path(dir));
+            Manifest {
+                manifest_version: MANIFEST_VERSION,
+                experiment: exp.name.clone(),
+                experiment_hash: exp.hash.clone(),
+                experiment_source: req.experiment.display().to_string(),
+                split: req.split,
+                per_node: req.per_node,
+                marker_token: token(),
+                units: Vec::new(),
+                submissions: Vec::new(),
+            }
+        }
+    };
+    Ok(m)
+}
+
+/// The experiment file's copy and the marker file, in the directory.
+fn write_copies(
+    req: &SubmitRequest,
+    dir: &Path,
+    m: &Manifest,
+    undo: &mut Undo,
+) -> Result<(), FleetError> {
+    let exp_copy = dir.join(EXPERIMENT);
+    if !exp_copy.exists() {
+        undo.files.push(exp_copy.clone());
+    }
+    let bytes = std::fs::read(&req.experiment).map_err(|e| FleetError::io(&req.experiment, e))?;
+    write_file(&exp_copy, &bytes)?;
+    let marker = dir.join(MARKER);
+    if !marker.exists() {
+        undo.files.push(marker.clone());
+    }
+    write_file(&marker, format!("{}\n", m.marker_token).as_bytes())?;
+    Ok(())
+}
+
+/// Which units become tasks of this submission: not those whose task of
+/// an earlier submission still runs, nor those whose results are
+/// complete; a results file of another experiment stops the submission.
+fn sort_units(
+    req: &SubmitRequest,
+    dir: &Path,
+    shown: &str,
+    m: &Manifest,
+    units: Vec<Unit>,
+) -> Result<Submitted, FleetError> {
+    // Tasks of earlier submissions that still run keep their files.
+    let mut active = std::collections::BTreeMap::new();
+    if !m.submissions.is_empty() && !req.dry_run {
+        let jobs: Vec<String> = m.submissions.iter().map(|s| s.job_id.clone()).collect();
+        let (_, st) = slurm::task_states(&jobs)?;
+        active = st;
+    }
+    let mut out = Submitted {
+        results: dir.to_path_buf(),
+        ..Default::default()
+    };
+    for u in units {
+        let f = file_state(dir, &m.experiment_hash, &u);
+        let running = m
+            .last_task(&u.key)
+            .map(|(s, i)| format!("{}_{i}", s.job_id))
+            .and_then(|t| {
+                active
+                    .get(&t)
+                    .filter(|s| s.active())
+                    .map(|s| (t, s.state.clone()))
+            });
+        match (&f, running) {
+            (FileState::OtherExperiment(h), _) => {
+                return Err(FleetError::usage(
+                    "--results",
+                    format!(
+                    "{} holds another experiment's results (sha256 {}…); move it out of {shown}",
+                    u.results_file(),
+                    crate::short_hash(h)
+                ),
+                ))
+            }
+            (_, Some((t, st))) => {
+                out.skipped.push((u, format!("task {t} is still {st}")));
+            }
+            (f, None) if f.complete(u.planned_runs) => {
+                let why = format!("complete ({} of {} runs)", f.recorded(), u.planned_runs);
+                out.skipped.push((u, why));
+            }
+            _ => out.tasks.push(u),
+        }
+    }
+    Ok(out)
+}
+
+/// Submits the script held, pins each array task to its unit's node and
+/// releases the job; the job id. Anything Slurm refuses cancels the job.
+fn submit_pinned(
+    req: &SubmitRequest,
+    script_path: &Path,
+    tasks: &[Unit],
+) -> Result<String, FleetError> {
+    let job = slurm::submit_held(script_path)?;
     let node_opt = match req.nodes {
         NodeSource::List(_) => "--nodes",
         NodeSource::Partition => "--partition",
     };
-    for (i, u) in out.tasks.iter().enumerate() {
+    for (i, u) in tasks.iter().enumerate() {
         if let Err(msg) = slurm::pin(&job, i, &u.node) {
             let _ = slurm::cancel(&job);
             return Err(FleetError::usage(
@@ -283,14 +349,5 @@ fn prepare_and_submit(
             "scontrol release {job}: {e} (job {job} was cancelled)"
         )));
     }
-    m.submissions.push(Submission {
-        number,
-        job_id: job.clone(),
-        submitted_at: now,
-        script: script_name,
-        tasks: out.tasks.iter().map(|u| u.key.clone()).collect(),
-    });
-    m.write(&dir)?;
-    out.job_id = Some(job);
-    Ok(out)
+    Ok(job)
 }

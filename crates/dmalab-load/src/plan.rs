@@ -4,7 +4,7 @@
 //! [`Driver::preflight`](crate::engine::Driver::preflight).
 
 use crate::buffer::{Fill, HugePages, PIECE_LIMIT};
-use crate::engine::EngineKind;
+use crate::engine::{EngineKind, EngineOptions};
 use crate::limiter::{Arrival, RateSpec};
 use crate::pattern::StreamConfig;
 use dmalab_core::UsageError;
@@ -119,15 +119,11 @@ pub struct Plan {
     /// (errors name `--size`, not `--region`). Not part of the result.
     #[serde(skip)]
     pub region_from_target: bool,
-    /// The GPU engine's part (`--gpus`); None for other engines.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu: Option<crate::engine::gpu::GpuPlan>,
-    /// `--engine rdma`'s own flags.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rdma: Option<crate::engine::rdma::RdmaPlan>,
-    /// `--engine io_uring`'s submission path (None: the defaults).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uring: Option<crate::engine::uring::UringPlan>,
+    /// The engine's own settings, under the engine's key (None: it takes
+    /// none, or none was given). Carried, never read, here: only the
+    /// engine's module looks inside.
+    #[serde(flatten)]
+    pub engine_options: Option<EngineOptions>,
 }
 
 impl Plan {
@@ -373,9 +369,7 @@ mod tests {
             trace: None,
             buffer_checksum: false,
             region_from_target: false,
-            gpu: None,
-            rdma: None,
-            uring: None,
+            engine_options: None,
         }
     }
 
@@ -529,6 +523,26 @@ mod tests {
                 .preflight(&p)
                 .unwrap();
         }
+    }
+
+    #[test]
+    fn engine_options_ride_under_the_engines_key_last_and_round_trip() {
+        let mut p = plan();
+        let j = serde_json::to_value(&p).unwrap();
+        for key in ["engine_options", "gpu", "rdma", "uring", "nvme"] {
+            assert!(j.get(key).is_none(), "{key}: {j}");
+        }
+        p.engine = EngineKind::IoUring;
+        p.engine_options = Some(EngineOptions::Uring(Default::default()));
+        let text = serde_json::to_string(&p).unwrap();
+        // The key the result has always had, as the plan's last field.
+        let at = text.find(",\"uring\":{").expect("uring key");
+        assert!(text[at..].ends_with("}}"), "{text}");
+        assert!(text[..at].ends_with("\"buffer_checksum\":false"), "{text}");
+        let back: Plan = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, p);
+        let j: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(j["uring"]["submit_batch"], 2, "{j}");
     }
 
     #[test]

@@ -386,66 +386,7 @@ impl LoadResult {
             ));
         }
         if let Some(c) = &self.rate_check {
-            let target = match c.windows_target_per_s.last() {
-                // Changed live: first and last, the error against the
-                // schedule of targets.
-                Some(last) => format!(
-                    "{:.0} -> {last:.0} ({} live changes)",
-                    c.target_per_s,
-                    self.rate_changes.len()
-                ),
-                None => format!("{:.0}", c.target_per_s),
-            };
-            match (c.mean_per_s, c.mean_error_pct, c.window_max_error_pct) {
-                (Some(mean), Some(err), Some(worst)) => s.push_str(&format!(
-                    "  rate      target {target} {}/s  mean {mean:.0} ({err:.3}% off)  worst 1-s window {worst:.3}% off over {} windows\n",
-                    c.unit,
-                    c.windows_per_s.len()
-                )),
-                // Under a second of submission: no window to judge, so no
-                // error (neither 0% nor 100%).
-                _ => s.push_str(&format!(
-                    "  rate      target {target} {}/s  no full 1-s window: the run ended before its first whole second (raise --runtime)\n",
-                    c.unit
-                )),
-            }
-            if c.windows_held_ns.iter().any(|&h| h > 0) {
-                s.push_str(&format!(
-                    "  device    due commands waited for a full queue for {} (up to {:.2}% of a window); worst window error beyond that: {:.3}%\n",
-                    fmt_ns(c.windows_held_ns.iter().sum::<u64>() as f64),
-                    c.held_max_pct,
-                    c.unexplained_max_error_pct,
-                ));
-            }
-            if c.windows_steal_ns.iter().any(|&h| h > 0) {
-                s.push_str(&format!(
-                    "  host      the hypervisor took {} from this VM's CPUs (steal time, up to {:.2}% of a window): completions waited meanwhile\n",
-                    fmt_ns(c.windows_steal_ns.iter().sum::<u64>() as f64),
-                    c.steal_max_pct,
-                ));
-            }
-            if let Some(l) = &self.pacing_lateness_ns {
-                let p = |q: f64| l.p(q).map_or("-".into(), |v| fmt_ns(v as f64));
-                s.push_str(&format!(
-                    "  pacing    submitted after the due time by p50 {}  p99 {}  max {}\n",
-                    p(50.0),
-                    p(99.0),
-                    fmt_ns(l.max_ns as f64)
-                ));
-            }
-            if let Some(ks) = &c.ks {
-                s.push_str(&format!(
-                    "  poisson   KS D {:.4}  p {:.3}  n {}  {}\n",
-                    ks.d,
-                    ks.p_value,
-                    ks.n,
-                    if ks.pass {
-                        "exponential (not rejected at 1%)"
-                    } else {
-                        "NOT exponential"
-                    }
-                ));
-            }
+            self.rate_check_text(c, &mut s);
         }
         if let Some(t) = &self.trace {
             s.push_str(&format!(
@@ -457,6 +398,72 @@ impl LoadResult {
             s.push_str(&format!("  first error: {e}\n"));
         }
         s
+    }
+
+    /// The rate check's lines: the error against the target, what the
+    /// device and the host took from the pacing, how late commands went
+    /// in, whether Poisson arrivals look exponential.
+    fn rate_check_text(&self, c: &RateCheck, s: &mut String) {
+        let target = match c.windows_target_per_s.last() {
+            // Changed live: first and last, the error against the
+            // schedule of targets.
+            Some(last) => format!(
+                "{:.0} -> {last:.0} ({} live changes)",
+                c.target_per_s,
+                self.rate_changes.len()
+            ),
+            None => format!("{:.0}", c.target_per_s),
+        };
+        match (c.mean_per_s, c.mean_error_pct, c.window_max_error_pct) {
+            (Some(mean), Some(err), Some(worst)) => s.push_str(&format!(
+                "  rate      target {target} {}/s  mean {mean:.0} ({err:.3}% off)  worst 1-s window {worst:.3}% off over {} windows\n",
+                c.unit,
+                c.windows_per_s.len()
+            )),
+            // Under a second of submission: no window to judge, so no
+            // error (neither 0% nor 100%).
+            _ => s.push_str(&format!(
+                "  rate      target {target} {}/s  no full 1-s window: the run ended before its first whole second (raise --runtime)\n",
+                c.unit
+            )),
+        }
+        if c.windows_held_ns.iter().any(|&h| h > 0) {
+            s.push_str(&format!(
+                "  device    due commands waited for a full queue for {} (up to {:.2}% of a window); worst window error beyond that: {:.3}%\n",
+                fmt_ns(c.windows_held_ns.iter().sum::<u64>() as f64),
+                c.held_max_pct,
+                c.unexplained_max_error_pct,
+            ));
+        }
+        if c.windows_steal_ns.iter().any(|&h| h > 0) {
+            s.push_str(&format!(
+                "  host      the hypervisor took {} from this VM's CPUs (steal time, up to {:.2}% of a window): completions waited meanwhile\n",
+                fmt_ns(c.windows_steal_ns.iter().sum::<u64>() as f64),
+                c.steal_max_pct,
+            ));
+        }
+        if let Some(l) = &self.pacing_lateness_ns {
+            let p = |q: f64| l.p(q).map_or("-".into(), |v| fmt_ns(v as f64));
+            s.push_str(&format!(
+                "  pacing    submitted after the due time by p50 {}  p99 {}  max {}\n",
+                p(50.0),
+                p(99.0),
+                fmt_ns(l.max_ns as f64)
+            ));
+        }
+        if let Some(ks) = &c.ks {
+            s.push_str(&format!(
+                "  poisson   KS D {:.4}  p {:.3}  n {}  {}\n",
+                ks.d,
+                ks.p_value,
+                ks.n,
+                if ks.pass {
+                    "exponential (not rejected at 1%)"
+                } else {
+                    "NOT exponential"
+                }
+            ));
+        }
     }
 }
 

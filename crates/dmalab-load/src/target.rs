@@ -169,7 +169,7 @@ pub fn inspect_file_or_block(
     req: &TargetRequest,
     engine: EngineKind,
 ) -> Result<TargetInfo, UsageError> {
-    let creates = engine != EngineKind::Null;
+    let creates = engine.creates_target();
     let create_size = || -> Result<u64, UsageError> {
         match req.size_bytes {
             Some(0) => Err(UsageError::new("--size", "must be greater than 0")),

@@ -65,49 +65,288 @@ const MAX_RECORDED: usize = 20_000_000;
 /// Longest a worker waits before looking at the stop flag again.
 const POLL: Duration = Duration::from_millis(20);
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn worker_loop<C: Clock>(
+/// How a worker paces and records its commands: the same for every worker
+/// of a run.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pacing {
+    /// Slots: commands in flight at most (`--iodepth`).
+    pub(crate) depth: usize,
+    /// No command is submitted at or after this clock reading, ns.
+    pub(crate) deadline: u64,
+    /// Record completions, pacing lateness and held time (a rate limit is
+    /// set, so the rate check needs them).
+    pub(crate) record: bool,
+    /// The CPU reads each command's buffer region before submitting it
+    /// (`--cache always`).
+    pub(crate) cache_always: bool,
+    /// Arrivals are Poisson: the last stretch before a due time is spun
+    /// ([`POISSON_SPIN_NS`]).
+    pub(crate) poisson: bool,
+}
+
+/// What a worker shares with the run and the other workers.
+#[derive(Clone, Copy)]
+pub(crate) struct Sharing<'a> {
+    /// The pattern stream, limiter and stop counts.
+    pub(crate) shared: &'a Mutex<Shared>,
+    /// Set by a signal: stop submitting, drain what is in flight.
+    pub(crate) stop: &'a AtomicBool,
+    /// Set by a worker that failed: every worker drains and stops.
+    pub(crate) abort: &'a AtomicBool,
+    /// The live-stats page the workers add to.
+    pub(crate) live: &'a LiveStats,
+    /// The shared DMA buffer.
+    pub(crate) buffer: &'a DmaBuffer,
+    /// `--trace`: every transfer is recorded here.
+    pub(crate) trace: Option<&'a TraceWriter>,
+}
+
+/// One worker's state between passes of its loop: its slots, the command
+/// fetched and not yet due, what it has counted.
+struct WorkerState {
     index: usize,
-    cpus: &[usize],
-    eng: &mut dyn engine::Engine,
-    clock: &C,
-    shared: &Mutex<Shared>,
-    stop: &AtomicBool,
-    abort: &AtomicBool,
-    live: &LiveStats,
-    buffer: &DmaBuffer,
-    depth: usize,
-    deadline: u64,
-    record: bool,
-    cache_always: bool,
-    trace: Option<&TraceWriter>,
-    poisson: bool,
-) -> WorkerOut {
-    let cpu0 = CpuUsage::thread();
-    let spin_ns = if poisson { POISSON_SPIN_NS } else { 0 };
-    let mut free: Vec<u32> = (0..depth as u32).rev().collect();
-    let mut slot_cmd = vec![(0u32, 0u32, Op::Noop); depth];
-    let mut slot_t0 = vec![0u64; depth];
-    let mut slot_addr = vec![0u64; depth];
-    let base = buffer.as_ptr() as u64;
-    let mut inflight = 0usize;
-    let mut pending: Option<(Command, u64)> = None;
-    let mut draining = false;
-    let mut comps: Vec<Completion> = Vec::with_capacity(depth);
-    let mut totals = Totals::default();
-    let mut hist = LatHist::new();
-    let mut late_hist = LatHist::new();
-    let mut recorded = Vec::new();
+    free: Vec<u32>,
+    /// Per slot: the command's length, blocks and operation.
+    slot_cmd: Vec<(u32, u32, Op)>,
+    /// Per slot: when the command was queued.
+    slot_t0: Vec<u64>,
+    /// Per slot: the command's address in memory (for the trace).
+    slot_addr: Vec<u64>,
+    base: u64,
+    inflight: usize,
+    pending: Option<(Command, u64)>,
+    draining: bool,
+    totals: Totals,
+    hist: LatHist,
+    late_hist: LatHist,
+    recorded: Vec<(u64, u64)>,
     // When every slot is busy, a command that falls due waits for the
     // device: `full_since` is when the last free slot was taken, `freed`
     // the span the queue stayed full once a completion ends it. The first
     // command fetched after that span waited from max(its due time, the
     // span's start) to the span's end.
-    let mut held_ns = Vec::new();
-    let mut full_since: Option<u64> = None;
-    let mut freed: Option<(u64, u64)> = None;
-    let mut first_error = None;
-    let mut last_ns = 0;
+    held_ns: Vec<u64>,
+    full_since: Option<u64>,
+    freed: Option<(u64, u64)>,
+    first_error: Option<String>,
+    last_ns: u64,
+}
+
+impl WorkerState {
+    fn new(index: usize, depth: usize, buffer: &DmaBuffer) -> Self {
+        Self {
+            index,
+            free: (0..depth as u32).rev().collect(),
+            slot_cmd: vec![(0u32, 0u32, Op::Noop); depth],
+            slot_t0: vec![0u64; depth],
+            slot_addr: vec![0u64; depth],
+            base: buffer.as_ptr() as u64,
+            inflight: 0,
+            pending: None,
+            draining: false,
+            totals: Totals::default(),
+            hist: LatHist::new(),
+            late_hist: LatHist::new(),
+            recorded: Vec::new(),
+            held_ns: Vec::new(),
+            full_since: None,
+            freed: None,
+            first_error: None,
+            last_ns: 0,
+        }
+    }
+
+    /// A failure that ends this worker and makes every other one drain.
+    fn fail(&mut self, abort: &AtomicBool, what: impl FnOnce() -> String) {
+        self.first_error.get_or_insert_with(what);
+        abort.store(true, Ordering::Relaxed);
+    }
+
+    /// Queues every command that is due by `now` into a free slot; fetches
+    /// the next command when none is pending (and drains when the stream
+    /// has no more).
+    fn queue_due<C: Clock>(
+        &mut self,
+        now: u64,
+        eng: &mut dyn engine::Engine,
+        clock: &C,
+        io: &Sharing<'_>,
+        pace: &Pacing,
+    ) {
+        while let Some(&slot) = self.free.last() {
+            if self.pending.is_none() {
+                self.pending = io.shared.lock().ok().and_then(|mut s| s.next(now));
+                if self.pending.is_none() {
+                    self.draining = true;
+                    break;
+                }
+                if let (Some((_, due)), Some((from, to))) = (self.pending, self.freed.take()) {
+                    if pace.record && due < to {
+                        add_span(&mut self.held_ns, due.max(from), to);
+                    }
+                }
+            }
+            let Some((cmd, due)) = self.pending else {
+                break;
+            };
+            if due > now {
+                break;
+            }
+            if pace.cache_always && cmd.len > 0 {
+                io.buffer.touch(cmd.buf_offset, u64::from(cmd.len));
+            }
+            if let Err(e) = eng.queue(&cmd, slot) {
+                let index = self.index;
+                self.fail(io.abort, || format!("worker {index}: {e}"));
+                self.draining = true;
+                break;
+            }
+            self.free.pop();
+            if pace.record {
+                self.late_hist.record(clock.now_ns().saturating_sub(due));
+            }
+            let s = slot as usize;
+            self.slot_cmd[s] = (cmd.len, cmd.blocks, cmd.op);
+            self.slot_t0[s] = clock.now_ns();
+            if self.free.is_empty() {
+                self.full_since = Some(self.slot_t0[s]);
+            }
+            self.slot_addr[s] = self.base + cmd.buf_offset;
+            self.inflight += 1;
+            self.pending = None;
+        }
+    }
+
+    /// How to wait in the engine with commands in flight: the completions
+    /// to wait for, for how long, and the due time to spin to after a
+    /// non-blocking submit.
+    fn wait_for(
+        &self,
+        now: u64,
+        pace: &Pacing,
+        spin_ns: u64,
+    ) -> (usize, Option<Duration>, Option<u64>) {
+        match self.pending {
+            Some((_, due)) if !self.draining && !self.free.is_empty() => {
+                let until = due.min(pace.deadline);
+                if until > now + spin_ns {
+                    // Sleep in the ring until shortly before the due time
+                    // (or a completion); the last stretch is spun after.
+                    let wait = Duration::from_nanos(until - now - spin_ns).min(POLL);
+                    (1, Some(wait), None)
+                } else {
+                    // Submit what is queued first, then spin to the due time.
+                    (0, None, Some(until))
+                }
+            }
+            // Nothing can be queued before a completion frees a slot (and
+            // a stop or the deadline only drains what is in flight): wait
+            // for one without arming a timer on every wait.
+            _ => (1, None, None),
+        }
+    }
+
+    /// Accounts the completions `comps` reaped at `t`: frees their slots,
+    /// counts errors and short transfers (which abort the run), records
+    /// latencies, the trace and the rate check's completions, and adds
+    /// the pass's totals to the live-stats page.
+    fn completed(&mut self, comps: &[Completion], t: u64, io: &Sharing<'_>, pace: &Pacing) {
+        if let Some(from) = self.full_since.take() {
+            self.freed = Some((from, t));
+        }
+        let before = self.totals;
+        for c in comps {
+            let s = c.slot as usize;
+            let Some(&(len, blocks, op)) = self.slot_cmd.get(s) else {
+                continue;
+            };
+            self.free.push(c.slot);
+            self.inflight -= 1;
+            let expected = if matches!(op, Op::Read | Op::Write) {
+                len as i32
+            } else {
+                c.result.max(0)
+            };
+            if c.result < 0 || c.result != expected {
+                self.totals.errors += 1;
+                let index = self.index;
+                self.fail(io.abort, || {
+                    let what = if c.result < 0 {
+                        std::io::Error::from_raw_os_error(-c.result).to_string()
+                    } else {
+                        format!("short transfer: {} of {len} bytes", c.result)
+                    };
+                    format!("worker {index}: {op:?} of {len} bytes failed: {what}")
+                });
+                continue;
+            }
+            self.hist.record(t.saturating_sub(self.slot_t0[s]));
+            if let (Some(w), Op::Read | Op::Write) = (io.trace, op) {
+                let dir = if op == Op::Read {
+                    DmaDir::ToMemory
+                } else {
+                    DmaDir::FromMemory
+                };
+                // A failed write is remembered by the writer; finish reports it.
+                let _ = w.write_dma_transfer(
+                    self.slot_addr[s],
+                    u64::from(len),
+                    dir,
+                    self.slot_t0[s],
+                    t,
+                );
+            }
+            self.totals.add(op, u64::from(blocks), u64::from(len));
+            if pace.record && self.recorded.len() < MAX_RECORDED {
+                self.recorded.push((t, u64::from(len)));
+            }
+        }
+        io.live.add(
+            self.totals.data_bytes - before.data_bytes,
+            self.totals.commands - before.commands,
+            self.totals.blocks - before.blocks,
+            t,
+        );
+    }
+
+    /// The worker's part of the result.
+    fn finish(self, cpus: &[usize], engine: &str, cpu: CpuUsage) -> WorkerOut {
+        WorkerOut {
+            result: WorkerResult {
+                index: self.index,
+                engine: engine.to_string(),
+                cpus: cpus.to_vec(),
+                totals: self.totals,
+                rates: Rates::default(),
+                cpu,
+                lat_ns: self.hist.summary(),
+            },
+            hist: self.hist,
+            late_hist: self.late_hist,
+            completions: self.recorded,
+            held_ns: self.held_ns,
+            first_error: self.first_error,
+            last_ns: self.last_ns,
+        }
+    }
+}
+
+/// Worker `index`'s loop on its engine: queue what is due, wait in the
+/// engine for completions or the next due time, account what completed;
+/// until the stream ends, the deadline passes, or a stop or abort, and
+/// then until nothing is in flight.
+pub(crate) fn worker_loop<C: Clock>(
+    index: usize,
+    cpus: &[usize],
+    eng: &mut dyn engine::Engine,
+    clock: &C,
+    io: &Sharing<'_>,
+    pace: &Pacing,
+) -> WorkerOut {
+    let cpu0 = CpuUsage::thread();
+    let spin_ns = if pace.poisson { POISSON_SPIN_NS } else { 0 };
+    let mut st = WorkerState::new(index, pace.depth, io.buffer);
+    let mut comps: Vec<Completion> = Vec::with_capacity(pace.depth);
     // The clock read that stamped the last completions, taken again as the
     // next pass's `now`: nothing but bookkeeping ran in between, and a
     // second read would cost every command one more clock read (at
@@ -115,86 +354,30 @@ pub(crate) fn worker_loop<C: Clock>(
     let mut now_hint: Option<u64> = None;
     loop {
         let now = now_hint.take().unwrap_or_else(|| clock.now_ns());
-        if !draining
-            && (stop.load(Ordering::Relaxed) || abort.load(Ordering::Relaxed) || now >= deadline)
+        if !st.draining
+            && (io.stop.load(Ordering::Relaxed)
+                || io.abort.load(Ordering::Relaxed)
+                || now >= pace.deadline)
         {
-            draining = true;
+            st.draining = true;
         }
-        if !draining {
-            while let Some(&slot) = free.last() {
-                if pending.is_none() {
-                    pending = shared.lock().ok().and_then(|mut s| s.next(now));
-                    if pending.is_none() {
-                        draining = true;
-                        break;
-                    }
-                    if let (Some((_, due)), Some((from, to))) = (pending, freed.take()) {
-                        if record && due < to {
-                            add_span(&mut held_ns, due.max(from), to);
-                        }
-                    }
-                }
-                let Some((cmd, due)) = pending else { break };
-                if due > now {
-                    break;
-                }
-                if cache_always && cmd.len > 0 {
-                    buffer.touch(cmd.buf_offset, u64::from(cmd.len));
-                }
-                if let Err(e) = eng.queue(&cmd, slot) {
-                    first_error.get_or_insert(format!("worker {index}: {e}"));
-                    abort.store(true, Ordering::Relaxed);
-                    draining = true;
-                    break;
-                }
-                free.pop();
-                if record {
-                    late_hist.record(clock.now_ns().saturating_sub(due));
-                }
-                slot_cmd[slot as usize] = (cmd.len, cmd.blocks, cmd.op);
-                slot_t0[slot as usize] = clock.now_ns();
-                if free.is_empty() {
-                    full_since = Some(slot_t0[slot as usize]);
-                }
-                slot_addr[slot as usize] = base + cmd.buf_offset;
-                inflight += 1;
-                pending = None;
-            }
+        if !st.draining {
+            st.queue_due(now, eng, clock, io, pace);
         }
-        if inflight == 0 {
-            if draining {
+        if st.inflight == 0 {
+            if st.draining {
                 break;
             }
-            if let Some((_, due)) = pending {
-                let until = due.min(deadline).min(now + POLL.as_nanos() as u64);
+            if let Some((_, due)) = st.pending {
+                let until = due.min(pace.deadline).min(now + POLL.as_nanos() as u64);
                 precise_wait_until(clock, until, spin_ns);
             }
             continue;
         }
-        let mut spin_to = None;
-        let (min, timeout) = match pending {
-            Some((_, due)) if !draining && !free.is_empty() => {
-                let until = due.min(deadline);
-                if until > now + spin_ns {
-                    // Sleep in the ring until shortly before the due time
-                    // (or a completion); the last stretch is spun below.
-                    let wait = Duration::from_nanos(until - now - spin_ns).min(POLL);
-                    (1, Some(wait))
-                } else {
-                    // Submit what is queued first, then spin to the due time.
-                    spin_to = Some(until);
-                    (0, None)
-                }
-            }
-            // Nothing can be queued before a completion frees a slot (and
-            // a stop or the deadline only drains what is in flight): wait
-            // for one without arming a timer on every wait.
-            _ => (1, None),
-        };
+        let (min, timeout, spin_to) = st.wait_for(now, pace, spin_ns);
         comps.clear();
         if let Err(e) = eng.submit_and_reap(min, timeout, &mut comps) {
-            first_error.get_or_insert(format!("worker {index}: {e}"));
-            abort.store(true, Ordering::Relaxed);
+            st.fail(io.abort, || format!("worker {index}: {e}"));
             // The ring failed: nothing more will complete.
             break;
         }
@@ -205,79 +388,12 @@ pub(crate) fn worker_loop<C: Clock>(
             continue;
         }
         let t = clock.now_ns();
-        last_ns = t;
+        st.last_ns = t;
         now_hint = Some(t);
-        if let Some(from) = full_since.take() {
-            freed = Some((from, t));
-        }
-        let before = totals;
-        for c in &comps {
-            let s = c.slot as usize;
-            let Some(&(len, blocks, op)) = slot_cmd.get(s) else {
-                continue;
-            };
-            free.push(c.slot);
-            inflight -= 1;
-            let expected = if matches!(op, Op::Read | Op::Write) {
-                len as i32
-            } else {
-                c.result.max(0)
-            };
-            if c.result < 0 || c.result != expected {
-                totals.errors += 1;
-                if first_error.is_none() {
-                    let what = if c.result < 0 {
-                        std::io::Error::from_raw_os_error(-c.result).to_string()
-                    } else {
-                        format!("short transfer: {} of {len} bytes", c.result)
-                    };
-                    first_error = Some(format!(
-                        "worker {index}: {op:?} of {len} bytes failed: {what}"
-                    ));
-                }
-                abort.store(true, Ordering::Relaxed);
-                continue;
-            }
-            hist.record(t.saturating_sub(slot_t0[s]));
-            if let (Some(w), Op::Read | Op::Write) = (trace, op) {
-                let dir = if op == Op::Read {
-                    DmaDir::ToMemory
-                } else {
-                    DmaDir::FromMemory
-                };
-                // A failed write is remembered by the writer; finish reports it.
-                let _ = w.write_dma_transfer(slot_addr[s], u64::from(len), dir, slot_t0[s], t);
-            }
-            totals.add(op, u64::from(blocks), u64::from(len));
-            if record && recorded.len() < MAX_RECORDED {
-                recorded.push((t, u64::from(len)));
-            }
-        }
-        live.add(
-            totals.data_bytes - before.data_bytes,
-            totals.commands - before.commands,
-            totals.blocks - before.blocks,
-            t,
-        );
+        st.completed(&comps, t, io, pace);
     }
     let cpu = CpuUsage::thread().since(&cpu0);
-    WorkerOut {
-        result: WorkerResult {
-            index,
-            engine: eng.name().to_string(),
-            cpus: cpus.to_vec(),
-            totals,
-            rates: Rates::default(),
-            cpu,
-            lat_ns: hist.summary(),
-        },
-        hist,
-        late_hist,
-        completions: recorded,
-        held_ns,
-        first_error,
-        last_ns,
-    }
+    st.finish(cpus, eng.name(), cpu)
 }
 
 #[cfg(test)]
@@ -388,17 +504,21 @@ mod tests {
             &[],
             &mut eng,
             &clock,
-            &shared,
-            &AtomicBool::new(false),
-            &AtomicBool::new(false),
-            &live,
-            &buffer,
-            depth,
-            u64::MAX,
-            true,
-            false,
-            None,
-            false,
+            &Sharing {
+                shared: &shared,
+                stop: &AtomicBool::new(false),
+                abort: &AtomicBool::new(false),
+                live: &live,
+                buffer: &buffer,
+                trace: None,
+            },
+            &Pacing {
+                depth,
+                deadline: u64::MAX,
+                record: true,
+                cache_always: false,
+                poisson: false,
+            },
         );
         let q = queued.lock().unwrap().clone();
         (out, q)
@@ -492,17 +612,21 @@ mod tests {
             &[],
             &mut InstantEngine(Vec::new()),
             &clock,
-            &shared,
-            &AtomicBool::new(false),
-            &AtomicBool::new(false),
-            &live,
-            &buffer,
-            1,
-            u64::MAX,
-            false,
-            false,
-            None,
-            false,
+            &Sharing {
+                shared: &shared,
+                stop: &AtomicBool::new(false),
+                abort: &AtomicBool::new(false),
+                live: &live,
+                buffer: &buffer,
+                trace: None,
+            },
+            &Pacing {
+                depth: 1,
+                deadline: u64::MAX,
+                record: false,
+                cache_always: false,
+                poisson: false,
+            },
         );
         assert_eq!(out.result.totals.commands, n);
         assert_eq!(live.totals().1, n);

@@ -233,76 +233,7 @@ pub fn resolve(o: &Options, children: &ChildCatalog) -> Result<(Config, VictimSp
         }
         from_experiment(o, path, children)?
     } else {
-        let victim = match (&o.victim, &o.victim_exec) {
-            (Some(_), Some(_)) => {
-                return Err(UsageError::new(
-                    "--victim-exec",
-                    "give either --victim or --victim-exec, not both",
-                ))
-            }
-            (None, Some(cmd)) => {
-                let argv = words("--victim-exec", cmd)?;
-                if argv.is_empty() {
-                    return Err(UsageError::new("--victim-exec", "is empty; name a program"));
-                }
-                let re = match (&o.victim_regex, &o.victim_counters) {
-                    (Some(re), _) => re.as_str(),
-                    // Its output is not read: the counters are its figure.
-                    (None, Some(_)) => "^$",
-                    (None, None) => return Err(UsageError::new(
-                        "--victim-regex",
-                        "an exec victim needs a regex whose first group is the per-interval figure, e.g. 'ops/s: ([0-9.]+)' (or --victim-counters RECIPE:METRIC)",
-                    )),
-                };
-                let regex = Regex::new(re).map_err(|e| {
-                    UsageError::new("--victim-regex", format!("'{re}' is not a regex: {e}"))
-                })?;
-                VictimSpec::Exec { argv, regex }
-            }
-            (v, None) => {
-                let w = words("--victim", v.as_deref().unwrap_or("probe latency"))?;
-                if w.len() < 2
-                    || w[0] != "probe"
-                    || !["latency", "bandwidth"].contains(&w[1].as_str())
-                {
-                    return Err(UsageError::new(
-                        "--victim",
-                        "must start with 'probe latency' or 'probe bandwidth' (its flags follow); for any other program use --victim-exec with --victim-regex",
-                    ));
-                }
-                let args = w[2..].to_vec();
-                if args.iter().any(|a| {
-                    a.starts_with("--runtime") || a.starts_with("--interval") || a == "--matrix"
-                }) {
-                    return Err(UsageError::new(
-                        "--victim",
-                        "--runtime, --interval and --matrix are set by dmalab throttle; leave them out",
-                    ));
-                }
-                if w[1] == "latency" {
-                    VictimSpec::ProbeLatency { args }
-                } else {
-                    VictimSpec::ProbeBandwidth { args }
-                }
-            }
-        };
-        let aggressor = match (&o.aggressor, &o.io_max_cgroup) {
-            (Some(_), Some(_)) => {
-                return Err(UsageError::new(
-                    "--io-max-cgroup",
-                    "throttles I/O that dmalab does not generate; drop --aggressor (or drop --io-max-cgroup to throttle the aggressor)",
-                ))
-            }
-            (Some(a), None) => words("--aggressor", a)?,
-            (None, Some(_)) => Vec::new(),
-            (None, None) => {
-                return Err(UsageError::new(
-                    "--aggressor",
-                    "needs the flags of the dmalab load to throttle, e.g. '--engine io_uring --target /var/tmp/f --size 1G --bs 128k' (or --io-max-cgroup for a cgroup's I/O)",
-                ))
-            }
-        };
-        (victim, aggressor)
+        (victim_from_flags(o)?, aggressor_from_flags(o)?)
     };
     let victim = match &o.victim_counters {
         None => victim,
@@ -311,6 +242,158 @@ pub fn resolve(o: &Options, children: &ChildCatalog) -> Result<(Config, VictimSp
             metric: CounterMetric::parse("--victim-counters", text)?,
         },
     };
+    let io_max = io_max_config(o)?;
+    check_aggressor("--aggressor", &aggressor_args)?;
+    if o.slo.is_empty() {
+        return Err(UsageError::new(
+            "--slo",
+            "needs an objective, e.g. --slo 'p99 <= 1.5 x baseline'",
+        ));
+    }
+    if o.slo.len() > MAX_SLOS {
+        return Err(UsageError::new(
+            "--slo",
+            format!(
+                "{} objectives given; at most {MAX_SLOS} (one closed loop each)",
+                o.slo.len()
+            ),
+        ));
+    }
+    check_counts(o)?;
+    let slos = o
+        .slo
+        .iter()
+        .map(|s| Slo::parse("--slo", s))
+        .collect::<Result<Vec<_>, _>>()?;
+    for s in &slos {
+        victim.check_stat(s.stat)?;
+    }
+    let interval = parse_duration("--interval", &o.interval)?;
+    if interval.as_millis() < 100 {
+        return Err(UsageError::new(
+            "--interval",
+            format!("'{}' is shorter than 100ms; use e.g. 1s", o.interval),
+        ));
+    }
+    let (min, max, start) = rates(o)?;
+    let params = controller_params(o, min, max)?;
+    if !(o.settle_band > 0.0 && o.settle_band < 1.0) {
+        return Err(UsageError::new(
+            "--settle-band",
+            "must be in (0, 1), e.g. 0.1",
+        ));
+    }
+    let sweep = if o.sweep {
+        Some(SweepConfig {
+            points: o.sweep_points,
+            repeat: o.sweep_repeat,
+            intervals_per_point: o.sweep_intervals,
+        })
+    } else {
+        None
+    };
+    let cfg = Config {
+        victim: victim.label(),
+        victim_unit: victim.unit().into(),
+        aggressor_args,
+        io_max,
+        interval_ns: dmalab_core::schema::ns(interval),
+        warmup_intervals: o.warmup_intervals,
+        baseline_intervals: o.baseline_intervals,
+        intervals: o.intervals,
+        slos,
+        controller: params,
+        start_rate_bytes_per_s: start,
+        sweep,
+        settle_band: o.settle_band,
+    };
+    check_session_length(&cfg, &o.interval)?;
+    Ok((cfg, victim))
+}
+
+/// The victim of a session without `--experiment`: `--victim` (a probe
+/// and its flags; `probe latency` by default) or `--victim-exec` with its
+/// regex.
+fn victim_from_flags(o: &Options) -> Result<VictimSpec, UsageError> {
+    let victim = match (&o.victim, &o.victim_exec) {
+        (Some(_), Some(_)) => {
+            return Err(UsageError::new(
+                "--victim-exec",
+                "give either --victim or --victim-exec, not both",
+            ))
+        }
+        (None, Some(cmd)) => {
+            let argv = words("--victim-exec", cmd)?;
+            if argv.is_empty() {
+                return Err(UsageError::new("--victim-exec", "is empty; name a program"));
+            }
+            let re = match (&o.victim_regex, &o.victim_counters) {
+                (Some(re), _) => re.as_str(),
+                // Its output is not read: the counters are its figure.
+                (None, Some(_)) => "^$",
+                (None, None) => return Err(UsageError::new(
+                    "--victim-regex",
+                    "an exec victim needs a regex whose first group is the per-interval figure, e.g. 'ops/s: ([0-9.]+)' (or --victim-counters RECIPE:METRIC)",
+                )),
+            };
+            let regex = Regex::new(re).map_err(|e| {
+                UsageError::new("--victim-regex", format!("'{re}' is not a regex: {e}"))
+            })?;
+            VictimSpec::Exec { argv, regex }
+        }
+        (v, None) => {
+            let w = words("--victim", v.as_deref().unwrap_or("probe latency"))?;
+            if w.len() < 2 || w[0] != "probe" || !["latency", "bandwidth"].contains(&w[1].as_str())
+            {
+                return Err(UsageError::new(
+                    "--victim",
+                    "must start with 'probe latency' or 'probe bandwidth' (its flags follow); for any other program use --victim-exec with --victim-regex",
+                ));
+            }
+            let args = w[2..].to_vec();
+            if args.iter().any(|a| {
+                a.starts_with("--runtime") || a.starts_with("--interval") || a == "--matrix"
+            }) {
+                return Err(UsageError::new(
+                    "--victim",
+                    "--runtime, --interval and --matrix are set by dmalab throttle; leave them out",
+                ));
+            }
+            if w[1] == "latency" {
+                VictimSpec::ProbeLatency { args }
+            } else {
+                VictimSpec::ProbeBandwidth { args }
+            }
+        }
+    };
+    Ok(victim)
+}
+
+/// The aggressor's load flags of a session without `--experiment`
+/// (none when `--io-max-cgroup` throttles a cgroup's I/O instead).
+fn aggressor_from_flags(o: &Options) -> Result<Vec<String>, UsageError> {
+    let aggressor = match (&o.aggressor, &o.io_max_cgroup) {
+        (Some(_), Some(_)) => {
+            return Err(UsageError::new(
+                "--io-max-cgroup",
+                "throttles I/O that dmalab does not generate; drop --aggressor (or drop --io-max-cgroup to throttle the aggressor)",
+            ))
+        }
+        (Some(a), None) => words("--aggressor", a)?,
+        (None, Some(_)) => Vec::new(),
+        (None, None) => {
+            return Err(UsageError::new(
+                "--aggressor",
+                "needs the flags of the dmalab load to throttle, e.g. '--engine io_uring --target /var/tmp/f --size 1G --bs 128k' (or --io-max-cgroup for a cgroup's I/O)",
+            ))
+        }
+    };
+    Ok(aggressor)
+}
+
+/// `--io-max-cgroup`: the cgroup, device and key whose io.max the session
+/// sets, checked (None without the flag).
+fn io_max_config(o: &Options) -> Result<Option<IoMaxConfig>, UsageError> {
     let io_max = match &o.io_max_cgroup {
         None => None,
         Some(cg) => {
@@ -345,38 +428,12 @@ pub fn resolve(o: &Options, children: &ChildCatalog) -> Result<(Config, VictimSp
             })
         }
     };
-    check_aggressor("--aggressor", &aggressor_args)?;
-    if o.slo.is_empty() {
-        return Err(UsageError::new(
-            "--slo",
-            "needs an objective, e.g. --slo 'p99 <= 1.5 x baseline'",
-        ));
-    }
-    if o.slo.len() > MAX_SLOS {
-        return Err(UsageError::new(
-            "--slo",
-            format!(
-                "{} objectives given; at most {MAX_SLOS} (one closed loop each)",
-                o.slo.len()
-            ),
-        ));
-    }
-    check_counts(o)?;
-    let slos = o
-        .slo
-        .iter()
-        .map(|s| Slo::parse("--slo", s))
-        .collect::<Result<Vec<_>, _>>()?;
-    for s in &slos {
-        victim.check_stat(s.stat)?;
-    }
-    let interval = parse_duration("--interval", &o.interval)?;
-    if interval.as_millis() < 100 {
-        return Err(UsageError::new(
-            "--interval",
-            format!("'{}' is shorter than 100ms; use e.g. 1s", o.interval),
-        ));
-    }
+    Ok(io_max)
+}
+
+/// `--min-rate`, `--max-rate` and `--start-rate` (default: the minimum),
+/// bytes per second, checked against each other.
+fn rates(o: &Options) -> Result<(f64, f64, f64), UsageError> {
     let min = parse_rate("--min-rate", &o.min_rate)? as f64;
     let max = parse_rate(
         "--max-rate",
@@ -400,6 +457,12 @@ pub fn resolve(o: &Options, children: &ChildCatalog) -> Result<(Config, VictimSp
             "must lie between --min-rate and --max-rate",
         ));
     }
+    Ok((min, max, start))
+}
+
+/// The controller's parameters between `min` and `max`, with every tuning
+/// flag, checked.
+fn controller_params(o: &Options, min: f64, max: f64) -> Result<Params, UsageError> {
     let mut params = Params::defaults(o.controller, min, max);
     params.aimd_increase = o.aimd_increase;
     params.aimd_decrease = o.aimd_decrease;
@@ -410,40 +473,14 @@ pub fn resolve(o: &Options, children: &ChildCatalog) -> Result<(Config, VictimSp
     params.model_margin = o.model_margin;
     params.model_probe = o.model_probe;
     params.validate()?;
-    if !(o.settle_band > 0.0 && o.settle_band < 1.0) {
-        return Err(UsageError::new(
-            "--settle-band",
-            "must be in (0, 1), e.g. 0.1",
-        ));
-    }
-    let sweep = if o.sweep {
-        Some(SweepConfig {
-            points: o.sweep_points,
-            repeat: o.sweep_repeat,
-            intervals_per_point: o.sweep_intervals,
-        })
-    } else {
-        None
-    };
-    let cfg = Config {
-        victim: victim.label(),
-        victim_unit: victim.unit().into(),
-        aggressor_args,
-        io_max,
-        interval_ns: dmalab_core::schema::ns(interval),
-        warmup_intervals: o.warmup_intervals,
-        baseline_intervals: o.baseline_intervals,
-        intervals: o.intervals,
-        slos,
-        controller: params,
-        start_rate_bytes_per_s: start,
-        sweep,
-        settle_band: o.settle_band,
-    };
-    // The children (victim, aggressor) are started for the whole session:
-    // its length must fit their --runtime, or one would refuse to start
-    // after the baseline ran.
-    if crate::session::child_runtime(&cfg).is_none_or(|d| d > MAX_DURATION) {
+    Ok(params)
+}
+
+/// The children (victim, aggressor) are started for the whole session:
+/// its length must fit their --runtime, or one would refuse to start after
+/// the baseline ran. `interval` is the text of `--interval`.
+fn check_session_length(cfg: &Config, interval: &str) -> Result<(), UsageError> {
+    if crate::session::child_runtime(cfg).is_none_or(|d| d > MAX_DURATION) {
         return Err(UsageError::new(
             "--intervals",
             format!(
@@ -452,11 +489,11 @@ pub fn resolve(o: &Options, children: &ChildCatalog) -> Result<(Config, VictimSp
                 cfg.intervals,
                 cfg.baseline_intervals,
                 cfg.warmup_intervals,
-                o.interval
+                interval
             ),
         ));
     }
-    Ok((cfg, victim))
+    Ok(())
 }
 
 /// The most objectives (`--slo`), each its own closed loop.

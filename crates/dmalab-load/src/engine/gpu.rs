@@ -26,8 +26,8 @@
 //!   (a test hook; `dmalab_gpu::mock`).
 
 use super::{
-    refuse_allow_destroy, refuse_format_before, BufferPiece, Command, Completion, Driver, Engine,
-    EngineError, EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
+    options, refuse_allow_destroy, refuse_foreign_flags, BufferPiece, Command, Completion, Driver,
+    Engine, EngineError, EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
 };
 use crate::pattern::Pattern;
 use crate::plan::Plan;
@@ -72,17 +72,24 @@ impl GpuPlan {
             return Ok(None);
         }
         if engine != EngineKind::Gpu {
-            let (option, what) = if gpus.is_some() {
-                ("--gpus", "GPUs")
-            } else if wait.is_some() {
-                ("--gpu-wait", "a way to wait for GPU copies")
-            } else {
-                ("--gpu-copy", "what GPU copies move between")
-            };
-            return Err(UsageError::new(
-                option,
-                format!("only --engine gpu takes {what}; add --engine gpu or leave {option} out"),
-            ));
+            let given = [
+                ("--gpus", gpus.is_some()),
+                ("--gpu-wait", wait.is_some()),
+                ("--gpu-copy", copy.is_some()),
+            ];
+            refuse_foreign_flags(&given, |option| {
+                let what = match option {
+                    "--gpus" => "GPUs",
+                    "--gpu-wait" => "a way to wait for GPU copies",
+                    _ => "what GPU copies move between",
+                };
+                UsageError::new(
+                    option,
+                    format!(
+                        "only --engine gpu takes {what}; add --engine gpu or leave {option} out"
+                    ),
+                )
+            })?;
         }
         Ok(Some(Self {
             gpus: match gpus {
@@ -266,7 +273,6 @@ impl Driver for GpuDriver {
     }
 
     fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError> {
-        refuse_format_before(req)?;
         refuse_allow_destroy(
             req,
             "--engine gpu writes no storage (copies stay between the buffer and GPU memory); leave it out",
@@ -294,11 +300,8 @@ impl Driver for GpuDriver {
     }
 
     fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError> {
-        let listed = plan
-            .gpu
-            .as_ref()
-            .map(|g| g.gpus.clone())
-            .unwrap_or_default();
+        let own = options::gpu(plan.engine_options.as_ref());
+        let listed = own.map(|g| g.gpus.clone()).unwrap_or_default();
         let gpus = match (self.target, listed.is_empty()) {
             (Some(_), false) => {
                 return Err(UsageError::new(
@@ -330,14 +333,14 @@ impl Driver for GpuDriver {
         let loaded = self.loaded()?.clone();
         let option = if self.target.is_some() {
             "--target"
-        } else if plan.gpu.as_ref().is_some_and(|g| !g.gpus.is_empty()) {
+        } else if own.is_some_and(|g| !g.gpus.is_empty()) {
             "--gpus"
         } else {
             "--engine gpu"
         };
         let facts = dmalab_gpu::queue::inspect(&*loaded.cuda, &gpus, &loaded.sysfs)
             .map_err(|e| usage(option, e))?;
-        let copy = plan.gpu.as_ref().map(|g| g.copy).unwrap_or_default();
+        let copy = own.map(|g| g.copy).unwrap_or_default();
         // Copies within the device read from a second buffer of --size.
         let (buffers, twice) = match copy {
             GpuCopy::Host => (1, ""),
@@ -359,7 +362,7 @@ impl Driver for GpuDriver {
             driver_version: loaded.cuda.driver_version().unwrap_or(0),
             gpus: facts,
             streams_per_worker: plan.iodepth,
-            wait: Some(plan.gpu.as_ref().map(|g| g.wait).unwrap_or_default()),
+            wait: Some(own.map(|g| g.wait).unwrap_or_default()),
             copy,
             device_buffer_bytes: plan.target_size_bytes,
             ..GpuRunFacts::default()

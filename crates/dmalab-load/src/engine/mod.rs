@@ -65,8 +65,15 @@ use std::time::Duration;
 pub mod gpu;
 pub mod null;
 pub mod nvme;
+pub mod options;
 pub mod rdma;
+mod refuse;
 pub mod uring;
+
+pub use options::{EngineFlags, EngineOptions};
+pub(crate) use refuse::{
+    format_before_refusal, refuse_allow_destroy, refuse_direction_both, refuse_foreign_flags,
+};
 
 /// What a command does, from the *device's* point of view.
 ///
@@ -167,6 +174,13 @@ impl EngineKind {
     /// can check the load's own accounting against what the device saw
     /// (the null engine moves nothing).
     pub fn moves_data(self) -> bool {
+        !matches!(self, EngineKind::Null)
+    }
+
+    /// True when the engine creates a file target that does not exist yet
+    /// (a scratch file without `--target`); the null engine only
+    /// describes its target and never creates one.
+    pub fn creates_target(self) -> bool {
         !matches!(self, EngineKind::Null)
     }
 
@@ -280,8 +294,6 @@ pub struct TargetRequest {
     pub size_bytes: Option<u64>,
     /// `--allow-destroy`: the exact existing file or device that may be written.
     pub allow_destroy: Option<PathBuf>,
-    /// `--format-before`: format the device before a storage-write run.
-    pub format_before: bool,
 }
 
 /// Size of a file dmalab creates when `--size` is not given (the scratch
@@ -394,32 +406,6 @@ pub fn driver(kind: EngineKind, seams: &DeviceSeams) -> Box<dyn Driver> {
     }
 }
 
-/// Why `--format-before` is refused: it only formats a namespace before a
-/// storage-write run of the nvme engine.
-pub(crate) fn format_before_refusal() -> UsageError {
-    UsageError::new(
-        "--format-before",
-        "only formats before a storage-write run of the nvme engine; use it with --engine nvme --direction read",
-    )
-}
-
-/// The refusal of `--format-before` by an engine that cannot format.
-pub(crate) fn refuse_format_before(req: &TargetRequest) -> Result<(), UsageError> {
-    if req.format_before {
-        return Err(format_before_refusal());
-    }
-    Ok(())
-}
-
-/// The refusal of `--allow-destroy` by an engine that writes no storage;
-/// `why` says what it does instead.
-pub(crate) fn refuse_allow_destroy(req: &TargetRequest, why: &str) -> Result<(), UsageError> {
-    if req.allow_destroy.is_some() {
-        return Err(UsageError::new("--allow-destroy", why));
-    }
-    Ok(())
-}
-
 /// What a driver's `prepare` says when called before its `inspect` (a bug
 /// in the caller: the binary always inspects first).
 pub(crate) fn not_inspected() -> TargetError {
@@ -428,21 +414,6 @@ pub(crate) fn not_inspected() -> TargetError {
         std::io::Error::from(std::io::ErrorKind::InvalidInput),
     )
     .into()
-}
-
-/// The refusal of `--direction both` by an engine whose commands go one
-/// way at a time (every engine but `gpu`).
-pub(crate) fn refuse_direction_both(plan: &Plan) -> Result<(), UsageError> {
-    if plan.direction == crate::plan::Direction::Both {
-        return Err(UsageError::new(
-            "--direction",
-            format!(
-                "both is only for --engine gpu (copies each way at once); use write or read with --engine {}",
-                plan.engine.as_str()
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// The directory a file at `path` would be created in.

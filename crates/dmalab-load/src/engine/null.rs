@@ -15,8 +15,8 @@
 
 use super::uring::{build_ring, ring_submit_and_reap, MAX_UNPLUGGED};
 use super::{
-    refuse_direction_both, refuse_format_before, Command, Completion, Driver, Engine, EngineError,
-    EngineKind, EngineSpec, TargetInfo, TargetRequest,
+    refuse_direction_both, Command, Completion, Driver, Engine, EngineError, EngineKind,
+    EngineSpec, TargetInfo, TargetRequest,
 };
 use crate::plan::Plan;
 use crate::target::{inspect_file_or_block, TargetError};
@@ -44,7 +44,6 @@ impl Driver for NullDriver {
     }
 
     fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError> {
-        refuse_format_before(req)?;
         inspect_file_or_block(req, EngineKind::Null)
     }
 

@@ -19,8 +19,8 @@
 //! (`dmalab_core::safety`) before opening a writing engine.
 
 use super::{
-    format_before_refusal, not_inspected, refuse_direction_both, BufferPiece, Command, Completion,
-    Driver, Engine, EngineError, EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
+    format_before_refusal, not_inspected, options, refuse_direction_both, BufferPiece, Command,
+    Completion, Driver, Engine, EngineError, EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
 };
 use crate::plan::Plan;
 use crate::target::{check_size_of_existing, check_storage_write, TargetError};
@@ -29,9 +29,41 @@ use dmalab_core::UsageError;
 use dmalab_nvme::{
     IdNamespace, NvmeDevice, NvmeInfo, NvmeQueue, PassthruCmd, PathChoice, UringCompletion,
 };
+use serde::{Deserialize, Serialize};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The flags only `--engine nvme` takes (the others refuse them before
+/// their target is inspected).
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct NvmeArgs {
+    /// Before a storage-write run, send Format NVM (no secure erase, same LBA
+    /// format) to the namespace, as the thesis advises between write tests
+    /// (--engine nvme; needs --allow-destroy for that device).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub format_before: bool,
+}
+
+impl NvmeArgs {
+    /// The engine's part of the plan: Some only for `--engine nvme` with
+    /// `--format-before` (other engines refuse the flag).
+    pub fn plan(&self, engine: EngineKind) -> Option<NvmeOptions> {
+        (engine == EngineKind::Nvme && self.format_before).then_some(NvmeOptions {
+            format_before: true,
+        })
+    }
+}
+
+/// `--engine nvme`'s own settings (the plan's options, key `nvme`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvmeOptions {
+    /// Format the namespace (Format NVM, no secure erase) before a
+    /// storage-write run.
+    pub format_before: bool,
+}
 
 /// The refusal of a run without `--target`.
 const NEEDS_TARGET: &str = "--engine nvme needs --target /dev/ngXnY";
@@ -107,7 +139,6 @@ impl Driver for NvmeDriver {
         };
         check_size_of_existing(req, &info)?;
         self.allow_destroy = req.allow_destroy.clone();
-        self.format_before = req.format_before;
         self.target = Some(info.clone());
         Ok(info)
     }
@@ -128,6 +159,8 @@ impl Driver for NvmeDriver {
         let info = preflight(target, plan.stream.bs_bytes, plan.stream.command_blocks())?;
         self.info = Some(info);
         check_storage_write(plan, true, self.allow_destroy.as_deref())?;
+        self.format_before =
+            options::nvme(plan.engine_options.as_ref()).is_some_and(|n| n.format_before);
         if self.format_before && !plan.writes_storage() {
             return Err(format_before_refusal());
         }

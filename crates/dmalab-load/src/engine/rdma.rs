@@ -14,8 +14,9 @@
 //! NIC write this host's memory (and the peer's NIC read the peer's).
 
 use super::{
-    refuse_allow_destroy, refuse_direction_both, refuse_format_before, BufferPiece, Command,
-    Completion, Driver, Engine, EngineError, EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
+    options, refuse_allow_destroy, refuse_direction_both, refuse_foreign_flags, BufferPiece,
+    Command, Completion, Driver, Engine, EngineError, EngineKind, EngineSpec, Op, TargetInfo,
+    TargetRequest,
 };
 use crate::plan::Plan;
 use crate::target::TargetError;
@@ -127,7 +128,7 @@ impl Engine for RdmaEngine {
     }
 }
 
-/// `--engine rdma`'s own flags, resolved (the plan's `rdma` field).
+/// `--engine rdma`'s own flags, resolved (the plan's options, key `rdma`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RdmaPlan {
     /// `--rdma-op`.
@@ -229,9 +230,9 @@ impl RdmaArgs {
                 ("--mtu", self.mtu.is_some()),
                 ("--rdma-mix-order", self.rdma_mix_order.is_some()),
             ];
-            if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
-                return Err(UsageError::new(*flag, "only with --engine rdma"));
-            }
+            refuse_foreign_flags(&given, |flag| {
+                UsageError::new(flag, "only with --engine rdma")
+            })?;
             return Ok(None);
         }
         let op: RdmaOp = self.rdma_op.as_deref().unwrap_or("write").parse()?;
@@ -328,7 +329,6 @@ impl Driver for RdmaDriver {
     }
 
     fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError> {
-        refuse_format_before(req)?;
         refuse_allow_destroy(req, "the rdma engine writes no storage: leave it out")?;
         let Some(t) = &req.target else {
             return Err(UsageError::new(
@@ -357,7 +357,7 @@ impl Driver for RdmaDriver {
 
     fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError> {
         refuse_direction_both(plan)?;
-        let Some(r) = &plan.rdma else {
+        let Some(r) = options::rdma(plan.engine_options.as_ref()) else {
             return Err(UsageError::new(
                 "--engine",
                 "the rdma engine's flags are missing from the plan",
@@ -544,7 +544,6 @@ mod tests {
             target: target.map(PathBuf::from),
             size_bytes: None,
             allow_destroy: None,
-            format_before: false,
         }
     }
 
@@ -571,9 +570,6 @@ mod tests {
         let mut r = req(Some("loopback"));
         r.allow_destroy = Some(PathBuf::from("/dev/sda"));
         assert_eq!(d.inspect(&r).unwrap_err().option, "--allow-destroy");
-        let mut r = req(Some("loopback"));
-        r.format_before = true;
-        assert_eq!(d.inspect(&r).unwrap_err().option, "--format-before");
         let mut r = req(Some("loopback"));
         r.size_bytes = Some(0);
         assert_eq!(d.inspect(&r).unwrap_err().option, "--rdma-remote-buffer");

@@ -4,8 +4,8 @@
 //! (`IOSQE_FIXED_FILE`), as fio's `fixedbufs=1`, `registerfiles=1`.
 
 use super::{
-    not_inspected, refuse_direction_both, refuse_format_before, Command, Completion, Driver,
-    Engine, EngineError, EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
+    not_inspected, options, refuse_direction_both, refuse_foreign_flags, Command, Completion,
+    Driver, Engine, EngineError, EngineKind, EngineSpec, Op, TargetInfo, TargetRequest,
 };
 use crate::plan::Plan;
 use crate::target::{
@@ -83,15 +83,15 @@ impl UringArgs {
                 ("--register-files", self.register_files.is_some()),
                 ("--submit-batch", self.submit_batch.is_some()),
             ];
-            if let Some(&(flag, _)) = given.iter().find(|(_, g)| *g) {
-                return Err(UsageError::new(
+            refuse_foreign_flags(&given, |flag| {
+                UsageError::new(
                     flag,
                     format!(
                         "only for --engine io_uring; leave it out with --engine {}",
                         engine.as_str()
                     ),
-                ));
-            }
+                )
+            })?;
             return Ok(None);
         }
         if self.submit_batch == Some(0) {
@@ -112,8 +112,8 @@ impl UringArgs {
     }
 }
 
-/// The io_uring engine's resolved submission path (key `uring` of the
-/// plan in the result).
+/// The io_uring engine's resolved submission path (the plan's options,
+/// key `uring` in the result).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UringPlan {
     /// CPU of the SQPOLL kernel thread; None: the worker submits.
@@ -419,7 +419,6 @@ impl Driver for UringDriver {
     }
 
     fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError> {
-        refuse_format_before(req)?;
         let info = inspect_file_or_block(req, EngineKind::IoUring)?;
         self.allow_destroy = req.allow_destroy.clone();
         self.info = Some(info.clone());
@@ -428,7 +427,9 @@ impl Driver for UringDriver {
 
     fn preflight(&mut self, plan: &Plan) -> Result<(), UsageError> {
         refuse_direction_both(plan)?;
-        let opts = plan.uring.clone().unwrap_or_default();
+        let opts = options::uring(plan.engine_options.as_ref())
+            .cloned()
+            .unwrap_or_default();
         let sys = plan
             .target
             .as_deref()

@@ -8,9 +8,12 @@ use dmalab_core::units::{parse_count, parse_count_rate, parse_duration, parse_ra
 use dmalab_core::{cpus, UsageError};
 use dmalab_load::buffer::{Fill, HugePages};
 use dmalab_load::engine::gpu::GpuArgs;
+use dmalab_load::engine::nvme::NvmeArgs;
 use dmalab_load::engine::rdma::RdmaArgs;
 use dmalab_load::engine::uring::UringArgs;
-use dmalab_load::engine::{Driver, EngineKind, TargetInfo, TargetRequest};
+use dmalab_load::engine::{
+    Driver, EngineFlags, EngineKind, EngineOptions, TargetInfo, TargetRequest,
+};
 use dmalab_load::limiter::{Arrival, RateSpec};
 use dmalab_load::pattern::{DeviceOffsets, MaxBlocks, Pattern, StreamConfig};
 use dmalab_load::plan::{CacheMode, CpuPolicy, Direction, Plan};
@@ -160,11 +163,8 @@ pub struct LoadArgs {
     /// Print the resolved plan and exit.
     #[arg(long)]
     pub dry_run: bool,
-    /// Before a storage-write run, send Format NVM (no secure erase, same LBA
-    /// format) to the namespace, as the thesis advises between write tests
-    /// (--engine nvme; needs --allow-destroy for that device).
-    #[arg(long)]
-    pub format_before: bool,
+    #[command(flatten)]
+    pub nvme: NvmeArgs,
     /// After the run, record the SHA-256 of the whole buffer
     /// (`buffer_sha256`): a storage read of what a storage write wrote
     /// brings back the same checksum.
@@ -213,15 +213,25 @@ fn parsed<T>(
 impl LoadArgs {
     /// What the flags say about the target.
     pub fn target_request(&self) -> Result<TargetRequest, UsageError> {
-        self.rdma.plan(self.engine)?;
-        let (option, size) = self.rdma.size_option(self.engine, self.size.as_deref())?;
+        let engine = self.engine_flags();
+        let (option, size) = engine.target_size(self.engine, self.size.as_deref())?;
         let size_bytes = size.map(|t| parse_size(option, t)).transpose()?;
+        engine.refuse_before_inspect(self.engine)?;
         Ok(TargetRequest {
             target: self.target.clone(),
             size_bytes,
             allow_destroy: self.target_allow_destroy(),
-            format_before: self.format_before,
         })
+    }
+
+    /// The flags only one engine takes, each engine's group.
+    fn engine_flags(&self) -> EngineFlags<'_> {
+        EngineFlags {
+            rdma: &self.rdma,
+            gpu: &self.gpu,
+            uring: &self.uring,
+            nvme: &self.nvme,
+        }
     }
 
     /// The `--allow-destroy` meant for the target: the first that does not
@@ -274,10 +284,21 @@ impl LoadArgs {
             None if self.commands.is_none() && self.blocks.is_none() => Some(5_000_000_000),
             None => None,
         };
-        let rdma = self.rdma.plan(self.engine)?;
-        let direction = rdma
-            .as_ref()
-            .map_or(self.direction, |r| r.memory_direction(self.direction));
+        // Parsed before the engine's options, so that of two bad flags the
+        // same one is named as before they were gathered into one value.
+        let fill = Fill::parse("--fill", &self.fill)?;
+        let rate = RateSpec {
+            rate_bytes_per_s: parsed("--rate", &self.rate, parse_rate)?,
+            rate_iops: parsed("--rate-iops", &self.rate_iops, parse_count_rate)?,
+            timeslot_ns: dmalab_core::schema::ns(timeslot),
+            arrival: self.arrival,
+            burst: self.burst,
+            seed: self.seed,
+        };
+        let max_commands = parsed("--commands", &self.commands, parse_count)?;
+        let max_total_blocks = parsed("--blocks", &self.blocks, parse_count)?;
+        let engine_options = self.engine_flags().options(self.engine)?;
+        let direction = EngineOptions::memory_direction(engine_options.as_ref(), self.direction);
         let device_offsets = self.device_offsets.unwrap_or(match direction {
             Direction::Write | Direction::Both => DeviceOffsets::Sequential,
             Direction::Read => DeviceOffsets::Random,
@@ -305,7 +326,7 @@ impl LoadArgs {
                 seed: self.seed,
             },
             buffer_pieces: buffer.div_ceil(piece),
-            fill: Fill::parse("--fill", &self.fill)?,
+            fill,
             workers: self.workers,
             cpus_allowed,
             cpus_allowed_policy: self.cpus_allowed_policy,
@@ -314,26 +335,17 @@ impl LoadArgs {
             placement: self.placement(),
             mlock: true,
             cache: self.cache,
-            rate: RateSpec {
-                rate_bytes_per_s: parsed("--rate", &self.rate, parse_rate)?,
-                rate_iops: parsed("--rate-iops", &self.rate_iops, parse_count_rate)?,
-                timeslot_ns: dmalab_core::schema::ns(timeslot),
-                arrival: self.arrival,
-                burst: self.burst,
-                seed: self.seed,
-            },
+            rate,
             runtime_ns,
-            max_commands: parsed("--commands", &self.commands, parse_count)?,
-            max_total_blocks: parsed("--blocks", &self.blocks, parse_count)?,
+            max_commands,
+            max_total_blocks,
             live_stats: self.live_stats.clone(),
             rate_control: self.rate_control.clone(),
             realtime_priority: self.realtime.then_some(1),
             trace: self.trace.clone(),
             buffer_checksum: self.buffer_checksum,
             region_from_target: self.region.is_none(),
-            gpu: self.gpu.plan(self.engine)?,
-            rdma,
-            uring: self.uring.plan(self.engine)?,
+            engine_options,
         })
     }
 }
