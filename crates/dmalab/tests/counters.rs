@@ -362,6 +362,12 @@ fn wait_for(p: &Path, secs: u64) -> bool {
     false
 }
 
+/// Held by the tests that start a resctrl session: every such start undoes
+/// the ledgers of dead owners in /run/dmalab, so one test's `stat --counters
+/// mbm` could undo the group another test killed on purpose before that
+/// test's own `dmalab cleanup` looks for it.
+static RESCTRL_LEDGERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn fake_resctrl(root: &Path) {
     fs::create_dir_all(root.join("info/L3_MON")).unwrap();
     fs::write(
@@ -380,6 +386,7 @@ fn stat_mbm_reads_a_resctrl_group_and_removes_it() {
     if !need_root() {
         return;
     }
+    let _turn = RESCTRL_LEDGERS.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("resctrl");
     fake_resctrl(&root);
@@ -450,6 +457,7 @@ fn cleanup_removes_the_resctrl_group_of_a_killed_stat() {
     if !need_root() {
         return;
     }
+    let _turn = RESCTRL_LEDGERS.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("resctrl");
     fake_resctrl(&root);
