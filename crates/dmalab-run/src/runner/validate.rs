@@ -13,8 +13,7 @@ fn on_path(prog: &str) -> bool {
     if prog.contains('/') {
         return Path::new(prog).exists();
     }
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(prog).is_file()))
+    dmalab_core::sys::find_program(prog).is_some()
 }
 
 /// Checks everything that can be checked before the first run.
