@@ -354,6 +354,38 @@ const ICX_IMC_METRICS: &[MetricDef] = &[
     },
 ];
 
+/// The CHA `UNC_CHA_TOR_INSERTS.IO_{HIT,MISS}_{PCIRDCUR,ITOM,RFO}` events
+/// (the same encodings on Ice Lake-SP and Sapphire Rapids) and the IIO
+/// free-running inbound bandwidth per root port.
+const CHA_IO_AND_IIO_EVENTS: &[(&str, &str)] = &[
+    ("pcirdcur_hit", "uncore_cha/event=0x35,umask=0xc8f3fd04/"),
+    ("pcirdcur_miss", "uncore_cha/event=0x35,umask=0xc8f3fe04/"),
+    ("itom_hit", "uncore_cha/event=0x35,umask=0xcc43fd04/"),
+    ("itom_miss", "uncore_cha/event=0x35,umask=0xcc43fe04/"),
+    ("rfo_hit", "uncore_cha/event=0x35,umask=0xc803fd04/"),
+    ("rfo_miss", "uncore_cha/event=0x35,umask=0xc803fe04/"),
+    IIO_PORTS[0],
+    IIO_PORTS[1],
+    IIO_PORTS[2],
+    IIO_PORTS[3],
+    IIO_PORTS[4],
+    IIO_PORTS[5],
+    IIO_PORTS[6],
+    IIO_PORTS[7],
+];
+
+/// The PCIe metrics of [`CHA_IO_AND_IIO_EVENTS`] and the IIO inbound ones.
+const CHA_IO_AND_IIO_METRICS: &[MetricDef] = &[
+    PCIE_METRICS[0],
+    PCIE_METRICS[1],
+    PCIE_METRICS[2],
+    PCIE_METRICS[3],
+    PCIE_METRICS[4],
+    PCIE_METRICS[5],
+    IIO_METRICS[0],
+    IIO_METRICS[1],
+];
+
 /// Every recipe dmalab knows.
 pub static RECIPES: &[Recipe] = &[
     Recipe {
@@ -537,34 +569,10 @@ pub static RECIPES: &[Recipe] = &[
         description: "inbound PCIe reads and writes with LLC hits and misses (CHA IO_* TOR inserts) and the IIO free-running inbound bandwidth per root port",
         source: "tools/perf/pmu-events/arch/x86/icelakex/uncore-cache.json (UNC_CHA_TOR_INSERTS.IO_{HIT,MISS}_{PCIRDCUR,ITOM,RFO}: event 0x35, UMask 0xC8F3FD04/0xC8F3FE04, 0xCC43FD04/0xCC43FE04, 0xC803FD04/0xC803FE04); IIO free-running bw_in_port0-7 from arch/x86/events/intel/uncore_snbep.c (sysfs events with .scale/.unit)",
         cpus: "Intel Ice Lake-SP (family 6 model 0x6a, 0x6c)",
-        events: &[
-            ("pcirdcur_hit", "uncore_cha/event=0x35,umask=0xc8f3fd04/"),
-            ("pcirdcur_miss", "uncore_cha/event=0x35,umask=0xc8f3fe04/"),
-            ("itom_hit", "uncore_cha/event=0x35,umask=0xcc43fd04/"),
-            ("itom_miss", "uncore_cha/event=0x35,umask=0xcc43fe04/"),
-            ("rfo_hit", "uncore_cha/event=0x35,umask=0xc803fd04/"),
-            ("rfo_miss", "uncore_cha/event=0x35,umask=0xc803fe04/"),
-            IIO_PORTS[0],
-            IIO_PORTS[1],
-            IIO_PORTS[2],
-            IIO_PORTS[3],
-            IIO_PORTS[4],
-            IIO_PORTS[5],
-            IIO_PORTS[6],
-            IIO_PORTS[7],
-        ],
+        events: CHA_IO_AND_IIO_EVENTS,
         solo: true,
         resctrl: false,
-        metrics: &[
-            PCIE_METRICS[0],
-            PCIE_METRICS[1],
-            PCIE_METRICS[2],
-            PCIE_METRICS[3],
-            PCIE_METRICS[4],
-            PCIE_METRICS[5],
-            IIO_METRICS[0],
-            IIO_METRICS[1],
-        ],
+        metrics: CHA_IO_AND_IIO_METRICS,
         applies: |c| c.intel(ICX_MODELS),
     },
     Recipe {
@@ -572,34 +580,10 @@ pub static RECIPES: &[Recipe] = &[
         description: "inbound PCIe reads and writes with LLC hits and misses (CHA IO_* TOR inserts) and the IIO free-running inbound bandwidth per root port",
         source: "tools/perf/pmu-events/arch/x86/sapphirerapids/uncore-cache.json (UNC_CHA_TOR_INSERTS.IO_{HIT,MISS}_{PCIRDCUR,ITOM,RFO}: event 0x35, UMask 0xc8f3fd04/0xc8f3fe04, 0xcc43fd04/0xcc43fe04, 0xc803fd04/0xc803fe04, the same values as icelakex; umask_ext4 config:8-15,32-55 from arch/x86/events/intel/uncore_snbep.c spr_uncore_cha_formats_attr); IIO free-running bw_in_port0-7 from the same file (spr_uncore_iio_free_running, sysfs events with .scale/.unit)",
         cpus: "Intel Sapphire Rapids, Emerald Rapids (family 6 model 0x8f, 0xcf)",
-        events: &[
-            ("pcirdcur_hit", "uncore_cha/event=0x35,umask=0xc8f3fd04/"),
-            ("pcirdcur_miss", "uncore_cha/event=0x35,umask=0xc8f3fe04/"),
-            ("itom_hit", "uncore_cha/event=0x35,umask=0xcc43fd04/"),
-            ("itom_miss", "uncore_cha/event=0x35,umask=0xcc43fe04/"),
-            ("rfo_hit", "uncore_cha/event=0x35,umask=0xc803fd04/"),
-            ("rfo_miss", "uncore_cha/event=0x35,umask=0xc803fe04/"),
-            IIO_PORTS[0],
-            IIO_PORTS[1],
-            IIO_PORTS[2],
-            IIO_PORTS[3],
-            IIO_PORTS[4],
-            IIO_PORTS[5],
-            IIO_PORTS[6],
-            IIO_PORTS[7],
-        ],
+        events: CHA_IO_AND_IIO_EVENTS,
         solo: true,
         resctrl: false,
-        metrics: &[
-            PCIE_METRICS[0],
-            PCIE_METRICS[1],
-            PCIE_METRICS[2],
-            PCIE_METRICS[3],
-            PCIE_METRICS[4],
-            PCIE_METRICS[5],
-            IIO_METRICS[0],
-            IIO_METRICS[1],
-        ],
+        metrics: CHA_IO_AND_IIO_METRICS,
         applies: |c| c.intel(SPR_MODELS),
     },
     Recipe {
