@@ -15,7 +15,6 @@ const LIMIT: usize = 150;
 /// test too, so that the list cannot go stale.
 const ALLOWED: &[(&str, &str)] = &[
     ("dmalab-run/src/report/document.rs", "render"),
-    ("dmalab-fleet/src/merge.rs", "merge"),
     ("dmalab-page/src/report.rs", "render_text"),
     ("dmalab-page/src/worker.rs", "measure"),
     ("dmalab-page/src/xml.rs", "import"),
