@@ -17,7 +17,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ("dmalab-run/src/report/document.rs", "render"),
     ("dmalab-page/src/report.rs", "render_text"),
     ("dmalab-page/src/worker.rs", "measure"),
-    ("dmalab-page/src/xml.rs", "import"),
     ("dmalab-rdma/src/serve.rs", "serve_client"),
     ("dmalab-run/src/document.rs", "key_figures"),
     ("dmalab-sim/src/config.rs", "validate"),
