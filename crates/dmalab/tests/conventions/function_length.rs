@@ -15,7 +15,6 @@ const LIMIT: usize = 150;
 /// test too, so that the list cannot go stale.
 const ALLOWED: &[(&str, &str)] = &[
     ("dmalab-run/src/report/document.rs", "render"),
-    ("dmalab-page/src/worker.rs", "measure"),
     ("dmalab-rdma/src/serve.rs", "serve_client"),
     ("dmalab-run/src/document.rs", "key_figures"),
     ("dmalab-sim/src/config.rs", "validate"),
