@@ -18,7 +18,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ("dmalab-rdma/src/serve.rs", "serve_client"),
     ("dmalab-run/src/document.rs", "key_figures"),
     ("dmalab-sim/src/config.rs", "validate"),
-    ("dmalab-throttle/src/session.rs", "closed_loops_and_sweep"),
 ];
 
 /// One `fn` found in a source file.
