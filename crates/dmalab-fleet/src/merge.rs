@@ -63,49 +63,163 @@ pub fn merge(dir: &Path, output: Option<&Path>) -> Result<Merged, FleetError> {
         )));
     }
     let manifest = Manifest::read(dir)?;
-    let default_output = output.is_none();
-    let output = output.map_or_else(|| dir.join(MERGED), Path::to_path_buf);
-    let out_name = output
-        .file_name()
-        .and_then(|n| n.to_str())
-        .map(str::to_string);
-    let out_in_dir = output
-        .parent()
-        .map(|p| {
-            if p.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                p
-            }
-        })
-        .and_then(|p| p.canonicalize().ok())
-        == dir.canonicalize().ok();
-    // The file the output names now, links followed: writing it must not
-    // replace one of the inputs, whatever name reaches it.
-    let out_id = std::fs::metadata(&output).ok().map(|m| file_id(&m));
-    let unit_files: Vec<String> = manifest
+    let output = Output::check(dir, output, manifest.as_ref())?;
+    let units: Vec<Unit> = manifest
         .as_ref()
-        .map(|m| m.units.iter().map(Unit::results_file).collect())
+        .map(|m| m.units.clone())
         .unwrap_or_default();
-    // A new file there would be read as a node's results by the next merge
-    // (an existing one is checked against the inputs as they are read).
-    if !default_output && out_in_dir && out_id.is_none() {
-        if let Some(n) = out_name.as_deref().filter(|n| n.ends_with(".jsonl")) {
-            if n != MERGED || unit_files.iter().any(|f| f == n) {
-                return Err(FleetError::usage(
-                    "-o",
-                    format!(
-                        "{} lies in {} and is named like a node's results file (*.jsonl), which merge reads: write the merge outside the results directory or as {}",
-                        output.display(),
-                        dir.display(),
-                        dir.join(MERGED).display()
-                    ),
-                ));
+    let order = read_order(dir, &units)?;
+    let Gathered {
+        first,
+        hosts,
+        mut runs,
+        duplicates,
+    } = gather(dir, &order, manifest.as_ref(), &output)?;
+    let Some(first) = first else {
+        let nodes: Vec<&str> = units.iter().map(|u| u.node.as_str()).collect();
+        let missing = if nodes.is_empty() {
+            String::new()
+        } else {
+            format!(" (missing: {})", nodes.join(", "))
+        };
+        return Err(refuse(format!(
+            "{} holds no results files yet{missing}; `dmalab fleet status {}` shows how the tasks are doing",
+            dir.display(),
+            dir.display()
+        )));
+    };
+    let host_pos = |h: &Option<String>| {
+        hosts
+            .iter()
+            .position(|m| Some(&m.name) == h.as_ref())
+            .unwrap_or(usize::MAX)
+    };
+    runs.sort_by_key(|r| (host_pos(&r.host), r.index));
+    let missing = manifest
+        .as_ref()
+        .map(|m| missing_units(dir, m))
+        .unwrap_or_default();
+    // Counts from files a user may have edited: summed without overflow.
+    let planned = match &manifest {
+        Some(m) => m
+            .units
+            .iter()
+            .fold(0usize, |a, u| a.saturating_add(u.planned_runs)),
+        None => hosts
+            .iter()
+            .fold(0usize, |a, h| a.saturating_add(h.planned_runs)),
+    };
+    let mut header = first.header.clone();
+    header.planned_runs = planned;
+    header.hosts = hosts.clone();
+    if let Some(m) = &manifest {
+        header.experiment_path = m.experiment_source.clone();
+    }
+    let mut text = serde_json::to_string(&header).map_err(|e| FleetError::Other(e.to_string()))?;
+    text.push('\n');
+    for r in &runs {
+        text.push_str(&serde_json::to_string(r).map_err(|e| FleetError::Other(e.to_string()))?);
+        text.push('\n');
+    }
+    dmalab_core::output::write_atomic(&output.path, text.as_bytes())
+        .map_err(|e| FleetError::io(&output.path, e))?;
+    Ok(Merged {
+        output: output.path,
+        hosts,
+        runs: runs.len(),
+        planned,
+        missing,
+        duplicates,
+    })
+}
+
+/// Where the merge goes, checked against the results directory.
+struct Output {
+    /// The file to write.
+    path: PathBuf,
+    /// No `-o` was given: `path` is `dir/merged.jsonl`.
+    default: bool,
+    /// The file `path` names now, links followed: writing it must not
+    /// replace one of the inputs, whatever name reaches it.
+    id: Option<(u64, u64)>,
+}
+
+impl Output {
+    /// The output for `dir` and `-o` (`output`), refused where a later
+    /// merge would read it as a node's results.
+    fn check(
+        dir: &Path,
+        output: Option<&Path>,
+        manifest: Option<&Manifest>,
+    ) -> Result<Output, FleetError> {
+        let default = output.is_none();
+        let path = output.map_or_else(|| dir.join(MERGED), Path::to_path_buf);
+        let out_name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map(str::to_string);
+        let out_in_dir = path
+            .parent()
+            .map(|p| {
+                if p.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    p
+                }
+            })
+            .and_then(|p| p.canonicalize().ok())
+            == dir.canonicalize().ok();
+        let id = std::fs::metadata(&path).ok().map(|m| file_id(&m));
+        let unit_files: Vec<String> = manifest
+            .map(|m| m.units.iter().map(Unit::results_file).collect())
+            .unwrap_or_default();
+        // A new file there would be read as a node's results by the next
+        // merge (an existing one is checked against the inputs as they are
+        // read).
+        if !default && out_in_dir && id.is_none() {
+            if let Some(n) = out_name.as_deref().filter(|n| n.ends_with(".jsonl")) {
+                if n != MERGED || unit_files.iter().any(|f| f == n) {
+                    return Err(FleetError::usage(
+                        "-o",
+                        format!(
+                            "{} lies in {} and is named like a node's results file (*.jsonl), which merge reads: write the merge outside the results directory or as {}",
+                            path.display(),
+                            dir.display(),
+                            dir.join(MERGED).display()
+                        ),
+                    ));
+                }
             }
         }
+        Ok(Output { path, default, id })
     }
 
-    // Files: the manifest's units first, in order, then any other .jsonl.
+    /// Refuses `path` (the input `file`) where it is this output.
+    fn refuse_if_input(&self, path: &Path, file: &str) -> Result<(), FleetError> {
+        let is_output =
+            self.id.is_some() && std::fs::metadata(path).ok().map(|m| file_id(&m)) == self.id;
+        if !is_output {
+            return Ok(());
+        }
+        let option = if self.default { "RESULTS" } else { "-o" };
+        Err(FleetError::usage(
+            option,
+            format!(
+                "{} is {file}, one of the results files merged: writing the merge there would destroy that node's results; {}",
+                self.path.display(),
+                if self.default {
+                    "give -o FILE outside the results directory"
+                } else {
+                    "write the merge outside the results directory"
+                }
+            ),
+        ))
+    }
+}
+
+/// The results files of `dir` as (file, host): the manifest's units
+/// first, in order, then any other `.jsonl` named after its stem.
+fn read_order(dir: &Path, units: &[Unit]) -> Result<Vec<(String, String)>, FleetError> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map_err(|e| FleetError::io(dir, e))?
         .flatten()
@@ -114,12 +228,8 @@ pub fn merge(dir: &Path, output: Option<&Path>) -> Result<Merged, FleetError> {
         .filter(|n| n.ends_with(".jsonl"))
         .collect();
     names.sort();
-    let units: Vec<Unit> = manifest
-        .as_ref()
-        .map(|m| m.units.clone())
-        .unwrap_or_default();
-    let mut order: Vec<(String, String)> = Vec::new(); // (file, host)
-    for u in &units {
+    let mut order: Vec<(String, String)> = Vec::new();
+    for u in units {
         if names.contains(&u.results_file()) {
             order.push((u.results_file(), u.host.clone()));
         }
@@ -130,14 +240,34 @@ pub fn merge(dir: &Path, output: Option<&Path>) -> Result<Merged, FleetError> {
             order.push((n.clone(), stem));
         }
     }
+    Ok(order)
+}
 
-    let mut expected = manifest.as_ref().map(|m| m.experiment_hash.clone());
+/// The node files read and checked, their runs labelled with their host.
+struct Gathered {
+    /// The first node file, whose header the merge starts from.
+    first: Option<Results>,
+    hosts: Vec<MergedHost>,
+    runs: Vec<RunRecord>,
+    /// Runs dropped as repeated within their own file.
+    duplicates: usize,
+}
+
+/// Reads the files of `order` from `dir`, refusing one of another
+/// experiment or schema, a run found twice, or the output itself.
+fn gather(
+    dir: &Path,
+    order: &[(String, String)],
+    manifest: Option<&Manifest>,
+    output: &Output,
+) -> Result<Gathered, FleetError> {
+    let mut expected = manifest.map(|m| m.experiment_hash.clone());
     let mut first: Option<Results> = None;
     let mut hosts = Vec::new();
     let mut runs: Vec<RunRecord> = Vec::new();
     let mut seen: BTreeMap<(String, usize), String> = BTreeMap::new();
     let mut duplicates = 0usize;
-    for (file, host) in &order {
+    for (file, host) in order {
         let path = dir.join(file);
         let mut res = record::read(&path).map_err(|e| match e {
             // A file that is not results is bad input, like any other.
@@ -148,23 +278,7 @@ pub fn merge(dir: &Path, output: Option<&Path>) -> Result<Merged, FleetError> {
             // An earlier merge's output: not a node's results.
             continue;
         }
-        let is_output =
-            out_id.is_some() && std::fs::metadata(&path).ok().map(|m| file_id(&m)) == out_id;
-        if is_output {
-            let option = if default_output { "RESULTS" } else { "-o" };
-            return Err(FleetError::usage(
-                option,
-                format!(
-                    "{} is {file}, one of the results files merged: writing the merge there would destroy that node's results; {}",
-                    output.display(),
-                    if default_output {
-                        "give -o FILE outside the results directory"
-                    } else {
-                        "write the merge outside the results directory"
-                    }
-                ),
-            ));
-        }
+        output.refuse_if_input(&path, file)?;
         if res.header.schema_version != SCHEMA_VERSION {
             return Err(refuse(format!(
                 "{file} has results schema version {} (this dmalab reads version {SCHEMA_VERSION}); merge it with the dmalab that wrote it, or move it out of {}",
@@ -176,7 +290,7 @@ pub fn merge(dir: &Path, output: Option<&Path>) -> Result<Merged, FleetError> {
         let hash = expected
             .get_or_insert_with(|| res.header.experiment_hash.clone())
             .clone();
-        let whose = match &manifest {
+        let whose = match manifest {
             Some(m) => format!("this directory's experiment '{}'", m.experiment),
             None => "the first file's".to_string(),
         };
@@ -227,76 +341,33 @@ pub fn merge(dir: &Path, output: Option<&Path>) -> Result<Merged, FleetError> {
             first = Some(res);
         }
     }
-    let Some(first) = first else {
-        let nodes: Vec<&str> = units.iter().map(|u| u.node.as_str()).collect();
-        let missing = if nodes.is_empty() {
-            String::new()
-        } else {
-            format!(" (missing: {})", nodes.join(", "))
-        };
-        return Err(refuse(format!(
-            "{} holds no results files yet{missing}; `dmalab fleet status {}` shows how the tasks are doing",
-            dir.display(),
-            dir.display()
-        )));
-    };
-    let host_pos = |h: &Option<String>| {
-        hosts
-            .iter()
-            .position(|m| Some(&m.name) == h.as_ref())
-            .unwrap_or(usize::MAX)
-    };
-    runs.sort_by_key(|r| (host_pos(&r.host), r.index));
-    let mut missing = Vec::new();
-    if let Some(m) = &manifest {
-        for u in &m.units {
-            let f = file_state(dir, &m.experiment_hash, u);
-            if !f.complete(u.planned_runs) {
-                missing.push(Missing {
-                    unit: u.clone(),
-                    recorded: match f {
-                        FileState::Runs { recorded, .. } => recorded,
-                        _ => 0,
-                    },
-                    task: m
-                        .last_task(&u.key)
-                        .map(|(s, i)| format!("{}_{i}", s.job_id)),
-                });
-            }
-        }
-    }
-    // Counts from files a user may have edited: summed without overflow.
-    let planned = match &manifest {
-        Some(m) => m
-            .units
-            .iter()
-            .fold(0usize, |a, u| a.saturating_add(u.planned_runs)),
-        None => hosts
-            .iter()
-            .fold(0usize, |a, h| a.saturating_add(h.planned_runs)),
-    };
-    let mut header = first.header.clone();
-    header.planned_runs = planned;
-    header.hosts = hosts.clone();
-    if let Some(m) = &manifest {
-        header.experiment_path = m.experiment_source.clone();
-    }
-    let mut text = serde_json::to_string(&header).map_err(|e| FleetError::Other(e.to_string()))?;
-    text.push('\n');
-    for r in &runs {
-        text.push_str(&serde_json::to_string(r).map_err(|e| FleetError::Other(e.to_string()))?);
-        text.push('\n');
-    }
-    dmalab_core::output::write_atomic(&output, text.as_bytes())
-        .map_err(|e| FleetError::io(&output, e))?;
-    Ok(Merged {
-        output,
+    Ok(Gathered {
+        first,
         hosts,
-        runs: runs.len(),
-        planned,
-        missing,
+        runs,
         duplicates,
     })
+}
+
+/// The manifest's units with runs missing from their files.
+fn missing_units(dir: &Path, m: &Manifest) -> Vec<Missing> {
+    let mut missing = Vec::new();
+    for u in &m.units {
+        let f = file_state(dir, &m.experiment_hash, u);
+        if !f.complete(u.planned_runs) {
+            missing.push(Missing {
+                unit: u.clone(),
+                recorded: match f {
+                    FileState::Runs { recorded, .. } => recorded,
+                    _ => 0,
+                },
+                task: m
+                    .last_task(&u.key)
+                    .map(|(s, i)| format!("{}_{i}", s.job_id)),
+            });
+        }
+    }
+    missing
 }
 
 /// A file's identity: its device and inode.

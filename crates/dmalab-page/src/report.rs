@@ -392,123 +392,11 @@ impl PageResult {
             );
         }
         let _ = writeln!(o);
-        let t = &self.table2;
-        let _ = writeln!(o, "Table 2 summary:");
-        let _ = writeln!(
-            o,
-            "  1 average latency of all accesses incl. hits: {}",
-            fmt_ns(t.avg_all_ns)
-        );
-        let _ = writeln!(
-            o,
-            "  2 most frequent major-fault latency:          {}",
-            opt_ns(t.major_mode_ns)
-        );
-        let _ = writeln!(
-            o,
-            "  3 average latency of all major faults:        {}",
-            opt_ns(t.avg_major_ns)
-        );
-        match t.media_latency_ns {
-            Some(m) => {
-                let _ = writeln!(
-                    o,
-                    "  4 average OS overhead per major fault:        {} (media latency {})",
-                    opt_ns(t.os_overhead_ns),
-                    fmt_ns(m as f64)
-                );
-                let _ = writeln!(
-                    o,
-                    "  5 OS overhead as % of media latency:          {}",
-                    t.os_overhead_pct
-                        .map_or("n/a".into(), |p| format!("{p:.0}%"))
-                );
-            }
-            None => {
-                let _ = writeln!(
-                    o,
-                    "  4/5 OS overhead:                              n/a (give --media-latency)"
-                );
-            }
-        }
-        let _ = writeln!(
-            o,
-            "  run time in accesses > 100 us:                {}",
-            pct(t.time_in_over_100us_pct)
-        );
-        let _ = writeln!(
-            o,
-            "  run time in accesses >= 1 ms:                 {}",
-            pct(t.time_in_over_1ms_pct)
-        );
+        table2_section(&mut o, &self.table2);
         let _ = writeln!(o);
-        let f = &self.faults;
-        let how = match f.method.as_str() {
-            "perf" => "perf page-fault event rings read before and after each access, no system call".to_string(),
-            "rusage" => format!(
-                "getrusage(RUSAGE_THREAD) before and after each access, {:.0} ns per call, outside the timed window",
-                f.classifier_call_ns
-            ),
-            m => m.to_string(),
-        };
-        let _ = writeln!(o, "Fault accounting ({how}):");
-        let _ = writeln!(
-            o,
-            "  classified: {} major, {} minor faults; outside accesses: {} major, {} minor",
-            f.major_faults, f.minor_faults, f.major_outside_access, f.minor_outside_access
-        );
-        if let Some(cg) = &f.cgroup {
-            let _ = writeln!(
-                o,
-                "  memory cgroup over the run: {} major ({} all) faults; classified majors differ by {}",
-                cg.pgmajfault,
-                cg.pgfault,
-                f.cgroup_major_diff_pct.map_or("n/a".into(), |d| format!("{d:.2}%"))
-            );
-        }
+        fault_section(&mut o, &self.faults);
         let _ = writeln!(o);
-        let v = &self.vmstat;
-        let _ = writeln!(
-            o,
-            "/proc/vmstat        {:>12} {:>12} {:>12} {:>12}",
-            "pswpin", "pswpout", "pgmajfault", "pgfault"
-        );
-        for (name, x) in [
-            ("warm-up delta", &v.warmup_delta),
-            ("run delta", &v.run_delta),
-            ("after delta", &v.after_delta),
-        ] {
-            let _ = writeln!(
-                o,
-                "  {name:<17} {:>12} {:>12} {:>12} {:>12}",
-                x.pswpin, x.pswpout, x.pgmajfault, x.pgfault
-            );
-        }
-        if !self.swap.is_empty() {
-            let _ = writeln!(o);
-            let _ = writeln!(o, "Swap areas:");
-            for s in &self.swap {
-                let _ = writeln!(
-                    o,
-                    "  {} prio {} size {}: used {} -> {}{}{}",
-                    s.path.display(),
-                    s.priority,
-                    fmt_bytes(s.size_bytes as f64),
-                    fmt_bytes(s.used_pre_run_bytes as f64),
-                    fmt_bytes(s.used_post_run_bytes as f64),
-                    if s.received_pages {
-                        ", received pages"
-                    } else {
-                        ", received nothing"
-                    },
-                    if s.added_by_dmalab {
-                        " (added by dmalab)"
-                    } else {
-                        ""
-                    }
-                );
-            }
-        }
+        vmstat_section(&mut o, &self.vmstat, &self.swap);
         for l in &self.setup.leftovers_removed {
             let _ = writeln!(o, "removed leftover of a killed run: {l}");
         }
@@ -516,6 +404,130 @@ impl PageResult {
             let _ = writeln!(o, "CLEANUP FAILED: {e}");
         }
         o
+    }
+}
+
+/// The paper's Table 2 figures, one numbered line each.
+fn table2_section(o: &mut String, t: &Table2) {
+    let _ = writeln!(o, "Table 2 summary:");
+    let _ = writeln!(
+        o,
+        "  1 average latency of all accesses incl. hits: {}",
+        fmt_ns(t.avg_all_ns)
+    );
+    let _ = writeln!(
+        o,
+        "  2 most frequent major-fault latency:          {}",
+        opt_ns(t.major_mode_ns)
+    );
+    let _ = writeln!(
+        o,
+        "  3 average latency of all major faults:        {}",
+        opt_ns(t.avg_major_ns)
+    );
+    match t.media_latency_ns {
+        Some(m) => {
+            let _ = writeln!(
+                o,
+                "  4 average OS overhead per major fault:        {} (media latency {})",
+                opt_ns(t.os_overhead_ns),
+                fmt_ns(m as f64)
+            );
+            let _ = writeln!(
+                o,
+                "  5 OS overhead as % of media latency:          {}",
+                t.os_overhead_pct
+                    .map_or("n/a".into(), |p| format!("{p:.0}%"))
+            );
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "  4/5 OS overhead:                              n/a (give --media-latency)"
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "  run time in accesses > 100 us:                {}",
+        pct(t.time_in_over_100us_pct)
+    );
+    let _ = writeln!(
+        o,
+        "  run time in accesses >= 1 ms:                 {}",
+        pct(t.time_in_over_1ms_pct)
+    );
+}
+
+/// How faults were classified and what was counted.
+fn fault_section(o: &mut String, f: &FaultAccounting) {
+    let how = match f.method.as_str() {
+        "perf" => "perf page-fault event rings read before and after each access, no system call".to_string(),
+        "rusage" => format!(
+            "getrusage(RUSAGE_THREAD) before and after each access, {:.0} ns per call, outside the timed window",
+            f.classifier_call_ns
+        ),
+        m => m.to_string(),
+    };
+    let _ = writeln!(o, "Fault accounting ({how}):");
+    let _ = writeln!(
+        o,
+        "  classified: {} major, {} minor faults; outside accesses: {} major, {} minor",
+        f.major_faults, f.minor_faults, f.major_outside_access, f.minor_outside_access
+    );
+    if let Some(cg) = &f.cgroup {
+        let _ = writeln!(
+            o,
+            "  memory cgroup over the run: {} major ({} all) faults; classified majors differ by {}",
+            cg.pgmajfault,
+            cg.pgfault,
+            f.cgroup_major_diff_pct.map_or("n/a".into(), |d| format!("{d:.2}%"))
+        );
+    }
+}
+
+/// The `/proc/vmstat` deltas, then the swap areas the run used.
+fn vmstat_section(o: &mut String, v: &VmstatReport, swap: &[SwapUse]) {
+    let _ = writeln!(
+        o,
+        "/proc/vmstat        {:>12} {:>12} {:>12} {:>12}",
+        "pswpin", "pswpout", "pgmajfault", "pgfault"
+    );
+    for (name, x) in [
+        ("warm-up delta", &v.warmup_delta),
+        ("run delta", &v.run_delta),
+        ("after delta", &v.after_delta),
+    ] {
+        let _ = writeln!(
+            o,
+            "  {name:<17} {:>12} {:>12} {:>12} {:>12}",
+            x.pswpin, x.pswpout, x.pgmajfault, x.pgfault
+        );
+    }
+    if !swap.is_empty() {
+        let _ = writeln!(o);
+        let _ = writeln!(o, "Swap areas:");
+        for s in swap {
+            let _ = writeln!(
+                o,
+                "  {} prio {} size {}: used {} -> {}{}{}",
+                s.path.display(),
+                s.priority,
+                fmt_bytes(s.size_bytes as f64),
+                fmt_bytes(s.used_pre_run_bytes as f64),
+                fmt_bytes(s.used_post_run_bytes as f64),
+                if s.received_pages {
+                    ", received pages"
+                } else {
+                    ", received nothing"
+                },
+                if s.added_by_dmalab {
+                    " (added by dmalab)"
+                } else {
+                    ""
+                }
+            );
+        }
     }
 }
 

@@ -305,6 +305,104 @@ pub fn run(plan: &WorkerPlan, stop: Arc<AtomicBool>) -> std::io::Result<WorkerOu
 #[error("--classify perf: perf_event_open(page-faults) failed: {0}; check /proc/sys/kernel/perf_event_paranoid or use --classify rusage")]
 struct PerfUnavailable(std::io::Error);
 
+/// Counts the faults of each access: `getrusage` or the perf rings read
+/// on both sides of it, or nothing.
+struct Classifier {
+    method: ClassifyMethod,
+    /// The (major, minor) fault rings of `--classify perf`.
+    rings: Option<(PerfRing, PerfRing)>,
+    /// Major and minor faults the rings saw between accesses (the loop's
+    /// own bookkeeping): not the accesses'.
+    maj_out: u64,
+    min_out: u64,
+}
+
+impl Classifier {
+    /// Opens what `method` reads; where perf cannot, stops the other
+    /// threads and lets them past the barrier before failing.
+    fn open(
+        method: ClassifyMethod,
+        barrier: &Barrier,
+        stop: &AtomicBool,
+    ) -> Result<Classifier, PerfUnavailable> {
+        let opened = if method == ClassifyMethod::Perf {
+            Some((
+                PerfRing::open(SW_PAGE_FAULTS_MAJ),
+                PerfRing::open(SW_PAGE_FAULTS_MIN),
+            ))
+        } else {
+            None
+        };
+        let rings = match opened {
+            None => None,
+            Some((Ok(a), Ok(b))) => Some((a, b)),
+            Some((Err(e), _)) | Some((_, Err(e))) => {
+                // Stop the others and let them go before failing.
+                stop.store(true, Ordering::Relaxed);
+                barrier.wait();
+                return Err(PerfUnavailable(e));
+            }
+        };
+        Ok(Classifier {
+            method,
+            rings,
+            maj_out: 0,
+            min_out: 0,
+        })
+    }
+
+    /// The (minor, major) counts just before an access.
+    #[inline(always)]
+    fn before(&mut self) -> (u64, u64) {
+        match (self.method, &mut self.rings) {
+            (ClassifyMethod::Rusage, _) => thread_faults(),
+            (ClassifyMethod::Perf, Some((maj, min))) => {
+                let (hj, hn) = (maj.head(), min.head());
+                // Faults since the last access (bookkeeping) are not ours.
+                self.maj_out += maj.consume(hj);
+                self.min_out += min.consume(hn);
+                (hn, hj)
+            }
+            _ => (0, 0),
+        }
+    }
+
+    /// The (minor, major) faults the access took, from the counts
+    /// [`Classifier::before`] gave.
+    #[inline(always)]
+    fn after(&mut self, (b_min, b_maj): (u64, u64)) -> (u64, u64) {
+        match (self.method, &mut self.rings) {
+            (ClassifyMethod::Rusage, _) => {
+                let (a_min, a_maj) = thread_faults();
+                (a_min.wrapping_sub(b_min), a_maj.wrapping_sub(b_maj))
+            }
+            (ClassifyMethod::Perf, Some((maj, min))) => {
+                let (hj, hn) = (maj.head(), min.head());
+                if hj != b_maj || hn != b_min {
+                    (min.consume(hn), maj.consume(hj))
+                } else {
+                    (0, 0)
+                }
+            }
+            _ => (0, 0),
+        }
+    }
+
+    /// Fault events the perf rings lost: the rings must account for every
+    /// fault `getrusage` saw (`all`), in accesses (`inside`) or between.
+    fn lost(&mut self, all: u64, inside: u64) -> u64 {
+        let Some((maj, min)) = &mut self.rings else {
+            return 0;
+        };
+        let (hj, hn) = (maj.head(), min.head());
+        self.maj_out += maj.consume(hj);
+        self.min_out += min.consume(hn);
+        all.saturating_sub(inside + self.maj_out + self.min_out)
+            + maj.other_records
+            + min.other_records
+    }
+}
+
 fn measure(
     cfg: &PageConfig,
     tid: usize,
@@ -322,24 +420,7 @@ fn measure(
     );
     let mut hists: [[LatHist; 3]; 2] = Default::default();
     let method = cfg.classify;
-    let opened = if method == ClassifyMethod::Perf {
-        Some((
-            PerfRing::open(SW_PAGE_FAULTS_MAJ),
-            PerfRing::open(SW_PAGE_FAULTS_MIN),
-        ))
-    } else {
-        None
-    };
-    let mut rings = match opened {
-        None => None,
-        Some((Ok(a), Ok(b))) => Some((a, b)),
-        Some((Err(e), _)) | Some((_, Err(e))) => {
-            // Stop the others and let them go before failing.
-            stop.store(true, Ordering::Relaxed);
-            barrier.wait();
-            return Err(PerfUnavailable(e));
-        }
-    };
+    let mut classifier = Classifier::open(method, barrier, stop)?;
     let runtime = Duration::from_nanos(cfg.runtime_ns);
     let read_pct = u64::from(cfg.read_pct);
     let delay_ticks = if cfg.delay_ns == 0 {
@@ -348,7 +429,6 @@ fn measure(
         (cfg.delay_ns as f64 * timer.hz() / 1e9) as u64
     };
     let (mut maj_in, mut min_in) = (0u64, 0u64);
-    let (mut maj_out_perf, mut min_out_perf) = (0u64, 0u64);
     let mut n = 0u64;
     let mut sink = 0u32;
     barrier.wait();
@@ -371,17 +451,7 @@ fn measure(
                 .add((page * PAGE_SIZE + off) as usize)
                 .cast::<u32>()
         };
-        let (b_min, b_maj) = match (method, &mut rings) {
-            (ClassifyMethod::Rusage, _) => thread_faults(),
-            (ClassifyMethod::Perf, Some((maj, min))) => {
-                let (hj, hn) = (maj.head(), min.head());
-                // Faults since the last access (bookkeeping) are not ours.
-                maj_out_perf += maj.consume(hj);
-                min_out_perf += min.consume(hn);
-                (hn, hj)
-            }
-            _ => (0, 0),
-        };
+        let before = classifier.before();
         compiler_fence(Ordering::SeqCst);
         let t0 = timer.now();
         compiler_fence(Ordering::SeqCst);
@@ -400,21 +470,7 @@ fn measure(
         compiler_fence(Ordering::SeqCst);
         let t1 = timer.now();
         compiler_fence(Ordering::SeqCst);
-        let (dmin, dmaj) = match (method, &mut rings) {
-            (ClassifyMethod::Rusage, _) => {
-                let (a_min, a_maj) = thread_faults();
-                (a_min.wrapping_sub(b_min), a_maj.wrapping_sub(b_maj))
-            }
-            (ClassifyMethod::Perf, Some((maj, min))) => {
-                let (hj, hn) = (maj.head(), min.head());
-                if hj != b_maj || hn != b_min {
-                    (min.consume(hn), maj.consume(hj))
-                } else {
-                    (0, 0)
-                }
-            }
-            _ => (0, 0),
-        };
+        let (dmin, dmaj) = classifier.after(before);
         maj_in += dmaj;
         min_in += dmin;
         let class = if dmaj > 0 {
@@ -436,17 +492,7 @@ fn measure(
     let maj_all = maj1 - maj0;
     let min_all = min1 - min0;
     let classify = method != ClassifyMethod::None;
-    let mut perf_lost = 0;
-    if let Some((maj, min)) = &mut rings {
-        let (hj, hn) = (maj.head(), min.head());
-        maj_out_perf += maj.consume(hj);
-        min_out_perf += min.consume(hn);
-        // The rings must account for every fault getrusage saw.
-        perf_lost = (maj_all + min_all)
-            .saturating_sub(maj_in + min_in + maj_out_perf + min_out_perf)
-            + maj.other_records
-            + min.other_records;
-    }
+    let perf_lost = classifier.lost(maj_all + min_all, maj_in + min_in);
     Ok(ThreadOut {
         hists: hists
             .iter()

@@ -562,12 +562,79 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
     let params = sig
         .child("params")
         .ok_or_else(|| ImportError::Shape("no <signature><params>".into()))?;
+    let freq_khz: u64 = report.num("machine_info/freq_khz").unwrap_or(0);
+    let config = read_config(params, freq_khz)?;
+    let (read, write) = read_histograms(report)?;
+    let mut total = read.clone();
+    total.merge(&write);
+    let mut threads = Vec::new();
+    if let Some(res) = report.child("result") {
+        for t in res.all("result_thread") {
+            let us: f64 = t
+                .num("result_details/details_latency/latency_us")
+                .unwrap_or(0.0);
+            threads.push(ThreadSummary {
+                accesses: t.num("result_details/details_samples").unwrap_or(0),
+                measured_ns: config.runtime_ns,
+                mean_ns: us * 1000.0,
+            });
+        }
+    }
+    let all = total.all();
+    let busy = config
+        .runtime_ns
+        .saturating_mul(threads.len().max(1) as u64);
+    let summarise = |c: &ClassHists| {
+        let mut s = c.summarise(false);
+        s.all.share_pct = 100.0;
+        s
+    };
+    let result = PageResult {
+        runtime_ns: config.runtime_ns,
+        warmup_ns: 0,
+        total: summarise(&total),
+        read: summarise(&read),
+        write: summarise(&write),
+        table2: Table2::compute(&all, None, busy, None),
+        faults: FaultAccounting {
+            method: "latency-only (pmbench)".into(),
+            ..FaultAccounting::default()
+        },
+        vmstat: read_vmstat(report, config.cold),
+        swap: Vec::new(),
+        setup: Default::default(),
+        threads,
+        timer: match config.timer {
+            TimerKind::Clock => "perfc".into(),
+            t => t.name().into(),
+        },
+        timer_hz: freq_khz as f64 * 1000.0,
+        timer_overhead_ns: 0,
+    };
+    let text_at = |n: &Node, p: &str| n.path(p).map(|n| n.text.clone()).unwrap_or_default();
+    let host = HostInfo {
+        hostname: text_at(sig, "os_info/hostname"),
+        kernel: text_at(sig, "os_info/version_info/release"),
+        cpu_model: text_at(report, "machine_info/modelname"),
+        ..HostInfo::default()
+    };
+    Ok(Imported {
+        version: text_at(sig, "pmbench_info/version_number"),
+        host,
+        config,
+        result,
+        interrupted: sig.child("interrupted").is_some(),
+    })
+}
+
+/// pmbench's `<params>` as our configuration; `freq_khz` turns its delay
+/// in cycles into nanoseconds.
+fn read_config(params: &Node, freq_khz: u64) -> Result<PageConfig, ImportError> {
     let need = |k: &str| -> Result<u64, ImportError> {
         params
             .num::<u64>(k)
             .ok_or_else(|| ImportError::Shape(format!("params/{k} missing or not a number")))
     };
-    let freq_khz: u64 = report.num("machine_info/freq_khz").unwrap_or(0);
     let pattern = match params.path("pattern").map(|n| n.text.trim()) {
         Some("linear") => Pattern::Linear,
         Some("normal") => Pattern::Normal,
@@ -582,7 +649,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
     };
     let offset: i64 = params.num("offset").unwrap_or(-1);
     let delay_clk: u64 = params.num("delay").unwrap_or(0);
-    let config = PageConfig {
+    Ok(PageConfig {
         map_bytes: need("mapsize")? << 20,
         set_bytes: need("setsize")? << 20,
         threads: params.num("jobs").unwrap_or(1),
@@ -621,7 +688,11 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         swappiness: None,
         media_latency_ns: None,
         allow_destroy: None,
-    };
+    })
+}
+
+/// The read and the write latency histograms of `<statistics>`.
+fn read_histograms(report: &Node) -> Result<(ClassHists, ClassHists), ImportError> {
     let mut read = ClassHists::default();
     let mut write = ClassHists::default();
     if let Some(stats) = report.child("statistics") {
@@ -638,21 +709,12 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
             }
         }
     }
-    let mut total = read.clone();
-    total.merge(&write);
-    let mut threads = Vec::new();
-    if let Some(res) = report.child("result") {
-        for t in res.all("result_thread") {
-            let us: f64 = t
-                .num("result_details/details_latency/latency_us")
-                .unwrap_or(0.0);
-            threads.push(ThreadSummary {
-                accesses: t.num("result_details/details_samples").unwrap_or(0),
-                measured_ns: config.runtime_ns,
-                mean_ns: us * 1000.0,
-            });
-        }
-    }
+    Ok((read, write))
+}
+
+/// The vmstat snapshots of `<sys_mem_info>` and the deltas between them
+/// (a cold run has no warm-up: its pre-warmup is its pre-run).
+fn read_vmstat(report: &Node, cold: bool) -> VmstatReport {
     let mut vm = VmstatReport::default();
     if let Some(smi) = report.child("sys_mem_info") {
         for item in smi.all("sys_mem_item") {
@@ -661,7 +723,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                 Some("pre-warmup") => vm.pre_warmup = v,
                 Some("pre-run") => {
                     vm.pre_run = v;
-                    if config.cold {
+                    if cold {
                         vm.pre_warmup = v;
                     }
                 }
@@ -674,62 +736,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         vm.run_delta = vm.post_run.since(&vm.pre_run);
         vm.after_delta = vm.post_unmap.since(&vm.post_run);
     }
-    let all = total.all();
-    let busy = config
-        .runtime_ns
-        .saturating_mul(threads.len().max(1) as u64);
-    let summarise = |c: &ClassHists| {
-        let mut s = c.summarise(false);
-        s.all.share_pct = 100.0;
-        s
-    };
-    let result = PageResult {
-        runtime_ns: config.runtime_ns,
-        warmup_ns: 0,
-        total: summarise(&total),
-        read: summarise(&read),
-        write: summarise(&write),
-        table2: Table2::compute(&all, None, busy, None),
-        faults: FaultAccounting {
-            method: "latency-only (pmbench)".into(),
-            ..FaultAccounting::default()
-        },
-        vmstat: vm,
-        swap: Vec::new(),
-        setup: Default::default(),
-        threads,
-        timer: match timer {
-            TimerKind::Clock => "perfc".into(),
-            t => t.name().into(),
-        },
-        timer_hz: freq_khz as f64 * 1000.0,
-        timer_overhead_ns: 0,
-    };
-    let host = HostInfo {
-        hostname: sig
-            .path("os_info/hostname")
-            .map(|n| n.text.clone())
-            .unwrap_or_default(),
-        kernel: sig
-            .path("os_info/version_info/release")
-            .map(|n| n.text.clone())
-            .unwrap_or_default(),
-        cpu_model: report
-            .path("machine_info/modelname")
-            .map(|n| n.text.clone())
-            .unwrap_or_default(),
-        ..HostInfo::default()
-    };
-    Ok(Imported {
-        version: sig
-            .path("pmbench_info/version_number")
-            .map(|n| n.text.clone())
-            .unwrap_or_default(),
-        host,
-        config,
-        result,
-        interrupted: sig.child("interrupted").is_some(),
-    })
+    vm
 }
 
 #[cfg(test)]

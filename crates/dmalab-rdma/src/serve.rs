@@ -18,7 +18,7 @@ use crate::access::{AllowNet, Secret};
 use crate::buffer::RawBuffer;
 use crate::counters::{self, Delta};
 use crate::error::RdmaError;
-use crate::handshake::{self, Done, Opening, ServerInfo};
+use crate::handshake::{self, Done, Endpoint, Opening, ServerInfo};
 use crate::verbs::{
     gid_text, Access, CompletionQueue, Context, DeviceConfig, MemoryRegion, QpParams, QueuePair,
 };
@@ -506,30 +506,7 @@ fn serve_client(
             }
         };
         rec.peer_qp_num = hello.qp_num;
-        if u64::from(hello.msg_bytes) > mr.len() {
-            let why = format!(
-                "its {}-byte messages do not fit the served {}-byte buffer: serve a larger --buffer",
-                hello.msg_bytes,
-                mr.len()
-            );
-            handshake::server_refuse(&name, &mut g, &why)?;
-            return Err(RdmaError::Peer {
-                peer: name.clone(),
-                message: why,
-            });
-        }
-        if hello.link_layer != ctx.link_layer() {
-            let why = format!(
-                "link layer {} does not match this port's {}",
-                hello.link_layer,
-                ctx.link_layer()
-            );
-            handshake::server_refuse(&name, &mut g, &why)?;
-            return Err(RdmaError::Peer {
-                peer: name.clone(),
-                message: why,
-            });
-        }
+        refuse_misfit(&name, &mut g, &hello, ctx, mr)?;
         // The responder posts nothing: one-sided operations make no
         // completions here; the CQ exists because a QP needs one.
         let cq = CompletionQueue::new(ctx, 1)?;
@@ -550,28 +527,7 @@ fn serve_client(
             qp.qp_num(),
             hello.qp_num
         ));
-        // Connected: the client may run as long as it likes; once it
-        // starts its done message, that has a handshake's time to arrive.
-        let mut wait = Guarded::unbounded(&s, stop);
-        match wait.readable() {
-            Ok(false) => return Ok(Answered::Served(None)),
-            Ok(true) => {}
-            Err(_) if stop.load(Ordering::Relaxed) => return Ok(Answered::Served(None)),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
-                return Ok(Answered::Served(None))
-            }
-            Err(e) => return Err(RdmaError::io(format!("reading from {name}"), e)),
-        }
-        let mut g = Guarded::new(&s, cfg.handshake_timeout, stop);
-        match handshake::server_wait_done(&name, &mut g) {
-            Ok(d) => Ok(Answered::Served(d)),
-            Err(RdmaError::Io { cause, .. })
-                if cause.kind() == std::io::ErrorKind::ConnectionReset =>
-            {
-                Ok(Answered::Served(None))
-            }
-            Err(e) => Err(e),
-        }
+        wait_done(&name, &s, cfg.handshake_timeout, stop).map(Answered::Served)
     })();
     rec.duration_s = start.elapsed().as_secs_f64();
     match r {
@@ -593,6 +549,64 @@ fn serve_client(
         }
     }
     Some(rec)
+}
+
+/// Refuses (and tells the peer why) a client whose messages do not fit
+/// the served buffer or whose link layer is not this port's.
+fn refuse_misfit(
+    name: &str,
+    g: &mut Guarded<'_>,
+    hello: &Endpoint,
+    ctx: &Context,
+    mr: &MemoryRegion,
+) -> Result<(), RdmaError> {
+    let why = if u64::from(hello.msg_bytes) > mr.len() {
+        format!(
+            "its {}-byte messages do not fit the served {}-byte buffer: serve a larger --buffer",
+            hello.msg_bytes,
+            mr.len()
+        )
+    } else if hello.link_layer != ctx.link_layer() {
+        format!(
+            "link layer {} does not match this port's {}",
+            hello.link_layer,
+            ctx.link_layer()
+        )
+    } else {
+        return Ok(());
+    };
+    handshake::server_refuse(name, g, &why)?;
+    Err(RdmaError::Peer {
+        peer: name.to_string(),
+        message: why,
+    })
+}
+
+/// A connected client's done message, or None where it went away (or a
+/// stop came) without one. The client may run as long as it likes; once
+/// it starts its done message, that has `timeout` to arrive.
+fn wait_done(
+    name: &str,
+    s: &TcpStream,
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> Result<Option<Done>, RdmaError> {
+    let mut wait = Guarded::unbounded(s, stop);
+    match wait.readable() {
+        Ok(false) => return Ok(None),
+        Ok(true) => {}
+        Err(_) if stop.load(Ordering::Relaxed) => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(None),
+        Err(e) => return Err(RdmaError::io(format!("reading from {name}"), e)),
+    }
+    let mut g = Guarded::new(s, timeout, stop);
+    match handshake::server_wait_done(name, &mut g) {
+        Ok(d) => Ok(d),
+        Err(RdmaError::Io { cause, .. }) if cause.kind() == std::io::ErrorKind::ConnectionReset => {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 impl ServeReport {

@@ -152,42 +152,7 @@ pub fn key_figures(command: &str, doc: &Value) -> Vec<Figure> {
     let r = &doc["result"];
     let mut f = Vec::new();
     match command {
-        "load" => {
-            let v: doc::Load = doc::read(r);
-            let rates = v.rates.as_ref();
-            f.push(fig(
-                rates.and_then(|x| x.data_bw_bytes),
-                "data bandwidth",
-                "B/s",
-                Some(true),
-            ));
-            f.push(fig(
-                rates.and_then(|x| x.iops),
-                "command rate",
-                "commands/s",
-                Some(true),
-            ));
-            latency_figures(v.lat_ns.as_ref(), "command latency", &mut f);
-            f.push(fig(
-                v.cpu.as_ref().and_then(|c| c.cpu_pct),
-                "CPU use",
-                "% of a CPU",
-                Some(false),
-            ));
-            let check = v.rate_check.as_ref();
-            f.push(fig(
-                check.and_then(|c| c.mean_error_pct),
-                "rate error, mean",
-                "%",
-                Some(false),
-            ));
-            f.push(fig(
-                check.and_then(|c| c.window_max_error_pct),
-                "rate error, worst 1-s window",
-                "%",
-                Some(false),
-            ));
-        }
+        "load" => load_figures(doc::read(r), &mut f),
         c if c.starts_with("probe") => {
             let v: doc::Probe = doc::read(r);
             f.push(fig(v.bw_bytes, "bandwidth", "B/s", Some(true)));
@@ -199,79 +164,8 @@ pub fn key_figures(command: &str, doc: &Value) -> Vec<Figure> {
                 None,
             ));
         }
-        "page" => {
-            let v: doc::Page = doc::read(r);
-            let t2 = v.table2.unwrap_or_default();
-            for (value, what, unit) in [
-                (
-                    t2.avg_all_ns,
-                    "Table 2 (1): mean latency of all accesses",
-                    "ns",
-                ),
-                (
-                    t2.major_mode_ns,
-                    "Table 2 (2): most frequent major-fault latency",
-                    "ns",
-                ),
-                (
-                    t2.avg_major_ns,
-                    "Table 2 (3): mean major-fault latency",
-                    "ns",
-                ),
-                (t2.os_overhead_ns, "Table 2 (4): OS overhead", "ns"),
-                (t2.os_overhead_pct, "Table 2 (5): OS overhead share", "%"),
-                (
-                    t2.time_in_over_100us_pct,
-                    "run time in accesses > 100 µs",
-                    "%",
-                ),
-                (t2.time_in_over_1ms_pct, "run time in accesses ≥ 1 ms", "%"),
-            ] {
-                f.push(fig(value, what, unit, Some(false)));
-            }
-            let total = v.total.unwrap_or_default();
-            for (class, c) in [
-                ("hit", &total.hit),
-                ("minor", &total.minor),
-                ("major", &total.major),
-            ] {
-                f.push(fig(
-                    c.as_ref().and_then(|c| c.share_pct),
-                    &format!("{class} share of accesses"),
-                    "%",
-                    None,
-                ));
-            }
-            let all = total.all.as_ref().and_then(|a| a.lat.as_ref());
-            latency_figures(all, "access latency", &mut f);
-        }
-        "stat" => {
-            let v: doc::Stat = doc::read(r);
-            f.push(fig(v.wall_ns, "run time", "ns", Some(false)));
-            let counters = v.counters.unwrap_or_default();
-            for e in counters.events {
-                let (Some(id), Some(value)) = (e.id, e.value) else {
-                    continue;
-                };
-                f.push(Figure {
-                    what: id,
-                    unit: e.unit.unwrap_or_default(),
-                    higher_is_better: None,
-                    value: Some(value),
-                });
-            }
-            for m in counters.metrics {
-                let (Some(n), Some(value)) = (m.name, m.value) else {
-                    continue;
-                };
-                f.push(Figure {
-                    what: n.replace('_', " "),
-                    unit: m.unit.unwrap_or_default(),
-                    higher_is_better: None,
-                    value: Some(value),
-                });
-            }
-        }
+        "page" => page_figures(doc::read(r), &mut f),
+        "stat" => stat_figures(doc::read(r), &mut f),
         "sim compare" => {
             let v: doc::SimCompare = doc::read(r);
             for s in v.schemes {
@@ -286,30 +180,145 @@ pub fn key_figures(command: &str, doc: &Value) -> Vec<Figure> {
                 });
             }
         }
-        _ => {
-            // Any other command (no view: its result is not one this
-            // library knows): the numbers at the top of its result.
-            for (k, v) in r.as_object().into_iter().flatten() {
-                if let Some(x) = v.as_f64() {
-                    let unit = if k.ends_with("_ns") {
-                        "ns"
-                    } else if k.ends_with("bw_bytes") {
-                        "B/s"
-                    } else {
-                        ""
-                    };
-                    f.push(Figure {
-                        what: k.replace('_', " "),
-                        unit: unit.into(),
-                        higher_is_better: None,
-                        value: Some(x),
-                    });
-                }
-            }
-        }
+        // Any other command (no view: its result is not one this library
+        // knows): the numbers at the top of its result.
+        _ => top_numbers(r, &mut f),
     }
     f.retain(|x| x.value.is_some() || command == "page");
     f
+}
+
+/// `dmalab load`'s rates, command latency, CPU use and rate error.
+fn load_figures(v: doc::Load, f: &mut Vec<Figure>) {
+    let rates = v.rates.as_ref();
+    f.push(fig(
+        rates.and_then(|x| x.data_bw_bytes),
+        "data bandwidth",
+        "B/s",
+        Some(true),
+    ));
+    f.push(fig(
+        rates.and_then(|x| x.iops),
+        "command rate",
+        "commands/s",
+        Some(true),
+    ));
+    latency_figures(v.lat_ns.as_ref(), "command latency", f);
+    f.push(fig(
+        v.cpu.as_ref().and_then(|c| c.cpu_pct),
+        "CPU use",
+        "% of a CPU",
+        Some(false),
+    ));
+    let check = v.rate_check.as_ref();
+    f.push(fig(
+        check.and_then(|c| c.mean_error_pct),
+        "rate error, mean",
+        "%",
+        Some(false),
+    ));
+    f.push(fig(
+        check.and_then(|c| c.window_max_error_pct),
+        "rate error, worst 1-s window",
+        "%",
+        Some(false),
+    ));
+}
+
+/// `dmalab page`'s Table 2, fault-class shares and access latency.
+fn page_figures(v: doc::Page, f: &mut Vec<Figure>) {
+    let t2 = v.table2.unwrap_or_default();
+    for (value, what, unit) in [
+        (
+            t2.avg_all_ns,
+            "Table 2 (1): mean latency of all accesses",
+            "ns",
+        ),
+        (
+            t2.major_mode_ns,
+            "Table 2 (2): most frequent major-fault latency",
+            "ns",
+        ),
+        (
+            t2.avg_major_ns,
+            "Table 2 (3): mean major-fault latency",
+            "ns",
+        ),
+        (t2.os_overhead_ns, "Table 2 (4): OS overhead", "ns"),
+        (t2.os_overhead_pct, "Table 2 (5): OS overhead share", "%"),
+        (
+            t2.time_in_over_100us_pct,
+            "run time in accesses > 100 µs",
+            "%",
+        ),
+        (t2.time_in_over_1ms_pct, "run time in accesses ≥ 1 ms", "%"),
+    ] {
+        f.push(fig(value, what, unit, Some(false)));
+    }
+    let total = v.total.unwrap_or_default();
+    for (class, c) in [
+        ("hit", &total.hit),
+        ("minor", &total.minor),
+        ("major", &total.major),
+    ] {
+        f.push(fig(
+            c.as_ref().and_then(|c| c.share_pct),
+            &format!("{class} share of accesses"),
+            "%",
+            None,
+        ));
+    }
+    let all = total.all.as_ref().and_then(|a| a.lat.as_ref());
+    latency_figures(all, "access latency", f);
+}
+
+/// `dmalab stat`'s run time, counted events and derived metrics.
+fn stat_figures(v: doc::Stat, f: &mut Vec<Figure>) {
+    f.push(fig(v.wall_ns, "run time", "ns", Some(false)));
+    let counters = v.counters.unwrap_or_default();
+    for e in counters.events {
+        let (Some(id), Some(value)) = (e.id, e.value) else {
+            continue;
+        };
+        f.push(Figure {
+            what: id,
+            unit: e.unit.unwrap_or_default(),
+            higher_is_better: None,
+            value: Some(value),
+        });
+    }
+    for m in counters.metrics {
+        let (Some(n), Some(value)) = (m.name, m.value) else {
+            continue;
+        };
+        f.push(Figure {
+            what: n.replace('_', " "),
+            unit: m.unit.unwrap_or_default(),
+            higher_is_better: None,
+            value: Some(value),
+        });
+    }
+}
+
+/// The numbers at the top of a result `r`, named after their keys.
+fn top_numbers(r: &Value, f: &mut Vec<Figure>) {
+    for (k, v) in r.as_object().into_iter().flatten() {
+        if let Some(x) = v.as_f64() {
+            let unit = if k.ends_with("_ns") {
+                "ns"
+            } else if k.ends_with("bw_bytes") {
+                "B/s"
+            } else {
+                ""
+            };
+            f.push(Figure {
+                what: k.replace('_', " "),
+                unit: unit.into(),
+                higher_is_better: None,
+                value: Some(x),
+            });
+        }
+    }
 }
 
 /// A value with its unit for a table: binary units for bandwidth.

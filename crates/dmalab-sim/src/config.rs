@@ -666,6 +666,13 @@ impl SimConfig {
                 return Err(err(f, "must be a number of ns from 0 to 1e6"));
             }
         }
+        self.validate_dram()
+    }
+
+    /// Checks the DRAM's organisation, timing and queues (after the caches:
+    /// a row holds at least one LLC line).
+    fn validate_dram(&self) -> Result<(), ConfigError> {
+        let l = &self.llc;
         let d = &self.dram;
         if d.bank_groups == 0 || !d.bank_groups.is_power_of_two() {
             return Err(err("dram.bank_groups", "must be a power of two"));

@@ -673,6 +673,8 @@ fn session(
     Ok(result)
 }
 
+/// The closed loop of every SLO in turn, then the open-loop sweep and
+/// what it says about the loops.
 fn closed_loops_and_sweep(
     cfg: &Config,
     victim: &mut Victim,
@@ -680,76 +682,10 @@ fn closed_loops_and_sweep(
     result: &mut ThrottleResult,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(), SessionError> {
-    let interval = Duration::from_nanos(cfg.interval_ns);
-    let interval_s = interval.as_secs_f64();
     // Figures from before the aggressor ran are not the loop's.
     victim.drain();
     for slo in &cfg.slos {
-        let baseline = result.baseline[slo.stat.name()];
-        let limit = slo.limit(baseline);
-        let mut ctl = Controller::new(cfg.controller, cfg.start_rate_bytes_per_s)
-            .with_baseline_slack(slo.slack(baseline, limit));
-        act.set(ctl.rate())?;
-        // The first interval is partly at the old rate.
-        for _ in 0..cfg.warmup_intervals {
-            if next_figure(victim, interval)?.is_none() {
-                result.interrupted = true;
-                return Ok(());
-            }
-        }
-        act.delivered();
-        progress(&format!(
-            "closed loop: SLO {} (bound {limit:.1}{}), {:?} controller, {} intervals",
-            slo.text, cfg.victim_unit, cfg.controller.kind, cfg.intervals
-        ));
-        let mut series = Vec::new();
-        for k in 0..cfg.intervals {
-            let Some(f) = next_figure(victim, interval)? else {
-                result.interrupted = true;
-                break;
-            };
-            let delivered = act.delivered();
-            let m = f.get(slo.stat).unwrap_or(f64::NAN);
-            let slack = if m.is_finite() {
-                slo.slack(m, limit)
-            } else {
-                -1.0
-            };
-            let target = ctl.rate();
-            series.push(Point {
-                t_s: (k + 1) as f64 * interval_s,
-                rate_target_bytes_per_s: target,
-                delivered_bytes_per_s: delivered,
-                victim_metric: m,
-                slo_limit: limit,
-                slack,
-                violated: slack < 0.0,
-            });
-            let next = ctl.step(slack);
-            act.set(next)?;
-        }
-        let l = summarize_loop(
-            slo,
-            baseline,
-            limit,
-            series,
-            interval_s,
-            cfg.settle_band,
-            (cfg.controller.min_rate, cfg.controller.max_rate),
-        );
-        progress(&format!(
-            "closed loop: {} (delivered {}/s), slowdown {:.3}, settle time {}, violations {} of {} ({:.1}%; {} after settling)",
-            l.outcome.line(l.settled_rate_bytes_per_s),
-            l.settled_delivered_bytes_per_s
-                .map_or("-".into(), dmalab_core::units::fmt_bytes),
-            l.settled_slowdown,
-            l.settle_time_s.map_or("never".into(), |t| format!("{t:.0} s")),
-            l.violations,
-            l.series.len(),
-            100.0 * l.violation_share,
-            crate::report::pct(l.violation_share_after_settle)
-        ));
-        result.loops.push(l);
+        closed_loop(cfg, slo, victim, act, result, progress)?;
         if result.interrupted {
             return Ok(());
         }
@@ -757,6 +693,130 @@ fn closed_loops_and_sweep(
     let Some(sw) = &cfg.sweep else {
         return Ok(());
     };
+    sweep(cfg, sw, victim, act, result, progress)?;
+    if result.interrupted {
+        return Ok(());
+    }
+    let (lo, hi) = (cfg.controller.min_rate, cfg.controller.max_rate);
+    result.frontier = result
+        .loops
+        .iter()
+        .map(|l| verdict(l, &result.sweep, l.baseline))
+        .collect();
+    // The sweep's ends are a control measurement for loops that did not
+    // visit both ends themselves.
+    for l in &mut result.loops {
+        if l.dma_attributable_share.is_none() {
+            let at = |rate: f64| {
+                let v: Vec<f64> = result
+                    .sweep
+                    .iter()
+                    .filter(|p| (p.rate_target_bytes_per_s - rate).abs() <= 1e-6 * rate)
+                    .filter_map(|p| p.victim.get(l.slo.stat.name()).copied())
+                    .collect();
+                (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+            };
+            if let (Some(a), Some(b)) = (at(lo), at(hi)) {
+                l.dma_attributable_share = dma_share(l.baseline, a, b);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One SLO's closed loop: warm-up at the start rate, then
+/// `cfg.intervals` steps of the controller, summarised into
+/// `result.loops` (not where it is interrupted during the warm-up).
+fn closed_loop(
+    cfg: &Config,
+    slo: &Slo,
+    victim: &mut Victim,
+    act: &mut dyn Actuator,
+    result: &mut ThrottleResult,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(), SessionError> {
+    let interval = Duration::from_nanos(cfg.interval_ns);
+    let interval_s = interval.as_secs_f64();
+    let baseline = result.baseline[slo.stat.name()];
+    let limit = slo.limit(baseline);
+    let mut ctl = Controller::new(cfg.controller, cfg.start_rate_bytes_per_s)
+        .with_baseline_slack(slo.slack(baseline, limit));
+    act.set(ctl.rate())?;
+    // The first interval is partly at the old rate.
+    for _ in 0..cfg.warmup_intervals {
+        if next_figure(victim, interval)?.is_none() {
+            result.interrupted = true;
+            return Ok(());
+        }
+    }
+    act.delivered();
+    progress(&format!(
+        "closed loop: SLO {} (bound {limit:.1}{}), {:?} controller, {} intervals",
+        slo.text, cfg.victim_unit, cfg.controller.kind, cfg.intervals
+    ));
+    let mut series = Vec::new();
+    for k in 0..cfg.intervals {
+        let Some(f) = next_figure(victim, interval)? else {
+            result.interrupted = true;
+            break;
+        };
+        let delivered = act.delivered();
+        let m = f.get(slo.stat).unwrap_or(f64::NAN);
+        let slack = if m.is_finite() {
+            slo.slack(m, limit)
+        } else {
+            -1.0
+        };
+        let target = ctl.rate();
+        series.push(Point {
+            t_s: (k + 1) as f64 * interval_s,
+            rate_target_bytes_per_s: target,
+            delivered_bytes_per_s: delivered,
+            victim_metric: m,
+            slo_limit: limit,
+            slack,
+            violated: slack < 0.0,
+        });
+        let next = ctl.step(slack);
+        act.set(next)?;
+    }
+    let l = summarize_loop(
+        slo,
+        baseline,
+        limit,
+        series,
+        interval_s,
+        cfg.settle_band,
+        (cfg.controller.min_rate, cfg.controller.max_rate),
+    );
+    progress(&format!(
+        "closed loop: {} (delivered {}/s), slowdown {:.3}, settle time {}, violations {} of {} ({:.1}%; {} after settling)",
+        l.outcome.line(l.settled_rate_bytes_per_s),
+        l.settled_delivered_bytes_per_s
+            .map_or("-".into(), dmalab_core::units::fmt_bytes),
+        l.settled_slowdown,
+        l.settle_time_s.map_or("never".into(), |t| format!("{t:.0} s")),
+        l.violations,
+        l.series.len(),
+        100.0 * l.violation_share,
+        crate::report::pct(l.violation_share_after_settle)
+    ));
+    result.loops.push(l);
+    Ok(())
+}
+
+/// The open-loop sweep: `sw.points` rates from the controller's least to
+/// its most, `sw.repeat` passes in alternating directions, into
+/// `result.sweep`.
+fn sweep(
+    cfg: &Config,
+    sw: &SweepConfig,
+    victim: &mut Victim,
+    act: &mut dyn Actuator,
+    result: &mut ThrottleResult,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(), SessionError> {
+    let interval = Duration::from_nanos(cfg.interval_ns);
     let (lo, hi) = (cfg.controller.min_rate, cfg.controller.max_rate);
     let rates: Vec<f64> = (0..sw.points)
         .map(|i| {
@@ -825,29 +885,6 @@ fn closed_loops_and_sweep(
                     .then(|| del.iter().sum::<f64>() / del.len() as f64),
                 victim: victim_figs,
             });
-        }
-    }
-    result.frontier = result
-        .loops
-        .iter()
-        .map(|l| verdict(l, &result.sweep, l.baseline))
-        .collect();
-    // The sweep's ends are a control measurement for loops that did not
-    // visit both ends themselves.
-    for l in &mut result.loops {
-        if l.dma_attributable_share.is_none() {
-            let at = |rate: f64| {
-                let v: Vec<f64> = result
-                    .sweep
-                    .iter()
-                    .filter(|p| (p.rate_target_bytes_per_s - rate).abs() <= 1e-6 * rate)
-                    .filter_map(|p| p.victim.get(l.slo.stat.name()).copied())
-                    .collect();
-                (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-            };
-            if let (Some(a), Some(b)) = (at(lo), at(hi)) {
-                l.dma_attributable_share = dma_share(l.baseline, a, b);
-            }
         }
     }
     Ok(())

@@ -3,6 +3,8 @@
 
 use crate::common;
 
+mod function_length;
+
 use std::path::Path;
 
 /// A bandwidth victim that reads 19.92 GiB/s alone and 11.07 GiB/s while
