@@ -10,6 +10,9 @@
 use crate::experiment::VictimKind;
 use serde::Deserialize;
 
+pub mod counters;
+pub mod lenient;
+
 /// The part of a `ResultDoc` the views read: its `result`.
 #[derive(Deserialize)]
 struct Doc<R> {
