@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 pub mod counters;
 pub mod lenient;
+pub mod report;
 
 /// The part of a `ResultDoc` the views read: its `result`.
 #[derive(Deserialize)]
