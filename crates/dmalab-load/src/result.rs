@@ -203,6 +203,30 @@ pub struct CpuResult {
     pub cpu_s_per_gib: Option<f64>,
 }
 
+/// What an engine's commands carry over the bus, as its driver reports it
+/// ([`Driver::traffic`](crate::engine::Driver::traffic)): the summary
+/// shows the figures that mean something for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Traffic {
+    /// Commands move blocks of data (false: an engine that completes
+    /// commands and moves nothing; its blocks are counted all the same).
+    pub moves_data: bool,
+    /// Each command is an NVMe command: a 64 B submission entry the
+    /// device reads and a 16 B completion it writes back, so the command
+    /// and combined bandwidths count real bus traffic.
+    pub nvme_commands: bool,
+}
+
+impl Default for Traffic {
+    /// Data moves, and no NVMe commands (a file, RDMA or GPU copies).
+    fn default() -> Self {
+        Traffic {
+            moves_data: true,
+            nvme_commands: false,
+        }
+    }
+}
+
 /// The result of `dmalab load`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LoadResult {
@@ -210,6 +234,9 @@ pub struct LoadResult {
     pub runtime_ns: u64,
     /// The engine that ran.
     pub engine: String,
+    /// What its commands carried.
+    #[serde(default)]
+    pub traffic: Traffic,
     /// True when SIGINT/SIGTERM stopped the run early.
     pub interrupted: bool,
     /// All workers' counts.
@@ -298,16 +325,15 @@ impl LoadResult {
                 ""
             }
         ));
-        // What moved depends on the engine: the null engine moves nothing
-        // (its blocks are counted but no byte goes anywhere), and only the
-        // NVMe engines send 64 B commands and get 16 B completions over the
-        // bus; io_uring on a file, RDMA and GPU copies have no NVMe command.
-        let moved_nothing = self.engine == "null";
-        let nvme_commands = self.engine.starts_with("nvme");
+        // What moved is what the engine reported: an engine that moves no
+        // data has its blocks counted but no byte goes anywhere, and only
+        // NVMe commands put 64 B commands and 16 B completions on the bus.
+        let moved_nothing = !self.traffic.moves_data;
+        let nvme_commands = self.traffic.nvme_commands;
         if moved_nothing {
             s.push_str(&format!(
-                "  commands {}  errors {}  (commands only: the null engine moves no bytes)\n",
-                t.commands, t.errors
+                "  commands {}  errors {}  (commands only: the {} engine moves no bytes)\n",
+                t.commands, t.errors, self.engine
             ));
         } else {
             s.push_str(&format!(
@@ -522,5 +548,65 @@ mod tests {
             ..LoadResult::default()
         };
         assert!(!r.text(4096).contains("  memory "));
+    }
+
+    /// The summary shows what the result says the engine's commands
+    /// carried, whatever the engine is called.
+    #[test]
+    fn the_summary_follows_the_traffic_the_result_reports() {
+        let mut t = Totals::default();
+        t.add(Op::Read, 2, 8192);
+        let r = |engine: &str, moves_data: bool, nvme_commands: bool| LoadResult {
+            engine: engine.into(),
+            traffic: Traffic {
+                moves_data,
+                nvme_commands,
+            },
+            totals: t,
+            rates: Rates::of(&t, 4096, 1_000_000_000),
+            ..LoadResult::default()
+        };
+        let quiet = r("idle", false, false).text(4096);
+        assert!(
+            quiet.contains(
+                "  commands 1  errors 0  (commands only: the idle engine moves no bytes)\n"
+            ),
+            "{quiet}"
+        );
+        assert!(quiet.contains("  commands             1/s\n"), "{quiet}");
+        assert!(!quiet.contains("  data "), "{quiet}");
+        // Named like the engine that moves nothing, but reporting data.
+        let moving = r("null", true, false).text(4096);
+        assert!(moving.contains("  commands 1  blocks 2 of 4.00 KiB  data 8.00 KiB  errors 0\n"));
+        assert!(moving.contains("  data          8.00 KiB/s"), "{moving}");
+        assert!(!moving.contains("combined"), "{moving}");
+        let nvme = r("passthrough", true, true).text(4096);
+        assert!(
+            nvme.contains("  commands          80 B/s  (64 B command + 16 B completion each)\n"),
+            "{nvme}"
+        );
+        assert!(nvme.contains("  combined  "), "{nvme}");
+    }
+
+    /// Every driver reports the traffic its engine's summary always had:
+    /// no data for the null engine, NVMe commands for the NVMe engine.
+    #[test]
+    fn each_driver_reports_its_engines_traffic() {
+        use crate::engine::{driver, EngineKind};
+        for kind in [
+            EngineKind::IoUring,
+            EngineKind::Nvme,
+            EngineKind::Null,
+            EngineKind::Gpu,
+            EngineKind::Rdma,
+        ] {
+            let t = driver(kind, &Default::default()).traffic();
+            let name = kind.as_str();
+            assert_eq!(
+                (t.moves_data, t.nvme_commands),
+                (name != "null", name.starts_with("nvme")),
+                "{name}"
+            );
+        }
     }
 }

@@ -284,6 +284,7 @@ pub fn run_observed(
             .workers
             .first()
             .map_or_else(|| plan.engine.as_str().to_string(), |w| w.engine.clone()),
+        traffic: driver.traffic(),
         interrupted,
         totals,
         rates: Rates::of(&totals, bs, runtime_ns),

@@ -470,18 +470,11 @@ pub fn tick(v: f64) -> String {
 /// Latency buckets of one series: (lo_ns, hi_ns, count), in order.
 pub type Buckets = Vec<(u64, u64, u64)>;
 
-/// The latency buckets of a latency summary (an object with `buckets` of
-/// `lo_ns`/`hi_ns`/`count`), merged by `lo_ns` and in order.
-pub fn buckets_of(lat: &serde_json::Value) -> Buckets {
+/// Latency buckets (lo_ns, hi_ns, count) as one series: merged by
+/// `lo_ns` (the first `hi_ns` of each kept) and in order.
+pub fn buckets_of(buckets: impl IntoIterator<Item = (u64, u64, u64)>) -> Buckets {
     let mut m: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
-    for b in lat["buckets"].as_array().into_iter().flatten() {
-        let (Some(lo), Some(hi), Some(c)) = (
-            b["lo_ns"].as_u64(),
-            b["hi_ns"].as_u64(),
-            b["count"].as_u64(),
-        ) else {
-            continue;
-        };
+    for (lo, hi, c) in buckets {
         let e = m.entry(lo).or_insert((hi, 0));
         e.1 = e.1.saturating_add(c);
     }

@@ -10,6 +10,10 @@
 use crate::experiment::VictimKind;
 use serde::Deserialize;
 
+pub mod counters;
+pub mod lenient;
+pub mod report;
+
 /// The part of a `ResultDoc` the views read: its `result`.
 #[derive(Deserialize)]
 struct Doc<R> {
@@ -52,6 +56,27 @@ struct PageTotal {
 /// that has one at its top (`dmalab probe bandwidth`'s).
 pub fn bandwidth_of(result: &serde_json::Value) -> Option<f64> {
     BandwidthView::deserialize(result).ok().map(|b| b.bw_bytes)
+}
+
+/// `dmalab load`'s combined bandwidth (`dmalab_load::result::Rates`).
+#[derive(Default, Deserialize)]
+struct CombinedView {
+    #[serde(default, deserialize_with = "lenient::or_default")]
+    rates: CombinedRates,
+}
+
+#[derive(Default, Deserialize)]
+struct CombinedRates {
+    #[serde(default, deserialize_with = "lenient::opt")]
+    combined_bw_bytes: Option<f64>,
+}
+
+/// A load aggressor's combined bandwidth (the thesis' data plus command
+/// traffic), bytes per second, from its result.
+pub fn combined_bw_of(result: &serde_json::Value) -> Option<f64> {
+    lenient::view::<CombinedView>(result)?
+        .rates
+        .combined_bw_bytes
 }
 
 /// The figure a dmalab victim of `kind` reports by default (what
@@ -386,6 +411,20 @@ mod tests {
             serde_json::from_slice(&written("probe bandwidth", &r)).unwrap();
         assert_eq!(bandwidth_of(&doc["result"]), Some(1.5e9));
         assert_eq!(bandwidth_of(&serde_json::json!({"rates": {}})), None);
+    }
+
+    #[test]
+    fn combined_bandwidth_is_read_from_loads_own_result() {
+        let mut r = dmalab_load::result::LoadResult::default();
+        r.rates.combined_bw_bytes = 3.5e9;
+        let doc: serde_json::Value = serde_json::from_slice(&written("load", &r)).unwrap();
+        assert_eq!(combined_bw_of(&doc["result"]), Some(3.5e9));
+        assert_eq!(combined_bw_of(&serde_json::json!({"rates": {}})), None);
+        assert_eq!(
+            combined_bw_of(&serde_json::json!({"rates": {"combined_bw_bytes": "1"}})),
+            None
+        );
+        assert_eq!(combined_bw_of(&serde_json::json!({"rates": [1.0]})), None);
     }
 
     /// The buckets the report draws are read from the summary every

@@ -380,6 +380,16 @@ pub trait Driver: Send + Sync {
     fn facts(&self) -> Option<(&'static str, serde_json::Value)> {
         None
     }
+
+    /// What its commands carry over the bus, for the result: data unless
+    /// the engine [moves none](EngineKind::moves_data), and NVMe commands
+    /// only where an engine says so.
+    fn traffic(&self) -> crate::result::Traffic {
+        crate::result::Traffic {
+            moves_data: self.kind().moves_data(),
+            nvme_commands: false,
+        }
+    }
 }
 
 /// The device libraries' test seams, passed in by the binary (the only

@@ -98,6 +98,13 @@ impl Driver for NvmeDriver {
         EngineKind::Nvme
     }
 
+    fn traffic(&self) -> crate::result::Traffic {
+        crate::result::Traffic {
+            moves_data: true,
+            nvme_commands: true,
+        }
+    }
+
     fn inspect(&mut self, req: &TargetRequest) -> Result<TargetInfo, UsageError> {
         let Some(path) = &req.target else {
             return Err(UsageError::new("--target", NEEDS_TARGET));

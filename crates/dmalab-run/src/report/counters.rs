@@ -6,8 +6,8 @@
 use crate::analysis::fmt_value;
 use crate::draw::esc;
 use crate::record::{Results, RunRecord};
+use crate::views::counters::{self, Counters};
 use dmalab_core::schema::RunStatus;
-use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -64,85 +64,53 @@ struct Row {
 /// Adds one run's counters. In exact mode (`exact_group` present) each
 /// repetition counted one event group: its events are shown one by one,
 /// with the repetitions that counted them.
-fn collect(row: &mut Row, c: &Value, repetition: u32) {
+fn collect(row: &mut Row, c: &Counters, repetition: u32) {
     row.runs += 1;
-    let rep = c.get("exact_group").map(|_| repetition);
-    let whole = c
-        .get("min_running_fraction")
-        .and_then(Value::as_f64)
-        .is_none_or(|f| f >= 1.0);
-    if let Some(f) = c.get("min_running_fraction").and_then(Value::as_f64) {
+    let rep = c.exact_group.then_some(repetition);
+    let whole = c.min_running_fraction.is_none_or(|f| f >= 1.0);
+    if let Some(f) = c.min_running_fraction {
         if f < MULTIPLEXED_BELOW {
             row.multiplexed += 1;
         }
         row.min_fraction = Some(row.min_fraction.map_or(f, |m: f64| m.min(f)));
     }
-    let metrics = c.get("metrics").and_then(Value::as_array);
-    let with_values: Vec<&Value> = metrics
-        .map(|m| {
-            m.iter()
-                .filter(|x| x.get("value").is_some_and(Value::is_number))
-                .collect()
-        })
-        .unwrap_or_default();
+    let with_values: Vec<_> = c.metrics.iter().filter(|m| m.value.is_some()).collect();
     for m in &with_values {
-        let (Some(n), Some(v)) = (
-            m.get("name").and_then(Value::as_str),
-            m.get("value").and_then(Value::as_f64),
-        ) else {
+        let (Some(n), Some(v)) = (&m.name, m.value) else {
             continue;
         };
-        let a = row.figures.entry(n.to_string()).or_default();
-        a.unit = m
-            .get("unit")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let a = row.figures.entry(n.clone()).or_default();
+        a.unit = m.unit.clone().unwrap_or_default();
         a.push(v, rep.is_some() || whole, rep);
     }
-    let events = c.get("events").and_then(Value::as_array);
     if with_values.is_empty() || rep.is_some() {
-        for e in events.into_iter().flatten() {
-            let (Some(n), Some(v)) = (
-                e.get("id").and_then(Value::as_str),
-                e.get("value").and_then(Value::as_f64),
-            ) else {
+        for e in &c.events {
+            let (Some(n), Some(v)) = (&e.id, e.value) else {
                 continue;
             };
-            let a = row.figures.entry(n.to_string()).or_default();
-            a.unit = e
-                .get("unit")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            let exact = e.get("exact").and_then(Value::as_bool).unwrap_or(false);
-            a.push(v, exact, rep);
+            let a = row.figures.entry(n.clone()).or_default();
+            a.unit = e.unit.clone().unwrap_or_default();
+            a.push(v, e.exact.unwrap_or(false), rep);
         }
     }
-    if let Some(u) = c.get("unavailable").and_then(Value::as_array) {
-        for x in u {
-            if let (Some(id), Some(msg)) = (
-                x.get("id").and_then(Value::as_str),
-                x.get("message").and_then(Value::as_str),
-            ) {
-                row.not_counted.insert(id.to_string(), msg.to_string());
-            }
+    for x in &c.unavailable {
+        if let (Some(id), Some(msg)) = (&x.id, &x.message) {
+            row.not_counted.insert(id.clone(), msg.clone());
         }
     }
 }
 
-fn counters_of(r: &RunRecord) -> [(&'static str, Option<&Value>); 2] {
+/// The counters of a run's victim and of its aggressor, read through
+/// their view.
+fn counters_of(r: &RunRecord) -> [(&'static str, Option<Counters>); 2] {
     [
-        (
-            "victim",
-            r.victim_result.as_ref().and_then(|v| v.get("counters")),
-        ),
+        ("victim", r.victim_result.as_ref().and_then(counters::of)),
         (
             "aggressor",
             r.aggressor
                 .as_ref()
                 .and_then(|a| a.result.as_ref())
-                .and_then(|v| v.get("counters")),
+                .and_then(counters::of),
         ),
     ]
 }
@@ -160,7 +128,7 @@ pub fn section(res: &Results) -> String {
                 let row = rows
                     .entry((r.configuration.clone(), r.victim.clone(), load, side))
                     .or_default();
-                collect(row, c, r.repetition);
+                collect(row, &c, r.repetition);
             }
         }
     }

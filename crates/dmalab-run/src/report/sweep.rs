@@ -247,9 +247,7 @@ pub(super) fn aggressor_bw(r: &RunRecord, fig: AggressorFigure) -> Option<f64> {
                 });
             }
             let res = a.result.as_ref()?;
-            res.pointer("/rates/combined_bw_bytes")
-                .and_then(|v| v.as_f64())
-                .or_else(|| analysis::aggressor_rates(r).map(|x| x.0))
+            crate::views::combined_bw_of(res).or_else(|| analysis::aggressor_rates(r).map(|x| x.0))
         }
     }
 }

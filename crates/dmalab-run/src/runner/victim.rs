@@ -201,8 +201,7 @@ fn exec_victim(
     if counters.is_some() {
         if let Some(c) = std::fs::read(dir.join("victim-counters.json"))
             .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .and_then(|d| d.pointer("/result/counters").cloned())
+            .and_then(|b| crate::views::counters::of_stat_document(&b))
         {
             result["counters"] = c;
         }

@@ -5,8 +5,8 @@
 //! not depend on the libraries whose commands they start.
 //!
 //! Its tests hold the schema checks of the result views
-//! (`dmalab_run::views`) whose producers `dmalab-run` does not depend on,
-//! not even for its tests: page, sim compare and stat.
+//! (`dmalab_run::views`, `views::report`) whose producers `dmalab-run`
+//! does not depend on, not even for its tests: page, sim compare and stat.
 
 use dmalab_core::child::ChildSpec;
 use dmalab_load::child::LoadChildOptions;
@@ -188,6 +188,92 @@ mod tests {
                 ("cycles".to_string(), 1e9),
                 ("llc miss ratio".to_string(), 12.5)
             ]
+        );
+    }
+
+    /// The page report's plots: the latency buckets of every access, of
+    /// reads and writes, and of each fault class, from page's own result.
+    #[test]
+    fn page_plots_are_read_from_pages_own_result() {
+        use dmalab_page::report::{ClassStats, PageResult};
+        use dmalab_run::views::report::{result, Page};
+        let lat = |lo: u64| dmalab_core::hist::LatencySummary::from_buckets(&[(lo, lo + 10, 2)]);
+        let class = |lo: u64| ClassStats {
+            lat: lat(lo),
+            ..Default::default()
+        };
+        let mut r = PageResult::default();
+        r.total.all = class(100);
+        r.total.hit = Some(class(200));
+        r.total.minor = Some(class(300));
+        r.total.major = Some(class(400));
+        r.read.all = class(500);
+        r.write.all = class(600);
+        let v: Page = result(&written("page", &r));
+        let first = |l: &dmalab_run::views::report::Latency| l.buckets().next();
+        assert_eq!(
+            [
+                &v.total.all.lat,
+                &v.total.hit.lat,
+                &v.total.minor.lat,
+                &v.total.major.lat,
+                &v.read.all.lat,
+                &v.write.all.lat
+            ]
+            .map(first),
+            [100, 200, 300, 400, 500, 600].map(|lo| Some((lo, lo + 10, 2)))
+        );
+    }
+
+    /// Stat's counter series as the counters library writes it.
+    #[test]
+    fn stat_series_are_read_from_the_counters_own_types() {
+        use dmalab_counters::session::SeriesPoint;
+        use dmalab_run::views::report::{result, Stat};
+        let point = SeriesPoint {
+            t_s: 2.0,
+            interval_s: 0.5,
+            events: [("cycles".to_string(), 7e8)].into_iter().collect(),
+            metrics: vec![],
+        };
+        let doc = written(
+            "stat",
+            serde_json::json!({ "wall_ns": 1u64, "counters": { "series": [point] } }),
+        );
+        let v: Stat = result(&doc);
+        let p = &v.counters.series[0];
+        assert_eq!((p.t_s, p.interval_s), (Some(2.0), Some(0.5)));
+        assert_eq!(p.events.get("cycles"), Some(&Some(7e8)));
+    }
+
+    /// The simulator's schemes as `sim compare` writes them.
+    #[test]
+    fn sim_schemes_are_read_from_the_simulators_own_result() {
+        use dmalab_run::views::report::{result, SimCompare};
+        use dmalab_sim::engine::SchemeResult;
+        use dmalab_sim::report::CompareResult;
+        let scheme = SchemeResult {
+            scheme: "snoop".into(),
+            total_ns: 5e6,
+            total_cycles: 0,
+            speedup_vs_snoop: None,
+            breakdown_ns: Default::default(),
+            cpu: Default::default(),
+            dma: Default::default(),
+            io: Default::default(),
+            llc_dirty_evictions: 0,
+            llc_dirty_evictions_by_dma: 0,
+            snoop_invalidations: 0,
+            dma_cache: None,
+            dram: Default::default(),
+            records: 0,
+            transfers: 0,
+        };
+        let r = CompareResult::new(vec![scheme], 0, 0);
+        let v: SimCompare = result(&written("sim compare", &r));
+        assert_eq!(
+            (v.schemes[0].scheme.as_deref(), v.schemes[0].total_ns),
+            (Some("snoop"), Some(5e6))
         );
     }
 }
