@@ -352,6 +352,33 @@ impl Experiment {
     }
 }
 
+impl Experiment {
+    /// Every CPU an aggressor of the file runs on, in any configuration
+    /// and at any sweep value: `cpus.aggressor`, every `cpus_allowed` (a
+    /// group's members are aggressors of the file too) and every
+    /// `sqpoll_cpu`; sorted, each once. What `cpus.victims = "rest"`
+    /// leaves out.
+    pub fn all_aggressor_cpus(&self) -> Vec<usize> {
+        let mut cpus = self.placement.aggressor.clone();
+        for a in &self.aggressors {
+            if !a.members().is_empty() {
+                continue;
+            }
+            for (_, flags) in each_flags(self, a) {
+                if let Ok((c, _)) = cpus_with_line(self, a, &flags) {
+                    cpus.extend(c);
+                }
+                if let Ok(Some((poller, _))) = sqpoll_cpu(self, a, &flags) {
+                    cpus.push(poller);
+                }
+            }
+        }
+        cpus.sort_unstable();
+        cpus.dedup();
+        cpus
+    }
+}
+
 impl Aggressor {
     /// A group's members (indices into the experiment's aggressors); empty
     /// for any other aggressor.
@@ -492,6 +519,66 @@ mod tests {
             "{e}"
         );
         assert_eq!(e.line, Some(10), "{e}");
+    }
+
+    /// Issue 32: `cpus.victims = "rest"` left out `cpus.aggressor` only,
+    /// so victims landed on the CPUs of aggressors that set `cpus_allowed`
+    /// or `sqpoll_cpu` (and a file with a group was refused until
+    /// `cpus.victims` was set).
+    #[test]
+    fn rest_leaves_out_every_aggressors_members_and_pollers_cpus() {
+        let allowed = dmalab_core::cpus::allowed_cpus();
+        if allowed.len() < 2 || allowed[..2] != [0, 1] {
+            eprintln!("skipped: needs CPUs 0 and 1");
+            return;
+        }
+        let rest: Vec<usize> = allowed.iter().copied().filter(|c| *c > 1).collect();
+        // The victims get every other CPU, or share them with a warning
+        // when none is left.
+        let check = |e: &Experiment| {
+            assert_eq!(e.all_aggressor_cpus(), [0, 1]);
+            if rest.is_empty() {
+                assert_eq!(e.placement.victims, allowed);
+                assert!(
+                    e.warnings.iter().any(|w| w.contains("victims share them")),
+                    "{:?}",
+                    e.warnings
+                );
+            } else {
+                assert_eq!(e.placement.victims, rest, "{:?}", e.warnings);
+            }
+        };
+        let lat = "[[victim]]\nname = \"lat\"\ncommand = \"probe latency\"\n";
+        let one = |agg: &str, extra: &str| {
+            format!("[cpus]\naggressor = \"{agg}\"\n[[aggressor]]\nname = \"a\"\nengine = \"null\"\n{extra}\n{lat}")
+        };
+        // An aggressor's own cpus_allowed beside cpus.aggressor.
+        check(&p(&one("1", "cpus_allowed = \"0\"")).unwrap());
+        // A file that puts a poller or a member beside a victim that runs
+        // is refused, but only when no CPU is left for the victim.
+        let check_or_refused = |text: &str, refusal: &str| match p(text) {
+            Ok(e) => check(&e),
+            Err(e) => {
+                assert!(rest.is_empty(), "{e}");
+                assert!(e.message.contains(refusal), "{e}");
+            }
+        };
+        // Its SQPOLL poller.
+        check_or_refused(
+            &one("0", "cpus_allowed = \"0\"\nsqpoll_cpu = 1"),
+            "sqpoll_cpu = 1 is a CPU of victim 'lat'",
+        );
+        // A configuration's cpus_allowed.
+        check(&p(&format!("{}[[configuration]]\nname = \"far\"\ncpus_allowed = \"1\"\n", one("0", ""))).unwrap());
+        // A group's members.
+        let group = format!("[cpus]\naggressor = \"1\"\n{lat}");
+        check_or_refused(
+            &two("0", "1", "members = [\"a\", \"b\"]", &group),
+            "member 'a' runs on CPU 0 (its cpus_allowed), a CPU of victim 'lat'",
+        );
+        // An explicit list is kept as written.
+        let e = p(&one("1", "cpus_allowed = \"0\"").replace("aggressor = \"1\"", "aggressor = \"1\"\nvictims = \"0\"")).unwrap();
+        assert_eq!(e.placement.victims, [0]);
     }
 
     #[test]
