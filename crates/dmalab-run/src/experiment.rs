@@ -96,6 +96,12 @@ pub enum Control {
     /// Another aggressor of the file (its index), given `--rate-iops` (or
     /// `{rate_iops}` in an exec command) when it takes it.
     Aggressor(usize),
+    /// A group's: its members' controls started together, one per member
+    /// in the order `members` lists them (`Twin`: that member's twin;
+    /// `Aggressor(j)`: the aggressor it names as its control, or a CPU
+    /// bandwidth antagonist itself), each paced at the command rate its
+    /// member reached in the group's run (see [`group::member_controls`]).
+    Group(Vec<Control>),
 }
 
 /// The suffix of a control cycle's load name: `random/control`. A `/`
@@ -732,14 +738,23 @@ fn rest_of(allowed: &[usize], taken: &[usize]) -> Vec<usize> {
 /// in any configuration or at any sweep value: not `cpus.aggressor`, not
 /// an aggressor's or a group member's `cpus_allowed`, not an SQPOLL
 /// poller's `sqpoll_cpu`. When that leaves none, the victims share every
-/// allowed CPU, with a warning (a group's members are then refused on a
-/// victim's CPU by [`group::check_cpus`]).
+/// allowed CPU, with a warning when a victim runs there (a group's
+/// members are then refused on a victim's CPU by [`group::check_cpus`]).
 fn rest_victims(exp: &Experiment, warnings: &mut Vec<String>) -> Vec<usize> {
     let allowed = dmalab_core::cpus::allowed_cpus();
     let taken = exp.all_aggressor_cpus();
     let rest = rest_of(&allowed, &taken);
     if !rest.is_empty() {
         return rest;
+    }
+    // Said only when a victim runs on them: an idle victim runs nothing,
+    // and one with its own `cpus` does not take these.
+    let shared = exp
+        .victims
+        .iter()
+        .any(|v| v.cpus.is_none() && !matches!(v.kind, VictimKind::Idle { .. }));
+    if !shared {
+        return allowed;
     }
     let fmt = dmalab_core::cpus::format_cpu_list;
     warnings.push(if allowed.len() == 1 {
@@ -1140,13 +1155,17 @@ type RawControl = Option<(String, usize)>;
 fn resolve_controls(
     ctx: &Ctx,
     aggs: &mut [Aggressor],
-    raw: Vec<RawControl>,
+    mut raw: Vec<RawControl>,
     auto: Option<usize>,
     sweep: bool,
     warnings: &mut Vec<String>,
 ) -> Result<(), ExpError> {
     let names: Vec<String> = aggs.iter().map(|a| a.name.clone()).collect();
-    for (i, r) in raw.into_iter().enumerate() {
+    // Groups last: a group's control is made of its members' controls.
+    let (plain, groups): (Vec<usize>, Vec<usize>) =
+        (0..aggs.len()).partition(|&i| aggs[i].members().is_empty());
+    for i in plain.into_iter().chain(groups) {
+        let r = raw[i].take();
         let owner = format!("aggressor '{}'", names[i]);
         let (value, at, explicit) = match (r, auto) {
             (Some((v, at)), _) => (v, at, true),
@@ -1175,20 +1194,25 @@ fn resolve_controls(
                         None
                     }
                 },
+                AggressorKind::Group { members } => match group::member_controls(aggs, members) {
+                    Ok(c) => Some(Control::Group(c)),
+                    Err(why) if explicit => {
+                        return Err(ctx.err(at, format!("{owner}: control = \"auto\": {why}")))
+                    }
+                    Err(why) => {
+                        warnings.push(format!("{owner} gets no control cycle: {why}"));
+                        None
+                    }
+                },
                 k => {
                     let why = match k {
                         AggressorKind::ProbeBandwidth => "a CPU bandwidth antagonist moves no device data, so there is nothing to control for",
-                        AggressorKind::Group { .. } => group::NO_CONTROL,
                         _ => "an exec command has no automatic control",
                     };
                     if explicit {
-                        let hint = match k {
-                            AggressorKind::Group { .. } => "",
-                            _ => "; name another aggressor as control = \"NAME\"",
-                        };
                         return Err(ctx.err(
                             at,
-                            format!("{owner}: control = \"auto\": {why}{hint}"),
+                            format!("{owner}: control = \"auto\": {why}; name another aggressor as control = \"NAME\""),
                         ));
                     }
                     warnings.push(format!("{owner} gets no control cycle: {why}"));
