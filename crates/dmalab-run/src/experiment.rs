@@ -96,6 +96,12 @@ pub enum Control {
     /// Another aggressor of the file (its index), given `--rate-iops` (or
     /// `{rate_iops}` in an exec command) when it takes it.
     Aggressor(usize),
+    /// A group's: its members' controls started together, one per member
+    /// in the order `members` lists them (`Twin`: that member's twin;
+    /// `Aggressor(j)`: the aggressor it names as its control, or a CPU
+    /// bandwidth antagonist itself), each paced at the command rate its
+    /// member reached in the group's run (see [`group::member_controls`]).
+    Group(Vec<Control>),
 }
 
 /// The suffix of a control cycle's load name: `random/control`. A `/`
@@ -692,12 +698,12 @@ fn check_name(
     Ok(())
 }
 
-/// Parses CPU placement against the CPUs this process may use.
-fn placement(
-    ctx: &Ctx,
-    raw: Option<RawCpus>,
-    warnings: &mut Vec<String>,
-) -> Result<Placement, ExpError> {
+/// Parses CPU placement against the CPUs this process may use. With
+/// `cpus.victims = "rest"` (the default) the victims' CPUs are left to
+/// [`rest_victims`], once every aggressor's CPUs are known; until then they
+/// are every allowed CPU but `cpus.aggressor`'s. The bool: whether they
+/// are "rest".
+fn placement(ctx: &Ctx, raw: Option<RawCpus>) -> Result<(Placement, bool), ExpError> {
     let allowed = dmalab_core::cpus::allowed_cpus();
     let last = *allowed.last().unwrap_or(&0);
     let (agg_raw, vic_raw) = match raw {
@@ -712,31 +718,57 @@ fn placement(
         Some(v) if v.get_ref() != "last" => parse("cpus.aggressor", v)?,
         _ => vec![last],
     };
-    let victims = match &vic_raw {
-        Some(v) if v.get_ref() != "rest" => parse("cpus.victims", v)?,
-        _ => {
-            let rest: Vec<usize> = allowed
-                .iter()
-                .copied()
-                .filter(|c| !aggressor.contains(c))
-                .collect();
-            if rest.is_empty() {
-                warnings.push(format!(
-                    "only CPU {} is available: victims share it with the aggressor",
-                    dmalab_core::cpus::format_cpu_list(&allowed)
-                ));
-                allowed.clone()
-            } else {
-                rest
-            }
-        }
+    let (victims, rest) = match &vic_raw {
+        Some(v) if v.get_ref() != "rest" => (parse("cpus.victims", v)?, false),
+        _ => (rest_of(&allowed, &aggressor), true),
     };
-    if victims.iter().any(|c| aggressor.contains(c)) && vic_raw.is_some() {
-        warnings.push(
-            "cpus.victims overlaps cpus.aggressor: scheduling will mix with interference".into(),
-        );
+    Ok((Placement { aggressor, victims }, rest))
+}
+
+/// The CPUs of `allowed` outside `taken`.
+fn rest_of(allowed: &[usize], taken: &[usize]) -> Vec<usize> {
+    allowed
+        .iter()
+        .copied()
+        .filter(|c| !taken.contains(c))
+        .collect()
+}
+
+/// `cpus.victims = "rest"`: every allowed CPU that no aggressor runs on,
+/// in any configuration or at any sweep value: not `cpus.aggressor`, not
+/// an aggressor's or a group member's `cpus_allowed`, not an SQPOLL
+/// poller's `sqpoll_cpu`. When that leaves none, the victims share every
+/// allowed CPU, with a warning when a victim runs there (a group's
+/// members are then refused on a victim's CPU by [`group::check_cpus`]).
+fn rest_victims(exp: &Experiment, warnings: &mut Vec<String>) -> Vec<usize> {
+    let allowed = dmalab_core::cpus::allowed_cpus();
+    let taken = exp.all_aggressor_cpus();
+    let rest = rest_of(&allowed, &taken);
+    if !rest.is_empty() {
+        return rest;
     }
-    Ok(Placement { aggressor, victims })
+    // Said only when a victim runs on them: an idle victim runs nothing,
+    // and one with its own `cpus` does not take these.
+    let shared = exp
+        .victims
+        .iter()
+        .any(|v| v.cpus.is_none() && !matches!(v.kind, VictimKind::Idle { .. }));
+    if !shared {
+        return allowed;
+    }
+    let fmt = dmalab_core::cpus::format_cpu_list;
+    warnings.push(if allowed.len() == 1 {
+        format!(
+            "only CPU {} is available: victims share it with the aggressor",
+            fmt(&allowed)
+        )
+    } else {
+        format!(
+            "cpus.victims = \"rest\": aggressors run on every allowed CPU ({}; cpus.aggressor, cpus_allowed, sqpoll_cpu), so victims share them; set cpus.victims or free a CPU",
+            fmt(&allowed)
+        )
+    });
+    allowed
 }
 
 /// Reads and checks an experiment file; `children` are the configs of the
@@ -774,7 +806,7 @@ pub fn parse(path: &Path, text: &str, children: &ChildCatalog) -> Result<Experim
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "experiment".into());
     let settings = settings(&ctx, raw.experiment, stem)?;
-    let placement = placement(&ctx, raw.cpus, &mut warnings)?;
+    let (placement, victims_rest) = placement(&ctx, raw.cpus)?;
     let (mut aggressors, raw_controls, raw_members) = aggressors(&ctx, raw.aggressor)?;
     group::resolve_members(&ctx, &mut aggressors, raw_members)?;
     let victims = victims(&ctx, raw.victim, settings.timeout)?;
@@ -792,7 +824,7 @@ pub fn parse(path: &Path, text: &str, children: &ChildCatalog) -> Result<Experim
         sweep.is_some(),
         &mut warnings,
     )?;
-    let exp = Experiment {
+    let mut exp = Experiment {
         path: path.to_path_buf(),
         text: text.to_string(),
         hash: hex(&Sha256::digest(text.as_bytes())),
@@ -811,6 +843,20 @@ pub fn parse(path: &Path, text: &str, children: &ChildCatalog) -> Result<Experim
         counters_exact: settings.counters_exact,
         children: *children,
     };
+    if victims_rest {
+        let mut warnings = std::mem::take(&mut exp.warnings);
+        exp.placement.victims = rest_victims(&exp, &mut warnings);
+        exp.warnings = warnings;
+    } else if exp
+        .placement
+        .victims
+        .iter()
+        .any(|c| exp.placement.aggressor.contains(c))
+    {
+        exp.warnings.push(
+            "cpus.victims overlaps cpus.aggressor: scheduling will mix with interference".into(),
+        );
+    }
     check_children(&exp)?;
     group::check_cpus(&exp)?;
     Ok(exp)
@@ -1109,13 +1155,17 @@ type RawControl = Option<(String, usize)>;
 fn resolve_controls(
     ctx: &Ctx,
     aggs: &mut [Aggressor],
-    raw: Vec<RawControl>,
+    mut raw: Vec<RawControl>,
     auto: Option<usize>,
     sweep: bool,
     warnings: &mut Vec<String>,
 ) -> Result<(), ExpError> {
     let names: Vec<String> = aggs.iter().map(|a| a.name.clone()).collect();
-    for (i, r) in raw.into_iter().enumerate() {
+    // Groups last: a group's control is made of its members' controls.
+    let (plain, groups): (Vec<usize>, Vec<usize>) =
+        (0..aggs.len()).partition(|&i| aggs[i].members().is_empty());
+    for i in plain.into_iter().chain(groups) {
+        let r = raw[i].take();
         let owner = format!("aggressor '{}'", names[i]);
         let (value, at, explicit) = match (r, auto) {
             (Some((v, at)), _) => (v, at, true),
@@ -1144,20 +1194,25 @@ fn resolve_controls(
                         None
                     }
                 },
+                AggressorKind::Group { members } => match group::member_controls(aggs, members) {
+                    Ok(c) => Some(Control::Group(c)),
+                    Err(why) if explicit => {
+                        return Err(ctx.err(at, format!("{owner}: control = \"auto\": {why}")))
+                    }
+                    Err(why) => {
+                        warnings.push(format!("{owner} gets no control cycle: {why}"));
+                        None
+                    }
+                },
                 k => {
                     let why = match k {
                         AggressorKind::ProbeBandwidth => "a CPU bandwidth antagonist moves no device data, so there is nothing to control for",
-                        AggressorKind::Group { .. } => group::NO_CONTROL,
                         _ => "an exec command has no automatic control",
                     };
                     if explicit {
-                        let hint = match k {
-                            AggressorKind::Group { .. } => "",
-                            _ => "; name another aggressor as control = \"NAME\"",
-                        };
                         return Err(ctx.err(
                             at,
-                            format!("{owner}: control = \"auto\": {why}{hint}"),
+                            format!("{owner}: control = \"auto\": {why}; name another aggressor as control = \"NAME\""),
                         ));
                     }
                     warnings.push(format!("{owner} gets no control cycle: {why}"));

@@ -1,6 +1,8 @@
 //! Aggressor groups in the results: each member's work in the victim's
 //! window when it ran in its group, beside the same aggressor's work when
-//! it ran alone (same configuration and victim), and the group's sum. What
+//! it ran alone (same configuration and victim), and the group's sum; in a
+//! group's control cycle, each member's stand-in beside the member in the
+//! group's runs (the rate it was paced at). What
 //! `dmalab run` prints after its statistics and the report's "Aggressor
 //! groups" section are both drawn from [`rows`].
 
@@ -25,23 +27,35 @@ pub struct MemberRow {
     pub bw_bytes: Option<f64>,
     /// Mean command rate in the victim's window, per second.
     pub cmd_per_s: Option<f64>,
-    /// The same aggressor's mean bandwidth when it ran alone, bytes per
-    /// second (None for the sum, or when it did not run alone).
-    pub alone_bw_bytes: Option<f64>,
-    /// Its mean command rate alone, per second.
-    pub alone_cmd_per_s: Option<f64>,
+    /// What the row is compared with: `alone` (the same aggressor alone
+    /// beside the same victim) or, for a group's control cycle, `in GROUP`
+    /// (the member in the group's runs, whose rate its stand-in was paced
+    /// at).
+    pub reference: String,
+    /// The reference's mean bandwidth, bytes per second (None for the sum,
+    /// or when it did not run).
+    pub reference_bw_bytes: Option<f64>,
+    /// The reference's mean command rate, per second.
+    pub reference_cmd_per_s: Option<f64>,
+    /// A row of a group's control cycle: compared by command rate only (a
+    /// stand-in is paced at its member's command rate; the bytes it counts
+    /// are not moved into host memory).
+    pub control: bool,
 }
 
 impl MemberRow {
-    /// The change of its work in the group against alone, percent: of the
+    /// The change of its work against its reference, percent: of the
     /// bandwidth, or of the command rate when it moves no data.
     pub fn change_pct(&self) -> Option<f64> {
         let pick = |x: Option<f64>, y: Option<f64>| {
             let (x, y) = (x?, y?);
             (y > 0.0).then(|| 100.0 * (x - y) / y)
         };
-        pick(self.bw_bytes, self.alone_bw_bytes)
-            .or_else(|| pick(self.cmd_per_s, self.alone_cmd_per_s))
+        let by_rate = pick(self.cmd_per_s, self.reference_cmd_per_s);
+        if self.control {
+            return by_rate;
+        }
+        pick(self.bw_bytes, self.reference_bw_bytes).or(by_rate)
     }
 }
 
@@ -89,7 +103,9 @@ pub fn rows(res: &Results) -> Vec<MemberRow> {
                 })
                 .collect()
         };
-        let row = |member: Option<String>, evs: Vec<&Evidence>, alone: Vec<&Evidence>| MemberRow {
+        // A group's control cycle is compared with the group's runs.
+        let of_group = crate::plan::controlled(&g);
+        let row = |member: Option<String>, evs: Vec<&Evidence>, refs: Vec<&Evidence>| MemberRow {
             configuration: c.clone(),
             victim: v.clone(),
             group: g.clone(),
@@ -97,27 +113,43 @@ pub fn rows(res: &Results) -> Vec<MemberRow> {
             n: evs.len(),
             bw_bytes: mean(&evs, |e| e.bw_bytes),
             cmd_per_s: mean(&evs, |e| e.cmd_per_s),
-            alone_bw_bytes: mean(&alone, |e| e.bw_bytes),
-            alone_cmd_per_s: mean(&alone, |e| e.cmd_per_s),
+            reference: of_group.map_or("alone".into(), |o| format!("in {o}")),
+            reference_bw_bytes: mean(&refs, |e| e.bw_bytes),
+            reference_cmd_per_s: mean(&refs, |e| e.cmd_per_s),
+            control: of_group.is_some(),
         };
-        for name in &names {
-            let evs: Vec<&Evidence> = in_cell(&g)
+        // Each member's evidence in the group runs of load `load`.
+        let member_evs = |load: &str, name: &str| -> Vec<&Evidence> {
+            in_cell(load)
                 .into_iter()
                 .filter_map(|r| r.aggressor.as_ref())
-                .filter_map(|a| a.members.iter().find(|m| &m.name == name))
+                .filter_map(|a| a.members.iter().find(|m| m.name == name))
                 .filter_map(|m| m.outcome.evidence.as_ref())
-                .collect();
-            let alone: Vec<&Evidence> = in_cell(name)
-                .into_iter()
-                .filter_map(|r| r.aggressor.as_ref()?.evidence.as_ref())
-                .collect();
-            out.push(row(Some(name.clone()), evs, alone));
+                .collect()
+        };
+        for name in &names {
+            let refs: Vec<&Evidence> = match of_group {
+                Some(o) => member_evs(o, name),
+                None => in_cell(name)
+                    .into_iter()
+                    .filter_map(|r| r.aggressor.as_ref()?.evidence.as_ref())
+                    .collect(),
+            };
+            out.push(row(Some(name.clone()), member_evs(&g, name), refs));
         }
         let sums: Vec<&Evidence> = in_cell(&g)
             .into_iter()
             .filter_map(|r| r.aggressor.as_ref()?.evidence.as_ref())
             .collect();
-        out.push(row(None, sums, Vec::new()));
+        let refs: Vec<&Evidence> = of_group
+            .map(|o| {
+                in_cell(o)
+                    .into_iter()
+                    .filter_map(|r| r.aggressor.as_ref()?.evidence.as_ref())
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push(row(None, sums, refs));
     }
     out
 }
@@ -133,9 +165,9 @@ pub fn row_cells(r: &MemberRow) -> [String; 9] {
         r.n.to_string(),
         f(r.bw_bytes, bw_fmt),
         f(r.cmd_per_s, rate_fmt),
-        match (r.alone_bw_bytes, r.alone_cmd_per_s) {
+        match (r.reference_bw_bytes, r.reference_cmd_per_s) {
             (None, None) => "-".into(),
-            (b, c) => format!("{} {}", f(b, bw_fmt), f(c, rate_fmt)),
+            (b, c) => format!("{} {} {}", r.reference, f(b, bw_fmt), f(c, rate_fmt)),
         },
         r.change_pct().map_or("-".into(), |p| format!("{p:+.2}%")),
     ]
@@ -150,8 +182,8 @@ pub const COLUMNS: [&str; 9] = [
     "n",
     "bandwidth in group",
     "commands in group",
-    "alone",
-    "in group vs alone",
+    "reference",
+    "vs reference",
 ];
 
 /// The groups table as text (what `dmalab run` prints after the
@@ -263,7 +295,8 @@ mod tests {
             (rows[0].n, rows[0].bw_bytes, rows[0].cmd_per_s),
             (2, Some(70.0), Some(7.0))
         );
-        assert_eq!(rows[0].alone_bw_bytes, Some(100.0));
+        assert_eq!(rows[0].reference, "alone");
+        assert_eq!(rows[0].reference_bw_bytes, Some(100.0));
         assert_eq!(rows[0].change_pct(), Some(-30.0));
         // b moves no data: its change is its command rate's.
         assert_eq!(rows[1].change_pct(), Some(-30.0));
@@ -282,6 +315,45 @@ mod tests {
         assert!(lines[1].contains("a+b    a "), "{t}");
         assert!(lines[3].contains("sum"), "{t}");
         assert!(lines[1].ends_with("-30.00%"), "{t}");
+    }
+
+    #[test]
+    fn a_groups_control_is_compared_with_the_members_in_the_group_by_rate() {
+        let res = Results {
+            header: header(),
+            runs: vec![
+                run("a", RunStatus::Completed, alone(100.0, 10.0)),
+                run("a+b", RunStatus::Completed, group((80.0, 8.0), (0.0, 40.0))),
+                // The stand-ins move no data, at about the members' rates.
+                run(
+                    "a+b/control",
+                    RunStatus::Completed,
+                    group((0.0, 6.0), (0.0, 40.0)),
+                ),
+            ],
+            complete_len: 0,
+        };
+        let rows = rows(&res);
+        assert_eq!(rows.len(), 6, "{rows:?}");
+        let ctl = &rows[3..];
+        assert_eq!(ctl[0].group, "a+b/control");
+        assert_eq!(ctl[0].member.as_deref(), Some("a"));
+        assert_eq!(ctl[0].reference, "in a+b");
+        // Against a in the group (8/s), not alone (10/s), and by rate: its
+        // bandwidth is nothing by design.
+        assert_eq!(ctl[0].change_pct(), Some(-25.0));
+        assert_eq!(ctl[1].change_pct(), Some(0.0));
+        assert_eq!(ctl[2].member, None);
+        assert_eq!(ctl[2].reference_cmd_per_s, Some(48.0));
+        assert_eq!(rows[0].reference, "alone");
+        assert_eq!(rows[0].change_pct(), Some(-20.0));
+        let t = text_table(&res).unwrap();
+        let line = t.lines().nth(4).unwrap();
+        assert!(
+            line.contains("a+b/control") && line.contains("in a+b "),
+            "{t}"
+        );
+        assert!(line.ends_with("-25.00%"), "{t}");
     }
 
     #[test]

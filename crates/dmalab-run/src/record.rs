@@ -332,8 +332,9 @@ pub struct RunRecord {
 pub struct ControlRecord {
     /// The aggressor it controls.
     pub of: String,
-    /// `twin` (the aggressor's own command, its engine's control) or
-    /// `aggressor` (another aggressor of the file).
+    /// `twin` (the aggressor's own command, its engine's control),
+    /// `aggressor` (another aggressor of the file) or `group` (a group's
+    /// members' controls, each in `members`).
     pub kind: String,
     /// The aggressor's command rate in the victim's window of the same
     /// configuration, repetition and victim, per second (None when it
@@ -351,6 +352,11 @@ pub struct ControlRecord {
     /// same one after the load, an earlier one before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paced_by_repetition: Option<u32>,
+    /// A group's control: per member, in the group's order, what stood in
+    /// for it (`of` the member, its `kind`, the rate the member reached in
+    /// the group's run and the `--rate-iops` given); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<ControlRecord>,
 }
 
 /// Where a control cycle runs against its aggressor's run of the same

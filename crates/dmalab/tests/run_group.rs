@@ -177,6 +177,191 @@ fn a_group_records_each_members_work_in_the_victims_window_and_their_sum() {
     assert!(text.contains("<h2>Aggressor groups</h2>"), "section drawn");
 }
 
+/// Issue 32: a group's control cycle is its members' twins started
+/// together, each paced at the command rate its member reached in the
+/// group's run of the same repetition (or, when the control runs before
+/// the load, of the latest earlier one); the group's slowdown is then
+/// attributed as a single aggressor's is.
+#[test]
+fn a_groups_control_runs_each_members_twin_paced_at_its_rate_in_the_group() {
+    if !common::need(
+        "two CPUs (one per member)",
+        dmalab_core::cpus::allowed_cpus().len() >= 2,
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let text = two_loads(dir.path(), "members = [\"a\", \"b\"]\ncontrol = \"auto\"")
+        .replace("repetitions = 1", "repetitions = 2")
+        .replace("duration = \"1.5s\"", "duration = \"1s\"");
+    let exp = write(dir.path(), "g.toml", &text);
+    let res = dir.path().join("g.jsonl");
+    let out = common::dmalab()
+        .args(["run", "-q", "-o"])
+        .arg(&res)
+        .arg(&exp)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rs = runs(&res);
+    let loads: Vec<(u64, &str)> = rs
+        .iter()
+        .map(|r| (u(r, "repetition"), r["load"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        loads,
+        [
+            (1, "plain"),
+            (1, "a"),
+            (1, "b"),
+            (1, "a+b"),
+            (1, "a+b/control"),
+            (2, "plain"),
+            (2, "a+b/control"),
+            (2, "a"),
+            (2, "b"),
+            (2, "a+b"),
+        ],
+        "controls after the loads in repetition 1, before them in 2"
+    );
+    for r in &rs {
+        assert_eq!(r["status"], "completed", "{r}");
+    }
+    // Repetition 1's group run paces both repetitions' controls (the
+    // second runs before its own load).
+    let group1 = &rs[3]["aggressor"]["members"];
+    for ctl in [&rs[4], &rs[6]] {
+        let c = &ctl["control"];
+        assert_eq!(c["of"], "a+b", "{c}");
+        assert_eq!(c["kind"], "group", "{c}");
+        assert_eq!(u(c, "paced_by_repetition"), 1, "{c}");
+        let stood = c["members"].as_array().unwrap();
+        let ran = ctl["aggressor"]["members"].as_array().unwrap();
+        assert_eq!(stood.len(), 2, "{c}");
+        assert_eq!(ran.len(), 2, "{ctl}");
+        for (k, (name, cpu)) in [("a", "0"), ("b", "1")].into_iter().enumerate() {
+            let (s, m) = (&stood[k], &ran[k]);
+            assert_eq!(s["of"], name, "{c}");
+            assert_eq!(s["kind"], "twin", "{c}");
+            // Paced at the rate this member reached in the group's run.
+            let reached = group1[k]["evidence"]["cmd_per_s"].as_f64().unwrap();
+            assert_eq!(s["target_cmd_per_s"].as_f64(), Some(reached), "{c}");
+            let rate = u(s, "rate_iops");
+            assert_eq!(rate, reached.round() as u64, "{c}");
+            assert_eq!(m["name"], name, "{m}");
+            let argv: Vec<&str> = m["argv"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap())
+                .collect();
+            assert!(common::has_flag(&argv, "--engine", "null"), "{argv:?}");
+            assert!(
+                common::has_flag(&argv, "--rate-iops", &rate.to_string()),
+                "{argv:?}"
+            );
+            assert!(common::has_flag(&argv, "--cpus-allowed", cpu), "{argv:?}");
+            // And it ran at about that rate in the victim's window (the
+            // members' rates are 2.5x apart: a twin paced at the other's,
+            // or not at all, fails).
+            let cps = m["evidence"]["cmd_per_s"].as_f64().unwrap();
+            assert!(
+                cps > 0.5 * rate as f64 && cps < 1.5 * rate as f64,
+                "{rate}: {m}"
+            );
+        }
+    }
+    // The group's slowdown is attributed as one aggressor's: its row in
+    // the attribution table, against its control.
+    let attrib: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("configuration  victim  load  change vs plain"))
+        .take_while(|l| !l.starts_with("control order"))
+        .collect();
+    assert!(attrib[0].contains("DMA share"), "{stdout}");
+    assert!(
+        attrib.iter().any(|l| l.contains(" a+b ")),
+        "the group's attribution line: {stdout}"
+    );
+    let res_doc = dmalab_run::record::read(&res).unwrap();
+    let cells = dmalab_run::analysis::cells(&res_doc, 5.0);
+    let cell = cells.iter().find(|c| c.load == "a+b").unwrap();
+    let a = cell.attribution.as_ref().expect("the group is attributed");
+    assert_eq!(a.control_load, "a+b/control");
+    assert_eq!(a.control_n, 2);
+    // Each member's twin beside the member in the group, in the groups
+    // table.
+    let beside: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("a+b/control") && l.contains("in a+b "))
+        .collect();
+    assert_eq!(beside.len(), 3, "members a, b and the sum: {stdout}");
+    // And the report draws the attribution of the group.
+    let html = dir.path().join("g.html");
+    common::dmalab()
+        .arg("report")
+        .arg(&res)
+        .arg("-o")
+        .arg(&html)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        text.contains("<h2>Attribution: DMA or the aggressor's CPU cost</h2>"),
+        "attribution drawn"
+    );
+    assert!(text.contains("a+b/control"), "the control's cells");
+}
+
+/// A group's control needs a stand-in for every member: a member whose
+/// engine has no control twin, and names no control, is refused with the
+/// line of the group's `control`; the experiment-wide `control = "auto"`
+/// skips such a group with a warning.
+#[test]
+fn a_group_member_without_a_control_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = two_loads(dir.path(), "members = [\"a\", \"b\"]\ncontrol = \"auto\"").replace(
+        "name = \"b\"\nengine = \"null\"",
+        "name = \"b\"\nengine = \"rdma\"",
+    );
+    let exp = write(dir.path(), "g.toml", &text);
+    let err = common::assert_usage_error_of(
+        common::dmalab()
+            .arg("run")
+            .arg(&exp)
+            .current_dir(dir.path()),
+        "g.toml:25:",
+    );
+    assert!(
+        err.contains("aggressor 'a+b': control = \"auto\": member 'b': the rdma engine has no faithful control"),
+        "{err}"
+    );
+    assert!(err.contains("give member 'b' control = \"NAME\""), "{err}");
+    // A named control on a group is refused: its control is its members'.
+    let exp = write(
+        dir.path(),
+        "g.toml",
+        &two_loads(dir.path(), "members = [\"a\", \"b\"]\ncontrol = \"a\""),
+    );
+    let err = common::assert_usage_error_of(
+        common::dmalab()
+            .arg("run")
+            .arg(&exp)
+            .current_dir(dir.path()),
+        "g.toml:25:",
+    );
+    assert!(
+        err.contains("a group's control cycle is its members' controls"),
+        "{err}"
+    );
+}
+
 #[test]
 fn bad_groups_are_refused_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();

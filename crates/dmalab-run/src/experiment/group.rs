@@ -8,19 +8,60 @@
 //! victim's start and end (see `runner::evidence`). The members still run
 //! alone as well, so a report has each source alone and all together.
 //!
+//! A group's control cycle (`control = "auto"`) is its members' controls
+//! started the same way, each paced at the command rate its member reached
+//! in the group's run ([`member_controls`] says what stands in for each).
+//!
 //! What is checked here, before anything runs: every member names another
 //! aggressor, none is listed twice, none is itself a group; no member runs
 //! on a CPU of another member or of a victim; and no aggressor's SQPOLL
 //! poller (`sqpoll_cpu`) sits on a victim's CPU or another member's.
 
-use super::{Aggressor, AggressorKind, Configuration, Ctx, Experiment, Flag, RawValue, VictimKind};
+use super::{
+    Aggressor, AggressorKind, Configuration, Control, Ctx, Experiment, Flag, RawValue, VictimKind,
+};
 use crate::error::ExpError;
 use std::collections::BTreeMap;
 
-/// Why a group has no automatic control cycle (yet): its control would be
-/// every member's twin started together, each paced at the command rate
-/// that member reached in the group's run, which the runner does not make.
-pub const NO_CONTROL: &str = "a group's control cycle (each member's twin started together, each paced at its own rate in the group's run) is not made; set control = \"none\" on the group (each member's own control cycle still runs when it has one)";
+/// Why a group takes no named control: its control is its members'.
+pub const NAMED_CONTROL: &str = "a group's control cycle is its members' controls started together, each paced at the rate its member reached in the group's run; set control = \"auto\" on the group (and control = \"NAME\" on a member to choose that member's control)";
+
+/// A group's control (`control = "auto"`): per member, in the group's
+/// order, what stands in for it. A member that names its control
+/// (`control = "NAME"`) is stood in for by that aggressor; a load by its
+/// engine's twin (`control_flags`); a CPU bandwidth antagonist by itself,
+/// as written (it moves no device data, so the group's control keeps its
+/// CPU and memory traffic). Otherwise: why the member has none, naming it.
+pub(super) fn member_controls(
+    aggs: &[Aggressor],
+    members: &[usize],
+) -> Result<Vec<Control>, String> {
+    members
+        .iter()
+        .map(|&m| {
+            let a = &aggs[m];
+            if let Some(Control::Aggressor(j)) = a.control {
+                return Ok(Control::Aggressor(j));
+            }
+            let hint = format!("; give member '{}' control = \"NAME\" (another aggressor that stands in for it), or set control = \"none\" on the group", a.name);
+            match &a.kind {
+                AggressorKind::Load => super::control_flags(&a.flags, None)
+                    .map(|_| Control::Twin)
+                    .map_err(|why| {
+                        // The engine's reason, with the group's way out.
+                        let why = why.split("; name another aggressor").next().unwrap_or(&why).to_string();
+                        format!("member '{}': {why}{hint}", a.name)
+                    }),
+                AggressorKind::ProbeBandwidth => Ok(Control::Aggressor(m)),
+                AggressorKind::Exec { .. } => Err(format!(
+                    "member '{}': an exec command has no automatic control{hint}",
+                    a.name
+                )),
+                AggressorKind::Group { .. } => Err(format!("member '{}' is a group", a.name)),
+            }
+        })
+        .collect()
+}
 
 /// A group's `members` key as written: the names and the key's offset.
 #[derive(Clone, Debug)]
@@ -128,8 +169,8 @@ pub(super) fn resolve_members(
 }
 
 /// A named control (`control = "NAME"`) between `a` and `target`: a group
-/// has no control but its members' twins, and a group cannot stand as
-/// another aggressor's control.
+/// has no control but its members', and a group cannot stand as another
+/// aggressor's control.
 pub(super) fn check_named_control(
     ctx: &Ctx,
     owner: &str,
@@ -140,7 +181,7 @@ pub(super) fn check_named_control(
     if matches!(a.kind, AggressorKind::Group { .. }) {
         return Err(ctx.err(
             at,
-            format!("{owner}: control = \"{}\": {NO_CONTROL}", target.name),
+            format!("{owner}: control = \"{}\": {NAMED_CONTROL}", target.name),
         ));
     }
     if matches!(target.kind, AggressorKind::Group { .. }) {
@@ -272,60 +313,83 @@ pub(super) fn check_cpus(exp: &Experiment) -> Result<(), ExpError> {
         let AggressorKind::Group { members } = &g.kind else {
             continue;
         };
-        let owner = format!("aggressor '{}'", g.name);
-        for c in &exp.configurations {
-            let mut placed: Vec<Placed> = Vec::new();
-            for &m in members {
-                let a = &exp.aggressors[m];
-                let flags = exp.aggressor_flags(a, c, None);
-                let (cpus, cl) = cpus_with_line(exp, a, &flags)?;
-                let line = cl.unwrap_or(g.line);
-                let whence = if cl.is_some() {
-                    "its cpus_allowed"
-                } else {
-                    "cpus.aggressor, as it sets no cpus_allowed"
-                };
-                if let Some((v, vc)) = victims.iter().find(|(_, vc)| shared(&cpus, vc).is_some()) {
-                    return Err(err(
+        // The members, and the loads its control cycle starts in their
+        // places (an aggressor a member names as its control runs where
+        // that aggressor's CPUs are, and is held to the same rules).
+        let mut sets = vec![(format!("aggressor '{}'", g.name), members.clone())];
+        if let Some(Control::Group(cs)) = &g.control {
+            let stand_ins = members
+                .iter()
+                .zip(cs)
+                .map(|(&m, c)| match c {
+                    Control::Aggressor(j) => *j,
+                    _ => m,
+                })
+                .collect::<Vec<_>>();
+            if stand_ins != *members {
+                sets.push((
+                    format!("aggressor '{}' (its control cycle)", g.name),
+                    stand_ins,
+                ));
+            }
+        }
+        for (owner, members) in &sets {
+            for c in &exp.configurations {
+                let mut placed: Vec<Placed> = Vec::new();
+                for &m in members {
+                    let a = &exp.aggressors[m];
+                    let flags = exp.aggressor_flags(a, c, None);
+                    let (cpus, cl) = cpus_with_line(exp, a, &flags)?;
+                    let line = cl.unwrap_or(g.line);
+                    let whence = if cl.is_some() {
+                        "its cpus_allowed"
+                    } else {
+                        "cpus.aggressor, as it sets no cpus_allowed"
+                    };
+                    if let Some((v, vc)) =
+                        victims.iter().find(|(_, vc)| shared(&cpus, vc).is_some())
+                    {
+                        return Err(err(
                         line,
                         format!("{owner} in configuration '{}': member '{}' runs on CPU {} ({whence}), a CPU of victim '{v}' ({}); give each member cpus_allowed outside the victims' CPUs", c.name, a.name, fmt(&cpus), fmt(vc)),
                     ));
-                }
-                let poll = sqpoll_cpu(exp, a, &flags)?;
-                for Placed {
-                    name: other,
-                    cpus: ocpus,
-                    poll: opoll,
-                } in &placed
-                {
-                    if let Some(cpu) = shared(&cpus, ocpus) {
-                        return Err(err(
+                    }
+                    let poll = sqpoll_cpu(exp, a, &flags)?;
+                    for Placed {
+                        name: other,
+                        cpus: ocpus,
+                        poll: opoll,
+                    } in &placed
+                    {
+                        if let Some(cpu) = shared(&cpus, ocpus) {
+                            return Err(err(
                             line,
                             format!("{owner} in configuration '{}': members '{other}' and '{}' both run on CPU {cpu} ({whence}); give each member its own cpus_allowed", c.name, a.name),
                         ));
-                    }
-                    let clash = |p: Option<(usize, usize)>,
-                                 cpus: &[usize],
-                                 poll_of: &str,
-                                 on: &str| {
-                        p.filter(|(pc, _)| cpus.contains(pc)).map(|(pc, pl)| {
+                        }
+                        let clash = |p: Option<(usize, usize)>,
+                                     cpus: &[usize],
+                                     poll_of: &str,
+                                     on: &str| {
+                            p.filter(|(pc, _)| cpus.contains(pc)).map(|(pc, pl)| {
                             err(pl, format!("{owner} in configuration '{}': member '{poll_of}': sqpoll_cpu = {pc} is a CPU of member '{on}'; give each member's poller a CPU of its own", c.name))
                         })
-                    };
-                    let mut ocpus_all = ocpus.clone();
-                    ocpus_all.extend(opoll.map(|p| p.0));
-                    if let Some(e) = clash(poll, &ocpus_all, &a.name, other) {
-                        return Err(e);
+                        };
+                        let mut ocpus_all = ocpus.clone();
+                        ocpus_all.extend(opoll.map(|p| p.0));
+                        if let Some(e) = clash(poll, &ocpus_all, &a.name, other) {
+                            return Err(e);
+                        }
+                        if let Some(e) = clash(*opoll, &cpus, other, &a.name) {
+                            return Err(e);
+                        }
                     }
-                    if let Some(e) = clash(*opoll, &cpus, other, &a.name) {
-                        return Err(e);
-                    }
+                    placed.push(Placed {
+                        name: &a.name,
+                        cpus,
+                        poll,
+                    });
                 }
-                placed.push(Placed {
-                    name: &a.name,
-                    cpus,
-                    poll,
-                });
             }
         }
     }
@@ -348,6 +412,33 @@ impl Experiment {
             cpus.sort_unstable();
             cpus.dedup();
         }
+        cpus
+    }
+}
+
+impl Experiment {
+    /// Every CPU an aggressor of the file runs on, in any configuration
+    /// and at any sweep value: `cpus.aggressor`, every `cpus_allowed` (a
+    /// group's members are aggressors of the file too) and every
+    /// `sqpoll_cpu`; sorted, each once. What `cpus.victims = "rest"`
+    /// leaves out.
+    pub fn all_aggressor_cpus(&self) -> Vec<usize> {
+        let mut cpus = self.placement.aggressor.clone();
+        for a in &self.aggressors {
+            if !a.members().is_empty() {
+                continue;
+            }
+            for (_, flags) in each_flags(self, a) {
+                if let Ok((c, _)) = cpus_with_line(self, a, &flags) {
+                    cpus.extend(c);
+                }
+                if let Ok(Some((poller, _))) = sqpoll_cpu(self, a, &flags) {
+                    cpus.push(poller);
+                }
+            }
+        }
+        cpus.sort_unstable();
+        cpus.dedup();
         cpus
     }
 }
@@ -494,34 +585,187 @@ mod tests {
         assert_eq!(e.line, Some(10), "{e}");
     }
 
+    /// Issue 32: `cpus.victims = "rest"` left out `cpus.aggressor` only,
+    /// so victims landed on the CPUs of aggressors that set `cpus_allowed`
+    /// or `sqpoll_cpu` (and a file with a group was refused until
+    /// `cpus.victims` was set).
     #[test]
-    fn a_group_has_no_control_cycle_yet_and_is_no_control() {
+    fn rest_leaves_out_every_aggressors_members_and_pollers_cpus() {
+        let allowed = dmalab_core::cpus::allowed_cpus();
+        if allowed.len() < 2 || allowed[..2] != [0, 1] {
+            eprintln!("skipped: needs CPUs 0 and 1");
+            return;
+        }
+        let rest: Vec<usize> = allowed.iter().copied().filter(|c| *c > 1).collect();
+        // The victims get every other CPU, or share them with a warning
+        // when none is left.
+        let check = |e: &Experiment| {
+            assert_eq!(e.all_aggressor_cpus(), [0, 1]);
+            if rest.is_empty() {
+                assert_eq!(e.placement.victims, allowed);
+                assert!(
+                    e.warnings.iter().any(|w| w.contains("victims share them")),
+                    "{:?}",
+                    e.warnings
+                );
+            } else {
+                assert_eq!(e.placement.victims, rest, "{:?}", e.warnings);
+            }
+        };
+        let lat = "[[victim]]\nname = \"lat\"\ncommand = \"probe latency\"\n";
+        let one = |agg: &str, extra: &str| {
+            format!("[cpus]\naggressor = \"{agg}\"\n[[aggressor]]\nname = \"a\"\nengine = \"null\"\n{extra}\n{lat}")
+        };
+        // An aggressor's own cpus_allowed beside cpus.aggressor.
+        check(&p(&one("1", "cpus_allowed = \"0\"")).unwrap());
+        // A file that puts a poller or a member beside a victim that runs
+        // is refused, but only when no CPU is left for the victim.
+        let check_or_refused = |text: &str, refusal: &str| match p(text) {
+            Ok(e) => check(&e),
+            Err(e) => {
+                assert!(rest.is_empty(), "{e}");
+                assert!(e.message.contains(refusal), "{e}");
+            }
+        };
+        // Its SQPOLL poller.
+        check_or_refused(
+            &one("0", "cpus_allowed = \"0\"\nsqpoll_cpu = 1"),
+            "sqpoll_cpu = 1 is a CPU of victim 'lat'",
+        );
+        // A configuration's cpus_allowed.
+        check(
+            &p(&format!(
+                "{}[[configuration]]\nname = \"far\"\ncpus_allowed = \"1\"\n",
+                one("0", "")
+            ))
+            .unwrap(),
+        );
+        // A group's members.
+        let group = format!("[cpus]\naggressor = \"1\"\n{lat}");
+        check_or_refused(
+            &two("0", "1", "members = [\"a\", \"b\"]", &group),
+            "member 'a' runs on CPU 0 (its cpus_allowed), a CPU of victim 'lat'",
+        );
+        // Beside an idle victim (it runs nothing) there is nothing to warn of.
         let e = p(&two(
             "0",
+            "1",
+            "members = [\"a\", \"b\"]",
+            &format!("[cpus]\naggressor = \"1\"\n{IDLE}"),
+        ))
+        .unwrap();
+        assert_eq!(e.all_aggressor_cpus(), [0, 1]);
+        assert!(
+            !e.warnings.iter().any(|w| w.contains("victims share")),
+            "{:?}",
+            e.warnings
+        );
+        // An explicit list is kept as written.
+        let e = p(&one("1", "cpus_allowed = \"0\"")
+            .replace("aggressor = \"1\"", "aggressor = \"1\"\nvictims = \"0\""))
+        .unwrap();
+        assert_eq!(e.placement.victims, [0]);
+    }
+
+    #[test]
+    fn a_groups_control_is_its_members_controls_and_a_group_is_no_control() {
+        if dmalab_core::cpus::allowed_cpus().len() < 2 {
+            eprintln!("skipped: needs two CPUs for two members");
+            return;
+        }
+        let auto = "members = [\"a\", \"b\"]\ncontrol = \"auto\"";
+        let e = p(&two("0", "1", auto, IDLE)).unwrap();
+        assert_eq!(
+            e.aggressors[2].control,
+            Some(Control::Group(vec![Control::Twin, Control::Twin]))
+        );
+        // Its control cycle is planned as a single aggressor's is.
+        let names: Vec<String> = crate::plan::expand(&e)
+            .iter()
+            .take(5)
+            .map(|r| crate::plan::load_name(&e, r))
+            .collect();
+        assert_eq!(names, ["plain", "a", "b", "a+b", "a+b/control"]);
+        // A member that names its control is stood in for by it; a CPU
+        // bandwidth antagonist by itself.
+        let named = two("0", "1", auto, IDLE).replace(
+            "cpus_allowed = \"1\"",
+            "cpus_allowed = \"1\"\ncontrol = \"c\"\n\n[[aggressor]]\nname = \"c\"\ncommand = \"exec\"\nrun = [\"true\"]",
+        );
+        let e = p(&named).unwrap();
+        assert_eq!(e.aggressors[3].name, "a+b");
+        assert_eq!(
+            e.aggressors[3].control,
+            Some(Control::Group(vec![Control::Twin, Control::Aggressor(2)]))
+        );
+        let bw = two("0", "1", auto, IDLE).replace(
+            "name = \"b\"\nengine = \"null\"",
+            "name = \"b\"\ncommand = \"probe bandwidth\"",
+        );
+        let e = p(&bw).unwrap();
+        assert_eq!(
+            e.aggressors[2].control,
+            Some(Control::Group(vec![Control::Twin, Control::Aggressor(1)]))
+        );
+        // A member without a control: refused when the group asks, skipped
+        // with a warning when the experiment does.
+        let rdma = |group: &str, extra: &str| {
+            two("0", "1", group, extra).replace(
+                "name = \"a\"\nengine = \"null\"",
+                "name = \"a\"\nengine = \"rdma\"",
+            )
+        };
+        let e = p(&rdma(auto, IDLE)).unwrap_err();
+        assert!(e.message.contains("aggressor 'a+b': control = \"auto\": member 'a': the rdma engine has no faithful control"), "{e}");
+        assert!(
+            e.message.ends_with("give member 'a' control = \"NAME\" (another aggressor that stands in for it), or set control = \"none\" on the group"),
+            "{e}"
+        );
+        assert_eq!(e.line, Some(14), "{e}");
+        let e = p(&format!(
+            "[experiment]\ncontrol = \"auto\"\n{}",
+            rdma("members = [\"a\", \"b\"]", IDLE)
+        ))
+        .unwrap();
+        assert_eq!(e.aggressors[2].control, None);
+        assert_eq!(e.aggressors[1].control, Some(Control::Twin));
+        assert!(
+            e.warnings.iter().any(|w| w
+                .starts_with("aggressor 'a+b' gets no control cycle: member 'a': the rdma engine")),
+            "{:?}",
+            e.warnings
+        );
+        let e = p(&two(
             "0",
-            "members = [\"a\", \"b\"]\ncontrol = \"auto\"",
+            "1",
+            "members = [\"a\", \"b\"]\ncontrol = \"a\"",
             IDLE,
         ))
         .unwrap_err();
         assert!(
             e.message
-                .contains("control = \"auto\": a group's control cycle"),
+                .contains("control = \"a\": a group's control cycle is its members' controls"),
             "{e}"
         );
-        let e = p(&two(
-            "0",
-            "0",
-            "members = [\"a\", \"b\"]\ncontrol = \"a\"",
-            IDLE,
-        ))
-        .unwrap_err();
-        assert!(e.message.contains("a group's control cycle"), "{e}");
         let e = p(&two("0", "0", "members = [\"a\", \"b\"]", IDLE).replace(
             "cpus_allowed = \"0\"\n\n[[aggressor]]\nname = \"b\"",
             "cpus_allowed = \"0\"\ncontrol = \"a+b\"\n\n[[aggressor]]\nname = \"b\"",
         ))
         .unwrap_err();
         assert!(e.message.contains("control = \"a+b\" is a group"), "{e}");
+        // A member's named control takes its place in the group's control
+        // cycle, held to the members' CPU rules.
+        let e = p(&named
+            .replace(
+                "command = \"exec\"",
+                "engine = \"null\"\ncpus_allowed = \"0\"",
+            )
+            .replace("run = [\"true\"]", ""))
+        .unwrap_err();
+        assert!(
+            e.message.contains("aggressor 'a+b' (its control cycle) in configuration 'default': members 'a' and 'c' both run on CPU 0"),
+            "{e}"
+        );
         let e = p(&two("0", "0", "members = [\"a\", \"b\"]", IDLE).replace("[[aggressor]]\nname = \"a+b\"", "[sweep]\naggressor = \"a+b\"\nflag = \"workers\"\nvalues = [1]\n[[aggressor]]\nname = \"a+b\"")).unwrap_err();
         assert!(
             e.message

@@ -13,7 +13,7 @@ pub(super) fn section(res: &Results) -> String {
         return String::new();
     }
     let mut body = String::from(
-        r#"<h2>Aggressor groups</h2><p class="meta">A group's members ran together, each pinned and paced on its own; each one's work is counted between the victim's start and end (means of completed runs), beside the same aggressor's when it ran alone beside the same victim; the group's row in the statistics is the sum.</p>
+        r#"<h2>Aggressor groups</h2><p class="meta">A group's members ran together, each pinned and paced on its own; each one's work is counted between the victim's start and end (means of completed runs), beside the same aggressor's when it ran alone beside the same victim (<i>reference</i>); the group's row in the statistics is the sum. In a group's control cycle (<i>GROUP/control</i>), each member's stand-in is compared with the member in the group's runs, by the command rate it was paced at.</p>
 <div class="scroll"><table class="stats"><tr>"#,
     );
     for c in COLUMNS {

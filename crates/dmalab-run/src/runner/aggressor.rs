@@ -72,32 +72,42 @@ pub(super) fn start_aggressor(
     }
 }
 
-/// Starts every member of group `g` (each pinned to its own CPUs, with its
+/// One load a group's run starts: a member, or in the group's control
+/// cycle what stands in for it.
+pub(super) struct MemberStart<'e> {
+    /// The aggressor that runs (the member, its twin's source, or the
+    /// aggressor named as its control).
+    pub(super) run: &'e Aggressor,
+    /// The member's name, which its outcome is recorded under.
+    pub(super) name: String,
+    /// How it differs from a plain start (None: it runs as written).
+    pub(super) ctl: Option<ControlArgs>,
+}
+
+/// Starts the loads of group `group` (each pinned to its own CPUs, with its
 /// own flags and rate), waits until each runs its load, then the warm-up
 /// once for all of them. When one cannot start or dies in the warm-up,
 /// the others are stopped and the failure names the member.
 pub(super) fn start_group(
     exp: &Experiment,
     opts: &RunOptions,
-    g: &Aggressor,
+    group: &str,
+    starts: &[MemberStart],
     p: &PlannedRun,
     dir: &Path,
 ) -> Result<Vec<RunningAggressor>, StartFailure> {
     let c = &exp.configurations[p.configuration];
     let mut started: Vec<RunningAggressor> = Vec::new();
     let fail =
-        |started: Vec<RunningAggressor>, f: Failure, failed: Option<(usize, AggressorOutcome)>| {
+        |started: Vec<RunningAggressor>, f: Failure, failed: Option<(String, AggressorOutcome)>| {
             let mut members: Vec<MemberOutcome> =
                 stop_members(started).into_iter().map(|(m, _)| m).collect();
-            if let Some((m, o)) = failed {
-                members.push(MemberOutcome {
-                    name: exp.aggressors[m].name.clone(),
-                    outcome: o,
-                });
+            if let Some((name, outcome)) = failed {
+                members.push(MemberOutcome { name, outcome });
             }
             Box::new((
                 Failure {
-                    reason: format!("group '{}': {}", g.name, f.reason),
+                    reason: format!("group '{group}': {}", f.reason),
                     ..f
                 },
                 AggressorOutcome {
@@ -106,14 +116,25 @@ pub(super) fn start_group(
                 },
             ))
         };
-    for (k, &m) in g.members().iter().enumerate() {
-        let a = &exp.aggressors[m];
-        let cpus = exp.aggressor_cpus(a, c, None);
-        match launch(exp, opts, a, p, dir, None, &format!("member-{k}"), &cpus) {
-            Ok(ra) => started.push(ra),
+    for (k, s) in starts.iter().enumerate() {
+        let cpus = exp.aggressor_cpus(s.run, c, None);
+        match launch(
+            exp,
+            opts,
+            s.run,
+            p,
+            dir,
+            s.ctl,
+            &format!("member-{k}"),
+            &cpus,
+        ) {
+            Ok(mut ra) => {
+                ra.name = s.name.clone();
+                started.push(ra);
+            }
             Err(b) => {
                 let (f, o) = *b;
-                return Err(fail(started, f, Some((m, o))));
+                return Err(fail(started, f, Some((s.name.clone(), o))));
             }
         }
     }

@@ -27,7 +27,8 @@ use crate::plan::{self, PlannedRun};
 use crate::progress::Progress;
 use crate::record::{AggressorOutcome, ControlOrder, ControlRecord, Failure, RunRecord};
 use aggressor::{
-    start_aggressor, start_group, stop_aggressor, stop_members, ControlArgs, RunningAggressor,
+    start_aggressor, start_group, stop_aggressor, stop_members, ControlArgs, MemberStart,
+    RunningAggressor,
 };
 use dmalab_core::schema::{rfc3339, RunStatus};
 use dmalab_core::UsageError;
@@ -116,10 +117,19 @@ impl Drop for RunDir {
     }
 }
 
-/// A loaded run as its control cycle needs it: (configuration,
-/// repetition, victim, aggressor) -> whether it completed and the command
-/// rate the aggressor reached in the victim's window.
-type Rates = HashMap<(usize, u32, usize, usize), (bool, Option<f64>)>;
+/// What a loaded run reached, as its control cycle needs it: whether it
+/// completed, the command rate the aggressor reached in the victim's
+/// window, and for a group each member's (in the group's order).
+#[derive(Clone, Debug, Default)]
+struct Reached {
+    completed: bool,
+    cmd_per_s: Option<f64>,
+    members: Vec<Option<f64>>,
+}
+
+/// The loaded runs: (configuration, repetition, victim, aggressor) -> what
+/// each reached.
+type Rates = HashMap<(usize, u32, usize, usize), Reached>;
 
 /// Notes a loaded run's outcome in `rates` (records of other runs are
 /// ignored).
@@ -136,34 +146,42 @@ fn note_rate(exp: &Experiment, rates: &mut Rates, rec: &RunRecord) {
     ) else {
         return;
     };
-    let rate = crate::analysis::aggressor_rates(rec).and_then(|r| r.1);
+    let members = rec
+        .aggressor
+        .iter()
+        .flat_map(|o| &o.members)
+        .map(|m| m.outcome.evidence.as_ref().map(|e| e.cmd_per_s))
+        .collect();
     rates.insert(
         (c, rec.repetition, v, a),
-        (rec.status == RunStatus::Completed, rate),
+        Reached {
+            completed: rec.status == RunStatus::Completed,
+            cmd_per_s: crate::analysis::aggressor_rates(rec).and_then(|r| r.1),
+            members,
+        },
     );
 }
 
-/// What a control cycle starts (the aggressor and how it differs from a
-/// plain start) and its record, or why it cannot run.
+/// What a control cycle starts (one load, or a group's members' stand-ins,
+/// each with how it differs from a plain start) and its record, or why it
+/// cannot run.
 fn control_plan<'e>(
     exp: &'e Experiment,
     p: &PlannedRun,
     rates: &Rates,
-) -> Result<(&'e crate::experiment::Aggressor, ControlArgs, ControlRecord), String> {
+) -> Result<(Vec<MemberStart<'e>>, ControlRecord), String> {
     let i = p.aggressor.unwrap_or(0);
     let a = &exp.aggressors[i];
-    let (run, twin) = match &a.control {
-        Some(Control::Twin) => (a, true),
-        Some(Control::Aggressor(j)) => (&exp.aggressors[*j], false),
-        None => return Err(format!("aggressor '{}' has no control", a.name)),
+    let Some(control) = &a.control else {
+        return Err(format!("aggressor '{}' has no control", a.name));
     };
     let order = plan::control_order(exp, p.repetition);
     let rate_of = |r: u32| rates.get(&(p.configuration, r, p.victim, i));
-    let (target, paced_by) = match order {
+    let (reached, paced_by) = match order {
         // After the load: the rate it reached in this repetition.
         ControlOrder::AfterLoad => match rate_of(p.repetition) {
-            Some((true, r)) => (*r, p.repetition),
-            Some((false, _)) => {
+            Some(r) if r.completed => (r, p.repetition),
+            Some(_) => {
                 return Err(format!(
                     "aggressor '{}''s run in repetition {} failed, so there is no command rate to pace its control at",
                     a.name, p.repetition
@@ -178,10 +196,10 @@ fn control_plan<'e>(
         },
         // Before the load: the rate of the latest earlier repetition whose
         // loaded run completed (this repetition's has not run yet).
-        ControlOrder::BeforeLoad => match (1..p.repetition).rev().find_map(|r| match rate_of(r) {
-            Some((true, rate)) => Some((*rate, r)),
-            _ => None,
-        }) {
+        ControlOrder::BeforeLoad => match (1..p.repetition)
+            .rev()
+            .find_map(|r| rate_of(r).filter(|x| x.completed).map(|x| (x, r)))
+        {
             Some(t) => t,
             None => {
                 return Err(format!(
@@ -191,27 +209,79 @@ fn control_plan<'e>(
             }
         },
     };
-    let rate_iops = target
-        .filter(|r| r.is_finite() && *r > 0.0)
-        .map(|r| r.round().max(1.0) as u64);
-    if twin && rate_iops.is_none() {
-        return Err(format!(
-            "aggressor '{}' kept no live counters in repetition {}, so its twin cannot be paced at its command rate",
-            a.name, p.repetition
-        ));
-    }
-    Ok((
-        run,
-        ControlArgs { twin, rate_iops },
-        ControlRecord {
-            of: a.name.clone(),
-            kind: if twin { "twin" } else { "aggressor" }.into(),
-            target_cmd_per_s: target,
-            rate_iops,
-            order: Some(order),
-            paced_by_repetition: Some(paced_by),
-        },
-    ))
+    // What stands in for aggressor `of` under control `c`, paced at the
+    // command rate `target` it reached.
+    let stand_in = |of: &'e crate::experiment::Aggressor,
+                    c: &Control,
+                    target: Option<f64>|
+     -> Result<(MemberStart<'e>, ControlRecord), String> {
+        let (run, twin) = match c {
+            Control::Twin => (of, true),
+            Control::Aggressor(j) => (&exp.aggressors[*j], false),
+            Control::Group(_) => return Err(format!("'{}' is a group", of.name)),
+        };
+        let rate_iops = target
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .map(|r| r.round().max(1.0) as u64);
+        if twin && rate_iops.is_none() {
+            return Err(format!(
+                "aggressor '{}' kept no live counters in repetition {}, so its twin cannot be paced at its command rate",
+                of.name, p.repetition
+            ));
+        }
+        Ok((
+            MemberStart {
+                run,
+                name: of.name.clone(),
+                ctl: Some(ControlArgs { twin, rate_iops }),
+            },
+            ControlRecord {
+                of: of.name.clone(),
+                kind: if twin { "twin" } else { "aggressor" }.into(),
+                target_cmd_per_s: target,
+                rate_iops,
+                order: None,
+                paced_by_repetition: None,
+                members: Vec::new(),
+            },
+        ))
+    };
+    let (starts, mut rec) = match control {
+        // Each member's stand-in paced at the rate that member reached in
+        // the group's run.
+        Control::Group(cs) => {
+            let mut starts = Vec::with_capacity(cs.len());
+            let mut members = Vec::with_capacity(cs.len());
+            for (k, (&m, c)) in a.members().iter().zip(cs).enumerate() {
+                let target = reached.members.get(k).copied().flatten();
+                let (s, r) = stand_in(&exp.aggressors[m], c, target).map_err(|why| {
+                    format!(
+                        "member '{}' of group '{}': {why}",
+                        exp.aggressors[m].name, a.name
+                    )
+                })?;
+                starts.push(s);
+                members.push(r);
+            }
+            let rec = ControlRecord {
+                of: a.name.clone(),
+                kind: "group".into(),
+                target_cmd_per_s: reached.cmd_per_s,
+                rate_iops: None,
+                order: None,
+                paced_by_repetition: None,
+                members,
+            };
+            (starts, rec)
+        }
+        c => {
+            let (s, r) = stand_in(a, c, reached.cmd_per_s)?;
+            (vec![s], r)
+        }
+    };
+    rec.order = Some(order);
+    rec.paced_by_repetition = Some(paced_by);
+    Ok((starts, rec))
 }
 
 /// What runs beside the victim: one aggressor, or a group's members.
@@ -360,15 +430,25 @@ fn one_run(
     let started_agg = match p.aggressor {
         None => None,
         Some(i) if p.control => match control_plan(exp, p, rates) {
-            Ok((a, ctl, cr)) => {
+            Ok((starts, cr)) => {
                 rec.control = Some(Box::new(cr));
-                Some(start_aggressor(exp, opts, a, p, dir.path(), Some(ctl)).map(Started::One))
+                let a = &exp.aggressors[i];
+                Some(match starts.as_slice() {
+                    [one] if a.members().is_empty() => {
+                        start_aggressor(exp, opts, one.run, p, dir.path(), one.ctl)
+                            .map(Started::One)
+                    }
+                    _ => {
+                        start_group(exp, opts, &a.name, &starts, p, dir.path()).map(Started::Group)
+                    }
+                })
             }
             Err(why) => {
                 rec.control = Some(Box::new(ControlRecord {
                     of: exp.aggressors[i].name.clone(),
                     kind: match exp.aggressors[i].control {
                         Some(Control::Aggressor(_)) => "aggressor",
+                        Some(Control::Group(_)) => "group",
                         _ => "twin",
                     }
                     .into(),
@@ -376,6 +456,7 @@ fn one_run(
                     rate_iops: None,
                     order: Some(plan::control_order(exp, p.repetition)),
                     paced_by_repetition: None,
+                    members: Vec::new(),
                 }));
                 rec.status = RunStatus::Failed;
                 rec.failure = Some(Failure {
@@ -386,7 +467,17 @@ fn one_run(
             }
         },
         Some(i) if !exp.aggressors[i].members().is_empty() => {
-            Some(start_group(exp, opts, &exp.aggressors[i], p, dir.path()).map(Started::Group))
+            let g = &exp.aggressors[i];
+            let starts: Vec<MemberStart> = g
+                .members()
+                .iter()
+                .map(|&m| MemberStart {
+                    run: &exp.aggressors[m],
+                    name: exp.aggressors[m].name.clone(),
+                    ctl: None,
+                })
+                .collect();
+            Some(start_group(exp, opts, &g.name, &starts, p, dir.path()).map(Started::Group))
         }
         Some(i) => Some(
             start_aggressor(exp, opts, &exp.aggressors[i], p, dir.path(), None).map(Started::One),

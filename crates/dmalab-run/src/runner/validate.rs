@@ -168,7 +168,18 @@ fn check_victims(exp: &Experiment, exe: &Path) -> Result<(), RunError> {
 /// Lets every aggressor that has `--dry-run` check its own values, in
 /// every configuration and at every sweep value.
 fn dry_run_aggressors(exp: &Experiment, exe: &Path) -> Result<(), RunError> {
-    for a in &exp.aggressors {
+    for (i, a) in exp.aggressors.iter().enumerate() {
+        // Its twin runs as its own control, or as its stand-in in a
+        // group's control.
+        let twinned = a.control == Some(Control::Twin)
+            || exp.aggressors.iter().any(|g| match &g.control {
+                Some(Control::Group(cs)) => g
+                    .members()
+                    .iter()
+                    .zip(cs)
+                    .any(|(&m, c)| m == i && *c == Control::Twin),
+                _ => false,
+            });
         let Some(cmd) = a.kind.child() else {
             continue;
         };
@@ -184,7 +195,7 @@ fn dry_run_aggressors(exp: &Experiment, exe: &Path) -> Result<(), RunError> {
             for sv in &values {
                 let flags = exp.aggressor_flags(a, c, *sv);
                 let mut tries = vec![(String::new(), flags.clone())];
-                if a.control == Some(Control::Twin) {
+                if twinned {
                     // The twin as a repetition would start it, at a rate
                     // standing in for the measured one.
                     let twin = control_flags(&flags, Some(1000)).map_err(|why| {
