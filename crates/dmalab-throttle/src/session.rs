@@ -1282,7 +1282,7 @@ mod tests {
             p.rate_target_bytes_per_s,
             &p.victim,
             "ns",
-            &[slo.clone()],
+            std::slice::from_ref(&slo),
             &p.intervals,
         );
         assert_eq!(
