@@ -4,7 +4,7 @@
 //! victim slowdown, every fixed-rate pass as a dot, their means as a line,
 //! each loop's settled point marked.
 
-use crate::session::{Config, LoopResult, ThrottleResult};
+use crate::session::{Config, FrontierVerdict, LoopResult, ThrottleResult};
 use dmalab_core::units::fmt_bytes;
 use dmalab_run::draw::{esc, nice_max, Canvas, Scale, PALETTE};
 use std::collections::BTreeMap;
@@ -68,20 +68,65 @@ pub fn text(cfg: &Config, r: &ThrottleResult) -> String {
         );
     }
     for v in &r.frontier {
-        let _ = writeln!(
-            s,
-            "  frontier  {:<24} best fixed rate meeting it {}  closed loop delivers {} of it",
-            v.slo,
-            v.best_fixed_delivered_bytes_per_s
-                .map_or("none".into(), |d| format!("{}/s", fmt_bytes(d))),
-            v.closed_loop_share_of_best
-                .map_or("-".into(), |x| format!("{x:.3}"))
-        );
+        let _ = writeln!(s, "{}", frontier_line(v));
+        if !v.points.is_empty() {
+            let _ = writeln!(
+                s,
+                "    fixed rates (violations/intervals): {}",
+                v.points
+                    .iter()
+                    .map(|p| format!(
+                        "{}/s {}/{}{}",
+                        fmt_bytes(p.rate_target_bytes_per_s),
+                        p.violations,
+                        p.intervals,
+                        if p.meets { "" } else { " (fails)" }
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
     }
     if r.interrupted {
         s.push_str("  interrupted: the figures cover what ran\n");
     }
     s
+}
+
+/// The frontier's line of the summary: the best fixed rate, its
+/// intervals, the loop's share of it and the rule both were judged by.
+fn frontier_line(v: &FrontierVerdict) -> String {
+    let best = v.best_fixed_rate_bytes_per_s.and_then(|b| {
+        v.points
+            .iter()
+            .find(|p| p.rate_target_bytes_per_s == b)
+            .map(|p| {
+                format!(
+                    " ({} of {} intervals past the bound)",
+                    p.violations, p.intervals
+                )
+            })
+    });
+    let rule = if v.rule.is_empty() {
+        // A result from before the rule: each pass's mean decided.
+        "the mean of each pass under the bound".to_string()
+    } else {
+        format!("{}, as the loop after settling", v.rule)
+    };
+    format!(
+        "  frontier  {:<24} best fixed rate meeting it {}{}  closed loop delivers {} of it{}  rule: {rule}",
+        v.slo,
+        v.best_fixed_delivered_bytes_per_s
+            .map_or("none".into(), |d| format!("{}/s", fmt_bytes(d))),
+        best.unwrap_or_default(),
+        v.closed_loop_share_of_best
+            .map_or("-".into(), |x| format!("{x:.3}")),
+        match v.closed_loop_within_budget {
+            Some(true) => " (within the rule)",
+            Some(false) => " (past the rule)",
+            None => "",
+        }
+    )
 }
 
 fn polyline(c: &Canvas, pts: &[(f64, f64)], color: &str, dash: bool) -> String {
@@ -330,7 +375,11 @@ pub fn html(doc: &serde_json::Value) -> Result<(String, usize), String> {
         plots += 1;
         let _ = writeln!(
             body,
-            "<h2>Frontier</h2><figure>{svg}<figcaption>Each dot is one pass at a fixed rate limit (the open loop); the line joins their means. Dashed lines are the SLO bounds; diamonds are where each closed loop settled (median of its last third).</figcaption></figure>"
+            "<h2>Frontier</h2><figure>{svg}<figcaption>Each dot is one pass at a fixed rate limit (the open loop); the line joins their means. Dashed lines are the SLO bounds; diamonds are where each closed loop settled (median of its last third).{}</figcaption></figure>",
+            r.frontier
+                .iter()
+                .map(|v| format!(" {}.", esc(frontier_line(v).trim())))
+                .collect::<String>()
         );
     }
     for l in &r.loops {
@@ -388,6 +437,7 @@ mod tests {
                     rate_target_bytes_per_s: rate,
                     delivered_bytes_per_s: Some(rate),
                     victim: [("p99".to_string(), m)].into_iter().collect(),
+                    intervals: Vec::new(),
                 })
                 .collect(),
             frontier: Vec::new(),

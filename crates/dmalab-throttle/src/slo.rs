@@ -12,6 +12,36 @@
 use dmalab_core::UsageError;
 use serde::{Deserialize, Serialize};
 
+/// The share of intervals that may be past the bound for an SLO to count
+/// as met: the closed loop's goal after settling (issue 34: "at most 5% of
+/// intervals past the bound") and the sweep frontier's rule for a fixed
+/// rate, so the two answers compare (a rate the frontier calls met is one
+/// the loop could hold by its own rule).
+pub const VIOLATION_BUDGET: f64 = 0.05;
+
+/// How many of `n` intervals may be past the bound within
+/// [`VIOLATION_BUDGET`]: `floor(n x budget)`, so none below 20 intervals
+/// (too few to tell a 5% tail from a rate that breaks the bound more often).
+pub fn allowed_violations(n: usize) -> usize {
+    // The small epsilon keeps 20 x 0.05 at 1 whatever the rounding.
+    (n as f64 * VIOLATION_BUDGET + 1e-9).floor() as usize
+}
+
+/// Whether `violations` of `n` intervals meet an SLO by the budget. No
+/// intervals meet nothing.
+pub fn within_budget(violations: usize, n: usize) -> bool {
+    n > 0 && violations <= allowed_violations(n)
+}
+
+/// The rule in words, for the reports.
+pub fn budget_rule() -> String {
+    format!(
+        "at most {:.0}% of intervals past the bound (none in fewer than {})",
+        100.0 * VIOLATION_BUDGET,
+        (1.0 / VIOLATION_BUDGET).round()
+    )
+}
+
 /// Which per-interval figure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -214,6 +244,13 @@ impl Slo {
         }
     }
 
+    /// Whether an interval's figure is past the bound: its slack is
+    /// negative, or it has no figure (an interval the victim reported
+    /// nothing for counts against the rate, as in the closed loop).
+    pub fn violated(&self, value: f64, limit: f64) -> bool {
+        !value.is_finite() || self.slack(value, limit) < 0.0
+    }
+
     /// Slowdown of `value` against `baseline` (1 = unharmed; 2 = twice as
     /// slow, or half the throughput for `>=` figures).
     pub fn slowdown(&self, value: f64, baseline: f64) -> f64 {
@@ -227,6 +264,29 @@ impl Slo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_violation_budget_allows_none_below_twenty_intervals() {
+        assert_eq!(allowed_violations(0), 0);
+        assert_eq!(allowed_violations(6), 0);
+        assert_eq!(allowed_violations(19), 0);
+        assert_eq!(allowed_violations(20), 1);
+        assert_eq!(allowed_violations(29), 1);
+        assert_eq!(allowed_violations(40), 2);
+        assert!(within_budget(0, 6));
+        assert!(!within_budget(1, 6));
+        assert!(within_budget(1, 20));
+        assert!(!within_budget(2, 39));
+        assert!(!within_budget(0, 0), "no intervals meet nothing");
+        let s = Slo::parse("--slo", "mean <= 150ns").unwrap();
+        assert!(!s.violated(150.0, 150.0));
+        assert!(s.violated(150.1, 150.0));
+        assert!(s.violated(f64::NAN, 150.0), "a missing figure counts");
+        assert_eq!(
+            budget_rule(),
+            "at most 5% of intervals past the bound (none in fewer than 20)"
+        );
+    }
 
     #[test]
     fn relative_and_absolute() {

@@ -296,6 +296,92 @@ fn throttle_fake(
     )
 }
 
+/// Issue 34 (one rule for "meets the SLO"): a victim whose every third
+/// interval is past the bound (v=100, 100, 250 against `value <= 2 x
+/// baseline`, bound 200). Each sweep point's 3 intervals are 3
+/// consecutive lines, so each holds exactly one 250: its mean, 150, is
+/// inside the bound, but 1 of 3 intervals past it is more than the 5%
+/// budget allows. Before, the frontier judged the mean and named the
+/// maximum rate the best fixed rate meeting the SLO.
+#[test]
+fn the_throttle_frontier_judges_every_sweep_interval_not_each_pass_mean() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.json");
+    let victim = "sh -c 'i=0; while :; do i=$((i+1)); if [ $i -gt 4 ] && [ $((i % 3)) -eq 0 ]; then echo v=250; else echo v=100; fi; sleep 0.1; done'";
+    let o = Command::new(dmalab_bin())
+        .arg("throttle")
+        .args(["--victim-exec", victim, "--victim-regex", "v=([0-9]+)"])
+        .args(["--aggressor", NULL_AGGRESSOR])
+        .args(["--slo", "value <= 2 x baseline", "--interval", "100ms"])
+        .args(["--baseline-intervals", "2", "--intervals", "3"])
+        .args(["--min-rate", "1M", "--max-rate", "8M"])
+        .args(["--sweep", "--sweep-points", "2", "--sweep-repeat", "2"])
+        .args(["--sweep-intervals", "3", "--output"])
+        .arg(&out)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let d: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let r = &d["result"];
+    assert_eq!(r["baseline"]["value"], 100.0, "{r}");
+    let sweep = r["sweep"].as_array().unwrap();
+    assert_eq!(sweep.len(), 4, "{r}");
+    for p in sweep {
+        // Every interval's figure and verdict is in the document.
+        let iv = p["intervals"].as_array().unwrap();
+        assert_eq!(iv.len(), 3, "{p}");
+        let figs: Vec<f64> = iv
+            .iter()
+            .map(|i| i["victim"]["value"].as_f64().unwrap())
+            .collect();
+        let bad: Vec<bool> = iv
+            .iter()
+            .map(|i| i["violated"]["value <= 2 x baseline"].as_bool().unwrap())
+            .collect();
+        let mut sorted = figs.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(sorted, [100.0, 100.0, 250.0], "{p}");
+        assert_eq!(
+            bad,
+            figs.iter().map(|&v| v > 200.0).collect::<Vec<_>>(),
+            "{p}"
+        );
+        assert_eq!(p["victim"]["value"], 150.0, "the mean is inside: {p}");
+    }
+    // The progress lines (stderr) say n and violations per point.
+    assert_eq!(
+        stderr.matches("-> value 150.0 (n 3, violations 1)").count(),
+        4,
+        "{stderr}"
+    );
+    // No fixed rate meets the SLO by the loop's rule.
+    let f = &r["frontier"][0];
+    assert!(f["best_fixed_rate_bytes_per_s"].is_null(), "{f}");
+    let points = f["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{f}");
+    for p in points {
+        assert_eq!(
+            (p["intervals"].as_u64(), p["violations"].as_u64()),
+            (Some(6), Some(2)),
+            "{p}"
+        );
+        assert_eq!(p["meets"], false, "{p}");
+    }
+    assert!(
+        stdout.contains("best fixed rate meeting it none")
+            && stdout.contains(
+                "rule: at most 5% of intervals past the bound (none in fewer than 20), as the loop after settling"
+            )
+            && stdout.contains("1.00 MiB/s 2/6 (fails), 8.00 MiB/s 2/6 (fails)"),
+        "{stdout}"
+    );
+}
+
 /// Issue 34: a victim past its bound whatever the rate (ten times its
 /// baseline as soon as the aggressor runs) held the loop at the floor,
 /// reporting violations; the session now says no rate can help.

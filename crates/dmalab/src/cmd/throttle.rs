@@ -127,7 +127,10 @@ pub struct Args {
     /// Passes over the sweep's rates.
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub sweep_repeat: usize,
-    /// Intervals measured at each fixed rate.
+    /// Intervals measured at each fixed rate and pass, each judged against
+    /// the bound: a rate meets the SLO when at most 5% of its intervals
+    /// (all passes) are past it, none in fewer than 20, as the loop after
+    /// settling.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub sweep_intervals: usize,
     /// Throttle the I/O of this cgroup v2 (its io.max) instead of starting
