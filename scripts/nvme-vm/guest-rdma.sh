@@ -106,6 +106,14 @@ counted srv_write $L --target 127.0.0.1:18601 --rdma-op write --buffer 1M --rdma
   --device-offsets sequential --fill random:11 --commands 16 --iodepth 4 --qps 2 --buffer-checksum \
   --output /results/srv_write.json
 serve_stop srv
+# READs outstanding per QP come from the devices (ibv_query_device on both
+# sides): --iodepth 200 is lowered to rxe's READ depth (the test compares
+# it with ibv_devinfo -v), and every READ still completes.
+serve_start srv_deep 18609 --buffer 1M
+case_run srv_deep_read $L --target 127.0.0.1:18609 --rdma-op read --buffer 1M \
+  --rdma-remote-buffer 1M --device-offsets sequential --commands 300 --iodepth 200 \
+  --output /results/srv_deep_read.json
+serve_stop srv_deep
 # 1 MiB of byte 90 ('Z'), what the served buffer held before the writes.
 dd if=/dev/zero bs=1M count=1 2>/dev/null | tr '\000' 'Z' | sha256sum | cut -d' ' -f1 >/results/z1m.sha256
 
