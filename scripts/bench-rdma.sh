@@ -38,9 +38,11 @@ sed -e "s/@RUNTIME@/$runtime/" -e "s/@RATE_RUNTIME@/$rate_runtime/" -e "s/@REPS@
   echo "(cd /tmp && /usr/dmalab/bin/dmalab run /tmp/rdma-interference.toml --dry-run) >/results/example-dry-run.txt 2>&1"
   echo "echo \$? >/results/example-dry-run.rc"
 } >>"$out/job.sh"
-timeout_s=$(((reps * 4) * (runtime + 8) + 6 * (rate_runtime + 8) + 300))
+timeout_s=$(((reps * 5) * (runtime + 8) + 6 * (rate_runtime + 8) + 300))
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 scripts/nvme-vm/run.sh --out "$out" --job "$out/job.sh" --dmalab "$dmalab" --with-rdma --timeout "$timeout_s"
 echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "host load average (1/5/15 min) before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg); in the guest before each repetition: $(cut -d' ' -f1 "$out/results/loadavg" 2>/dev/null | tr '\n' ' ')"
 echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, $(uname -r)"
 echo "guest: $(cat "$out/results/uname" 2>/dev/null), QEMU TCG -smp 2, soft-RoCE rxe0 over lo"
 echo "settings: 64 KiB messages, 1 QP, 16 outstanding, ${runtime}s per run (${rate_runtime}s under a rate limit), $reps interleaved repetitions"
@@ -88,15 +90,28 @@ for op, tool in (("W", "ib_write_bw"), ("R", "ib_read_bw")):
         print(f"  bandwidth dmalab {bs.median(dmb):.1f} MiB/s, {tool} {bs.median(ptb):.1f} MiB/s, ratio {bs.fmt_ratio(bs.ratios(dmbw, ptbw))}")
     if dmc:
         print(f"  CPU per operation: dmalab {bs.median(dmc):.1f} us" + (f", {tool} {bs.median(ptc):.1f} us (from --cpu_util)" if ptc else ""))
+try:
+    clock = open(os.path.join(d, "sampler_clock")).read().strip()
+except OSError:
+    clock = "s"
+unit = 1e9 if clock == "ns" else 1.0
 def windows(path, pkts_per_msg=17):
-    rows = [tuple(map(float, l.split())) for l in open(path) if len(l.split()) == 2]
+    rows = [(float(t) / unit, float(p)) for t, p in
+            (l.split() for l in open(path) if len(l.split()) == 2)]
     out = []
     for (t0, p0), (t1, p1) in zip(rows, rows[1:]):
         if p1 > p0 and t1 > t0:
             out.append((p1 - p0) / pkts_per_msg * 65536 / (t1 - t0))
     # The first and last windows straddle the start and the end.
     return out[1:-1]
-print("\nsoftware rate limit, 1-second windows of rxe's sent_pkts (17 packets per 64 KiB message):")
+print(f"\nsoftware rate limit, 1-second windows of rxe's sent_pkts (17 packets per 64 KiB message; "
+      f"clock {'/proc/timer_list, ns' if clock == 'ns' else '/proc/uptime, 10 ms'}):")
+try:
+    dm_max, pt_max = open(os.path.join(d, "max")).read().split()
+    print(f"  maxima the rates are shares of: dmalab {float(dm_max) / MIB:.1f} MiB/s (writes, every request "
+          f"signalled), ib_write_bw {float(pt_max):.1f} MiB/s")
+except (OSError, ValueError):
+    pass
 for line in open(os.path.join(d, "rates")):
     pct, dm_rate, pt_mib = line.split()
     for tool, path, target in (("dmalab", f"rate_dm_{pct}.samples", float(dm_rate)),
