@@ -38,7 +38,7 @@ sed -e "s/@RUNTIME@/$runtime/" -e "s/@RATE_RUNTIME@/$rate_runtime/" -e "s/@REPS@
   echo "(cd /tmp && /usr/dmalab/bin/dmalab run /tmp/rdma-interference.toml --dry-run) >/results/example-dry-run.txt 2>&1"
   echo "echo \$? >/results/example-dry-run.rc"
 } >>"$out/job.sh"
-timeout_s=$(((reps * 5) * (runtime + 8) + 6 * (rate_runtime + 8) + 300))
+timeout_s=$(((reps * 4) * (runtime + 8) + 6 * (rate_runtime + 8) + 300))
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 scripts/nvme-vm/run.sh --out "$out" --job "$out/job.sh" --dmalab "$dmalab" --with-rdma --timeout "$timeout_s"
 echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -73,6 +73,18 @@ def pt(name):
             if len(w) >= 6 and float(w[5]) > 0:
                 cpu = float(w[5]) / 100 * os.cpu_count() * 1e9 / (bw / 65536)
     return bw, cpu
+def pt_header(name):
+    keys = ("TX depth", "CQ Moderation", "Outstand reads")
+    got = {}
+    for line in open(os.path.join(d, name + ".txt")):
+        k, _, v = line.partition(":")
+        if k.strip() in keys:
+            got[k.strip()] = v.strip()
+    return ", ".join(f"{k} {got[k]}" for k in keys if k in got)
+def dm_rdma(name):
+    f = json.load(open(os.path.join(d, name + ".json")))["result"]["rdma"]
+    return (f"--iodepth {f.get('iodepth')}, --signal-every {f.get('signal_every')}, "
+            f"READs outstanding per QP {f.get('max_rd_atomic')}")
 for op, tool in (("W", "ib_write_bw"), ("R", "ib_read_bw")):
     dmbw, ptbw, dmb, ptb, dmc, ptc = [], [], [], [], [], []
     for i in range(1, reps + 1):
@@ -86,6 +98,12 @@ for op, tool in (("W", "ib_write_bw"), ("R", "ib_read_bw")):
         if ac: dmc.append(ac / 1000)
         if bc: ptc.append(bc / 1000)
     print(f"\n{'RDMA WRITE' if op == 'W' else 'RDMA READ'}: dmalab vs {tool}")
+    try:
+        print(f"  settings: dmalab {dm_rdma(f'{op}_dm_1')}; {tool} {pt_header(f'{op}_pt_1')}")
+    except Exception as e:
+        print(f"  settings unreadable: {e}")
+    print(f"  per repetition, MiB/s (dmalab/{tool}): " + "  ".join(
+        f"{a:.1f}/{b:.1f}" for a, b in zip(dmb, ptb)))
     if dmbw:
         print(f"  bandwidth dmalab {bs.median(dmb):.1f} MiB/s, {tool} {bs.median(ptb):.1f} MiB/s, ratio {bs.fmt_ratio(bs.ratios(dmbw, ptbw))}")
     if dmc:
@@ -108,8 +126,8 @@ print(f"\nsoftware rate limit, 1-second windows of rxe's sent_pkts (17 packets p
       f"clock {'/proc/timer_list, ns' if clock == 'ns' else '/proc/uptime, 10 ms'}):")
 try:
     dm_max, pt_max = open(os.path.join(d, "max")).read().split()
-    print(f"  maxima the rates are shares of: dmalab {float(dm_max) / MIB:.1f} MiB/s (writes, every request "
-          f"signalled), ib_write_bw {float(pt_max):.1f} MiB/s")
+    print(f"  maxima the rates are shares of (median writes): dmalab {float(dm_max) / MIB:.1f} MiB/s, "
+          f"ib_write_bw {float(pt_max):.1f} MiB/s")
 except (OSError, ValueError):
     pass
 for line in open(os.path.join(d, "rates")):

@@ -63,27 +63,26 @@ pt_run() { # TOOL NAME [extra flags]: one perftest run, server and client
   wait $S
 }
 
-# Bandwidth runs signal one request in 16 (the queue depth), as perftest
-# moderates its completions (--cq-mod); rate runs signal every request, so
-# dmalab's own window check sees each completion's time. Each tool's rate
-# runs are judged at a share of its maximum under the same flags: for
-# dmalab that is a third write run, W1, signalling every request (a
-# completion per message costs CPU on a CPU-bound stack, so 90% of the
-# --signal-every 16 maximum asked for more than that setting can give).
+# Signalling as perftest's own: run for a duration (-D), ib_write_bw and
+# ib_read_bw ask for a completion on every request ("CQ Moderation : 1" in
+# their header, which the bench prints), so dmalab's runs signal every
+# request too (its default). The 2026-11-27 runs gave dmalab
+# --signal-every 16 at depth 16: each worker then waited for all 16 before
+# posting more, and for READs, whose completion waits for the data, the
+# queue ran dry once per 16 messages. Rate runs use the same flags, so each
+# tool's rate is a share of its maximum under the flags it is paced with.
 i=1
 while [ $i -le $REPS ]; do
   cat /proc/loadavg >>/results/loadavg
-  dm_run write W_dm_$i --signal-every 16
+  dm_run write W_dm_$i
   pt_run ib_write_bw W_pt_$i
-  dm_run read R_dm_$i --signal-every 16
+  dm_run read R_dm_$i
   pt_run ib_read_bw R_pt_$i
-  dm_run write W1_dm_$i
   i=$((i + 1))
 done
 
-# Rate limits: each tool at 10/50/90% of its own median maximum (writes,
-# with the flags of its rate runs).
-dm_max=$(for f in /results/W1_dm_*.json; do grep -o '"data_bw_bytes": [0-9.e+]*' "$f" | head -1 | cut -d' ' -f2; done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+# Rate limits: each tool at 10/50/90% of its own median maximum (writes).
+dm_max=$(for f in /results/W_dm_*.json; do grep -o '"data_bw_bytes": [0-9.e+]*' "$f" | head -1 | cut -d' ' -f2; done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 pt_max=$(for f in /results/W_pt_*.txt; do awk '/^ 65536/ {print $4}' "$f"; done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 echo "$dm_max $pt_max" >/results/max
 for pct in 10 50 90; do

@@ -151,8 +151,8 @@ serve_start small 18605 --buffer 4K
 case_run small_remote $L --target 127.0.0.1:18605 --rdma-remote-buffer 4K --commands 1
 case_run small_region $L --target 127.0.0.1:18605 --commands 1
 serve_stop small
-# A peer of another protocol version: the magic, then version 2.
-(printf 'DMALABRD\000\002\002'; head -c 53 /dev/zero) | /usr/dmalab/applets/nc -l -p 18604 >/dev/null &
+# A peer of another protocol version: the magic, then version 3.
+(printf 'DMALABRD\000\003\002'; head -c 53 /dev/zero) | /usr/dmalab/applets/nc -l -p 18604 >/dev/null &
 NC=$!
 sleep 0.5
 case_run bad_version $L --target 127.0.0.1:18604 --commands 1

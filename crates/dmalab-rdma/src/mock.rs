@@ -14,9 +14,8 @@
 //! registration and per QP INIT transition to PATH (`reg_mr LEN access
 //! FLAGS`, `qp_init QPN access FLAGS`), so a test can see what a process
 //! exposed to remote peers, and the path MTU code of each RTR transition
-//! (`qp_rtr QPN path_mtu CODE`), and the READ depths of each RTR and RTS
-//! transition (`qp_rtr QPN max_dest_rd_atomic N`, `qp_rts QPN
-//! max_rd_atomic N`).
+//! (`qp_rtr QPN path_mtu CODE`), and the READ depths set at RTR and RTS
+//! (`qp_depth QPN max_dest_rd_atomic N`, `qp_depth QPN max_rd_atomic N`).
 //!
 //! The device reports [`RD_ATOM`] outstanding READs per QP each way
 //! (`max_qp_rd_atom`, `max_qp_init_rd_atom`); `mock:rd_atom=N` and
@@ -350,12 +349,12 @@ unsafe extern "C" fn modify_qp(qp: *mut ibv_qp, attr: *mut sys::ibv_qp_attr, mas
     }
     if mask & sys::IBV_QP_MAX_DEST_RD_ATOMIC != 0 {
         log(&format!(
-            "qp_rtr {n} max_dest_rd_atomic {}",
+            "qp_depth {n} max_dest_rd_atomic {}",
             a.max_dest_rd_atomic
         ));
     }
     if mask & sys::IBV_QP_MAX_QP_RD_ATOMIC != 0 {
-        log(&format!("qp_rts {n} max_rd_atomic {}", a.max_rd_atomic));
+        log(&format!("qp_depth {n} max_rd_atomic {}", a.max_rd_atomic));
     }
     0
 }

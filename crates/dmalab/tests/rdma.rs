@@ -459,7 +459,7 @@ fn rdma_engine_refuses_bad_input() {
     let (rc, _, err) = b.case("bad_version");
     assert_ne!(rc, 0);
     assert!(
-        err.contains("protocol version 2, this dmalab speaks 1"),
+        err.contains("protocol version 3, this dmalab speaks 2"),
         "{err}"
     );
 }
