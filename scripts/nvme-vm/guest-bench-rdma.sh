@@ -14,9 +14,32 @@ D=/usr/dmalab/bin/dmalab
 HW=/sys/class/infiniband/rxe0/ports/1/hw_counters
 uname -a >/results/uname
 
-# Samples uptime and sent_pkts every second into FILE until killed.
+# The sampler's clock: /proc/timer_list's "now at NS nsecs" (CLOCK_MONOTONIC
+# in ns) where the kernel has it, else /proc/uptime (10 ms steps: up to 1%
+# of a 1-s window at each end). Recorded beside the samples.
+if { read -r _; read -r _; read -r w1 w2 t _; } </proc/timer_list 2>/dev/null && [ "$w1 $w2" = "now at" ]; then
+  CLOCK=ns
+else
+  CLOCK=s
+fi
+echo "$CLOCK" >/results/sampler_clock
+
+# Samples the clock and sent_pkts about every second into FILE until
+# killed. Both are read by the shell itself, one right after the other:
+# the old `$(cut ...) $(cat ...)` forked a process between the two
+# readings, and under TCG on a busy host that gap alone was tens of ms,
+# a few % of a window.
 sampler() {
-  while :; do echo "$(cut -d' ' -f1 /proc/uptime) $(cat $HW/sent_pkts)"; sleep 1; done >"$1"
+  while :; do
+    if [ $CLOCK = ns ]; then
+      { read -r _; read -r _; read -r _ _ t _; } </proc/timer_list
+    else
+      read -r t _ </proc/uptime
+    fi
+    read -r p <$HW/sent_pkts
+    echo "$t $p"
+    sleep 1
+  done >"$1"
 }
 
 dm_run() { # OP NAME [extra flags]: one dmalab run against a local serve
@@ -40,14 +63,20 @@ pt_run() { # TOOL NAME [extra flags]: one perftest run, server and client
   wait $S
 }
 
-# Bandwidth runs signal one request in 16 (the queue depth), as perftest
-# moderates its completions (--cq-mod); rate runs signal every request, so
-# dmalab's own window check sees each completion's time.
+# Signalling as perftest's own: run for a duration (-D), ib_write_bw and
+# ib_read_bw ask for a completion on every request ("CQ Moderation : 1" in
+# their header, which the bench prints), so dmalab's runs signal every
+# request too (its default). The 2026-11-27 runs gave dmalab
+# --signal-every 16 at depth 16: each worker then waited for all 16 before
+# posting more, and for READs, whose completion waits for the data, the
+# queue ran dry once per 16 messages. Rate runs use the same flags, so each
+# tool's rate is a share of its maximum under the flags it is paced with.
 i=1
 while [ $i -le $REPS ]; do
-  dm_run write W_dm_$i --signal-every 16
+  cat /proc/loadavg >>/results/loadavg
+  dm_run write W_dm_$i
   pt_run ib_write_bw W_pt_$i
-  dm_run read R_dm_$i --signal-every 16
+  dm_run read R_dm_$i
   pt_run ib_read_bw R_pt_$i
   i=$((i + 1))
 done

@@ -106,6 +106,14 @@ counted srv_write $L --target 127.0.0.1:18601 --rdma-op write --buffer 1M --rdma
   --device-offsets sequential --fill random:11 --commands 16 --iodepth 4 --qps 2 --buffer-checksum \
   --output /results/srv_write.json
 serve_stop srv
+# READs outstanding per QP come from the devices (ibv_query_device on both
+# sides): --iodepth 200 is lowered to rxe's READ depth (the test compares
+# it with ibv_devinfo -v), and every READ still completes.
+serve_start srv_deep 18609 --buffer 1M
+case_run srv_deep_read $L --target 127.0.0.1:18609 --rdma-op read --buffer 1M \
+  --rdma-remote-buffer 1M --device-offsets sequential --commands 300 --iodepth 200 \
+  --output /results/srv_deep_read.json
+serve_stop srv_deep
 # 1 MiB of byte 90 ('Z'), what the served buffer held before the writes.
 dd if=/dev/zero bs=1M count=1 2>/dev/null | tr '\000' 'Z' | sha256sum | cut -d' ' -f1 >/results/z1m.sha256
 
@@ -143,8 +151,8 @@ serve_start small 18605 --buffer 4K
 case_run small_remote $L --target 127.0.0.1:18605 --rdma-remote-buffer 4K --commands 1
 case_run small_region $L --target 127.0.0.1:18605 --commands 1
 serve_stop small
-# A peer of another protocol version: the magic, then version 2.
-(printf 'DMALABRD\000\002\002'; head -c 53 /dev/zero) | /usr/dmalab/applets/nc -l -p 18604 >/dev/null &
+# A peer of another protocol version: the magic, then version 3.
+(printf 'DMALABRD\000\003\002'; head -c 53 /dev/zero) | /usr/dmalab/applets/nc -l -p 18604 >/dev/null &
 NC=$!
 sleep 0.5
 case_run bad_version $L --target 127.0.0.1:18604 --commands 1

@@ -21,7 +21,8 @@ use crate::error::RdmaError;
 use crate::handshake::{self, Done, Endpoint};
 use crate::sys;
 use crate::verbs::{
-    gid_text, Access, CompletionQueue, Context, DeviceConfig, MemoryRegion, QpParams, QueuePair,
+    gid_text, Access, CompletionQueue, Context, DeviceConfig, DeviceLimits, MemoryRegion, QpParams,
+    QueuePair,
 };
 use dmalab_core::UsageError;
 use serde::Serialize;
@@ -165,6 +166,9 @@ pub struct ClientConfig {
     pub qps: u32,
     /// Work requests in flight per worker (spread over its QPs).
     pub iodepth: u32,
+    /// `--iodepth` as given, before [`ClientConfig::cap_reads`] lowered
+    /// `iodepth` to what the QPs can keep outstanding as READs.
+    pub iodepth_asked: u32,
     /// The largest message, bytes (`--bs` x the most blocks of a command).
     pub max_msg_bytes: u32,
     /// The remote region commands address (`--rdma-remote-buffer`):
@@ -245,6 +249,37 @@ impl ClientConfig {
     }
 }
 
+/// RDMA READs one QP keeps outstanding on `local` towards a responder that
+/// serves `peer_dest` at once: the smaller of this device's
+/// `max_qp_init_rd_atom` and the peer's `max_qp_rd_atom` (for loopback,
+/// the same device's).
+pub fn read_depth(local: &DeviceLimits, peer_dest: u8) -> u8 {
+    local.initiator_depth().min(peer_dest.max(1))
+}
+
+impl ClientConfig {
+    /// Lowers `iodepth` for `--rdma-op read` to the READs the worker's QPs
+    /// can have outstanding (`rd_atomic` each): the device would queue the
+    /// rest behind them in the send queue, so a deeper queue only adds
+    /// waiting to every latency. Writes and mixed operations keep their
+    /// depth (a WRITE has no such limit; a mix's READs queue in the
+    /// device). Returns the note to print when it lowered it.
+    pub fn cap_reads(&mut self, rd_atomic: u8) -> Option<String> {
+        let most = u32::from(rd_atomic.max(1)).saturating_mul(self.qps);
+        if self.op != RdmaOp::Read || self.iodepth <= most {
+            return None;
+        }
+        self.iodepth_asked = self.iodepth;
+        self.iodepth = most;
+        Some(format!(
+            "--iodepth {}: a queue pair keeps at most {rd_atomic} RDMA READs outstanding here \
+             (the smaller of this device's max_qp_init_rd_atom and the responder's \
+             max_qp_rd_atom), so {} queue pair(s) run with --iodepth {most}; writes keep any depth",
+            self.iodepth_asked, self.qps
+        ))
+    }
+}
+
 /// Checks `--mtu` against the port's active MTU (`active_bytes`): a path
 /// MTU above it cannot be used.
 pub fn check_mtu(asked: Option<u32>, active_bytes: u32, port: &str) -> Result<(), UsageError> {
@@ -296,6 +331,8 @@ pub struct Client {
     /// Work requests posted signalled, fences included, and fences, over
     /// all workers.
     signalled: Mutex<(u64, u64)>,
+    /// The smallest `max_rd_atomic` a worker's QP was connected with.
+    rd_atomic: Mutex<Option<u8>>,
     first_error: Mutex<Option<String>>,
 }
 
@@ -344,6 +381,7 @@ impl Client {
             before,
             moved: Mutex::new(Moved::default()),
             signalled: Mutex::new((0, 0)),
+            rd_atomic: Mutex::new(None),
             first_error: Mutex::new(None),
         })
     }
@@ -360,10 +398,15 @@ impl Client {
         let per_qp = self.cfg.iodepth.div_ceil(self.cfg.qps);
         // Room for one fence per QP (see Worker::fence) beside the requests.
         let cq = CompletionQueue::new(&self.ctx, self.cfg.iodepth + self.cfg.qps)?;
+        // READ depth: what this device initiates, lowered below to what
+        // the responder serves (loopback: this device; a peer: its accept).
+        let limits = self.ctx.limits;
         let params = QpParams {
             max_send_wr: per_qp + 1,
             max_inline: if self.cfg.inline { 256 } else { 0 },
-            rd_atomic: 16,
+            rd_atomic: limits.initiator_depth(),
+            // This QP serves nothing (its access is local only).
+            dest_rd_atomic: 1,
         };
         let mut w = Worker {
             client: self.clone(),
@@ -396,18 +439,21 @@ impl Client {
                 let mr = self.loop_mr.as_ref().ok_or_else(|| {
                     RdmaError::Usage(UsageError::new("--target", "loopback buffer missing"))
                 })?;
+                let depth = read_depth(&limits, limits.responder_depth());
                 for _ in 0..qps {
                     let mut a = QueuePair::new(&self.ctx, &w.cq, params)?;
                     if let Some(m) = self.cfg.mtu_bytes {
                         a.limit_mtu(m);
                     }
+                    a.limit_rd_atomic(depth);
                     let b = QueuePair::new(
                         &self.ctx,
                         &resp_cq,
                         QpParams {
                             max_send_wr: 1,
                             max_inline: 0,
-                            rd_atomic: 16,
+                            rd_atomic: 1,
+                            dest_rd_atomic: depth,
                         },
                     )?;
                     let ea = a.endpoint(None, self.cfg.max_msg_bytes);
@@ -441,12 +487,21 @@ impl Client {
                         )
                         .into());
                     }
+                    // The server serves theirs.rd_atomic READs at once:
+                    // issue no more.
+                    qp.limit_rd_atomic(theirs.rd_atomic);
                     qp.connect(&theirs, Access::Local)?;
                     w.remote.push(theirs);
                     w.qps.push(qp);
                     w.streams.push(s);
                 }
             }
+        }
+        if let (Some(least), Ok(mut used)) = (
+            w.qps.iter().map(QueuePair::rd_atomic).min(),
+            self.rd_atomic.lock(),
+        ) {
+            *used = Some(used.map_or(least, |u| u.min(least)));
         }
         w.slot_op = vec![sys::IBV_WR_RDMA_WRITE; self.cfg.iodepth as usize];
         w.slot_qp = vec![0; self.cfg.iodepth as usize];
@@ -471,6 +526,10 @@ impl Client {
                 .mtu_bytes
                 .map_or(self.ctx.mtu_bytes(), |m| m.min(self.ctx.mtu_bytes())),
             signal_every: self.cfg.signal_every,
+            device_limits: self.ctx.limits,
+            max_rd_atomic: self.rd_atomic.lock().ok().and_then(|r| *r),
+            iodepth: self.cfg.iodepth,
+            iodepth_asked: self.cfg.iodepth_asked,
             signalled_work_requests: signalled,
             fences,
             mix_order: match self.cfg.op {
@@ -575,6 +634,18 @@ pub struct ClientFacts {
     pub path_mtu_bytes: u32,
     /// `--signal-every`: one work request in this many asks for a completion.
     pub signal_every: u32,
+    /// What the device says it allows (`ibv_query_device`).
+    pub device_limits: DeviceLimits,
+    /// RDMA READs each QP kept outstanding at most (its `max_rd_atomic`:
+    /// the smaller of this device's `max_qp_init_rd_atom` and the
+    /// responder's `max_qp_rd_atom`); null when no QP was connected.
+    pub max_rd_atomic: Option<u8>,
+    /// Work requests each worker kept in flight at most (`--iodepth`, or
+    /// less for READs: see `iodepth_asked`).
+    pub iodepth: u32,
+    /// `--iodepth` as given; above `iodepth` when READs were capped at
+    /// `max_rd_atomic` per QP.
+    pub iodepth_asked: u32,
     /// Work requests posted signalled, fences included (the completions
     /// the NIC wrote; each command is still counted once in `moved`).
     pub signalled_work_requests: u64,
@@ -1067,6 +1138,7 @@ mod tests {
             op: RdmaOp::Write,
             qps: 2,
             iodepth: 8,
+            iodepth_asked: 8,
             max_msg_bytes: 65536,
             remote_buffer_bytes: DEFAULT_REMOTE_BUFFER,
             inline: false,
@@ -1111,6 +1183,46 @@ mod tests {
                 let reads = w.iter().filter(|r| **r).count();
                 assert_eq!(reads, usize::from(pct), "mixed:{pct}");
             }
+        }
+    }
+
+    #[test]
+    fn reads_are_capped_at_the_read_depth_and_writes_are_not() {
+        let limits = |init, dest| DeviceLimits {
+            max_qp_rd_atom: dest,
+            max_qp_init_rd_atom: init,
+            max_qp_wr: 16384,
+        };
+        // The smaller of this device's initiator depth and the peer's
+        // responder depth, within the u8 a QP attribute holds.
+        assert_eq!(read_depth(&limits(128, 128), 16), 16);
+        assert_eq!(read_depth(&limits(8, 128), 16), 8);
+        assert_eq!(read_depth(&limits(1000, 1000), 255), 255);
+        assert_eq!(read_depth(&limits(0, 0), 0), 1);
+        let mut c = cfg();
+        c.op = RdmaOp::Read;
+        c.iodepth = 64;
+        c.iodepth_asked = 64;
+        let note = c.cap_reads(16).expect("capped");
+        // 2 QPs x 16 READs each.
+        assert_eq!((c.iodepth, c.iodepth_asked), (32, 64));
+        assert!(
+            note.contains("--iodepth 64") && note.contains("--iodepth 32"),
+            "{note}"
+        );
+        assert!(c.validate().is_ok());
+        // Within the depth: nothing changes.
+        let mut c = cfg();
+        c.op = RdmaOp::Read;
+        assert_eq!(c.cap_reads(4), None);
+        assert_eq!(c.iodepth, 8);
+        // Writes and mixes keep their depth.
+        for op in [RdmaOp::Write, RdmaOp::Mixed { read_pct: 50 }] {
+            let mut c = cfg();
+            c.op = op;
+            c.iodepth = 64;
+            assert_eq!(c.cap_reads(2), None, "{op}");
+            assert_eq!(c.iodepth, 64);
         }
     }
 

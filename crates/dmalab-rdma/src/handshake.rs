@@ -9,7 +9,13 @@
 //!
 //! Wire format (big-endian), the 64-byte endpoint message:
 //! `magic[8] version:u16 kind:u8 link_layer:u8 qp_num:u32 psn:u32 lid:u16
-//! mtu:u8 reserved:u8 gid[16] addr:u64 len:u64 rkey:u32 msg_bytes:u32`.
+//! mtu:u8 rd_atomic:u8 gid[16] addr:u64 len:u64 rkey:u32 msg_bytes:u32`.
+//! `rd_atomic` is the READ depth: in a hello, the RDMA READs the client's
+//! QP would keep outstanding (its device's `max_qp_init_rd_atom`); in an
+//! accept, what the server's QP serves (the smaller of that and its
+//! device's `max_qp_rd_atom`), which the client then uses. A server's
+//! info (the answer to a query) ends with its device's READ depth, so a
+//! client knows it before it connects.
 //! A refusal is the header with kind 3 followed by `len:u16` and that many
 //! bytes of UTF-8 reason; a done message is the header with kind 4 followed
 //! by four u64: writes, reads, bytes written, bytes read.
@@ -27,8 +33,9 @@ use std::io::{Read, Write};
 
 /// The first bytes of every message.
 pub const MAGIC: [u8; 8] = *b"DMALABRD";
-/// The protocol version this build speaks.
-pub const VERSION: u16 = 1;
+/// The protocol version this build speaks (2: endpoints and the server's
+/// info carry the READ depth).
+pub const VERSION: u16 = 2;
 /// Bytes of an endpoint message.
 pub const MSG_LEN: usize = 64;
 /// Longest refusal reason accepted.
@@ -66,6 +73,9 @@ pub struct Endpoint {
     pub rkey: u32,
     /// Largest message the client will issue, bytes (0 from the server).
     pub msg_bytes: u32,
+    /// RDMA READs outstanding per QP (1..=255): asked for in a hello,
+    /// granted in an accept.
+    pub rd_atomic: u8,
 }
 
 /// What a client moved on one connection (sent before it closes).
@@ -97,7 +107,7 @@ fn encode(kind: u8, e: &Endpoint) -> [u8; MSG_LEN] {
     b.extend_from_slice(&e.psn.to_be_bytes());
     b.extend_from_slice(&e.lid.to_be_bytes());
     b.push(e.mtu);
-    b.push(0);
+    b.push(e.rd_atomic);
     b.extend_from_slice(&e.gid);
     b.extend_from_slice(&e.addr.to_be_bytes());
     b.extend_from_slice(&e.len.to_be_bytes());
@@ -170,6 +180,7 @@ fn decode_endpoint(peer: &str, b: &[u8]) -> Result<Endpoint, RdmaError> {
         len: be_u64(b, 48),
         rkey: be_u32(b, 56),
         msg_bytes: be_u32(b, 60),
+        rd_atomic: b[23],
     };
     let bad = |m: String| Err(peer_err(peer, m));
     if e.link_layer != 1 && e.link_layer != 2 {
@@ -193,8 +204,8 @@ fn decode_endpoint(peer: &str, b: &[u8]) -> Result<Endpoint, RdmaError> {
             e.mtu
         ));
     }
-    if b[23] != 0 {
-        return bad(format!("sent reserved byte {} (must be 0)", b[23]));
+    if e.rd_atomic == 0 {
+        return bad("sent a READ depth of 0 (must be 1..=255)".into());
     }
     if e.link_layer == 1 && e.lid == 0 && e.gid == [0; 16] {
         return bad("sent neither a LID nor a GID (InfiniBand port not configured?)".into());
@@ -242,6 +253,9 @@ pub struct ServerInfo {
     pub link_layer: u8,
     /// Bytes of the served buffer.
     pub buffer_bytes: u64,
+    /// RDMA READs the server's QPs serve at once, at most (its device's
+    /// `max_qp_rd_atom`, 1..=255).
+    pub max_rd_atomic: u8,
 }
 
 /// What a client opens a connection with.
@@ -290,7 +304,7 @@ fn read_msg(peer: &str, s: &mut impl Read, what: &str) -> Result<Msg, RdmaError>
         }
         KIND_QUERY => Ok(Msg::Query),
         KIND_INFO => {
-            let mut b = [0u8; 9];
+            let mut b = [0u8; 10];
             read_exact(peer, s, &mut b, "server info")?;
             let link_layer = b[0];
             if link_layer != 1 && link_layer != 2 {
@@ -299,9 +313,13 @@ fn read_msg(peer: &str, s: &mut impl Read, what: &str) -> Result<Msg, RdmaError>
                     format!("sent link layer {link_layer} (expected 1 InfiniBand or 2 Ethernet)"),
                 ));
             }
+            if b[9] == 0 {
+                return Err(peer_err(peer, "sent a READ depth of 0 (must be 1..=255)"));
+            }
             Ok(Msg::Info(ServerInfo {
                 link_layer,
                 buffer_bytes: be_u64(&b, 1),
+                max_rd_atomic: b[9],
             }))
         }
         KIND_CHALLENGE | KIND_PROOF => {
@@ -424,6 +442,7 @@ pub fn server_info<W: Write>(peer: &str, s: &mut W, info: &ServerInfo) -> Result
     let mut b = header(KIND_INFO);
     b.push(info.link_layer);
     b.extend_from_slice(&info.buffer_bytes.to_be_bytes());
+    b.push(info.max_rd_atomic);
     write_all(peer, s, &b, "server info")
 }
 
@@ -552,6 +571,7 @@ mod tests {
             len: 1 << 20,
             rkey: 0xabcd,
             msg_bytes: 65536,
+            rd_atomic: 128,
         }
     }
 
@@ -596,10 +616,10 @@ mod tests {
     #[test]
     fn a_peer_of_another_version_is_refused_by_name() {
         let mut b = encode(KIND_ACCEPT, &ep(99));
-        b[8..10].copy_from_slice(&2u16.to_be_bytes());
+        b[8..10].copy_from_slice(&1u16.to_be_bytes());
         let e = run_client(b.to_vec(), &ep(5)).unwrap_err().to_string();
         assert!(
-            e.contains("protocol version 2, this dmalab speaks 1"),
+            e.contains("protocol version 1, this dmalab speaks 2"),
             "{e}"
         );
     }
@@ -633,12 +653,15 @@ mod tests {
                 .to_string();
             assert!(got.contains(want), "{got} lacks {want}");
         }
+        // The READ depth travels in byte 23 (the reserved byte of
+        // version 1), and 0 is refused.
         let mut b = encode(KIND_ACCEPT, &ep(3));
-        b[23] = 1;
+        assert_eq!(b[23], 128);
+        b[23] = 0;
         assert!(decode_endpoint("p", &b)
             .unwrap_err()
             .to_string()
-            .contains("reserved"));
+            .contains("READ depth of 0"));
     }
 
     #[test]
@@ -710,6 +733,7 @@ mod tests {
         let info = ServerInfo {
             link_layer: 2,
             buffer_bytes: 4096,
+            max_rd_atomic: 7,
         };
         let mut answer = Vec::new();
         server_info("p", &mut answer, &info).unwrap();

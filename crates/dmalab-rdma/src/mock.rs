@@ -14,7 +14,14 @@
 //! registration and per QP INIT transition to PATH (`reg_mr LEN access
 //! FLAGS`, `qp_init QPN access FLAGS`), so a test can see what a process
 //! exposed to remote peers, and the path MTU code of each RTR transition
-//! (`qp_rtr QPN path_mtu CODE`).
+//! (`qp_rtr QPN path_mtu CODE`), and the READ depths set at RTR and RTS
+//! (`qp_depth QPN max_dest_rd_atomic N`, `qp_depth QPN max_rd_atomic N`).
+//!
+//! The device reports [`RD_ATOM`] outstanding READs per QP each way
+//! (`max_qp_rd_atom`, `max_qp_init_rd_atom`); `mock:rd_atom=N` and
+//! `mock:init_rd_atom=N` change them, so a test can give the two sides of
+//! a connection different limits. Options are separated by commas; `log=`
+//! comes last (its path may hold a comma).
 
 use crate::sys::{self, ibv_context, ibv_cq, ibv_mr, ibv_qp, ibv_send_wr, ibv_wc, Gid, Verbs};
 use std::collections::VecDeque;
@@ -30,24 +37,68 @@ const NAME: &[u8] = b"mock0\0";
 static DEVICE: u8 = 0;
 static NEXT_QPN: AtomicU32 = AtomicU32::new(0x11);
 static NEXT_KEY: AtomicU32 = AtomicU32::new(0x100);
-static LOG: OnceLock<Option<String>> = OnceLock::new();
+static SPEC: OnceLock<Spec> = OnceLock::new();
 
-/// Parses the mock's spec (`mock` or `mock:log=PATH`); None: not the mock.
-pub fn parse(spec: &str) -> Option<Result<Option<String>, String>> {
+/// The mock device's outstanding READ limits when the spec names none (the
+/// depth dmalab used on every device before it asked).
+pub const RD_ATOM: u32 = 16;
+
+/// What `DMALAB_IBVERBS_LIB=mock[:OPTIONS]` asked for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Spec {
+    /// `log=PATH`: where to record registrations and QP transitions.
+    pub log: Option<String>,
+    /// `rd_atom=N`: the device's `max_qp_rd_atom` (default [`RD_ATOM`]).
+    pub rd_atom: Option<u32>,
+    /// `init_rd_atom=N`: its `max_qp_init_rd_atom` (default [`RD_ATOM`]).
+    pub init_rd_atom: Option<u32>,
+}
+
+/// Parses the mock's spec (`mock`, or `mock:` and comma-separated
+/// `rd_atom=N`, `init_rd_atom=N`, `log=PATH`); None: not the mock.
+pub fn parse(spec: &str) -> Option<Result<Spec, String>> {
     let rest = spec.strip_prefix("mock")?;
     if rest.is_empty() {
-        return Some(Ok(None));
+        return Some(Ok(Spec::default()));
     }
-    Some(match rest.strip_prefix(":log=") {
-        Some(p) if !p.is_empty() => Ok(Some(p.to_string())),
-        _ => Err(format!(
-            "mock option {rest:?} is not :log=PATH (DMALAB_IBVERBS_LIB=mock or mock:log=PATH)"
-        )),
-    })
+    let bad = || {
+        format!(
+            "mock option {rest:?} is not :OPTION[,OPTION] with rd_atom=N, init_rd_atom=N or \
+             log=PATH (DMALAB_IBVERBS_LIB=mock or mock:log=PATH)"
+        )
+    };
+    let Some(mut opts) = rest.strip_prefix(':') else {
+        return Some(Err(bad()));
+    };
+    let mut s = Spec::default();
+    loop {
+        if let Some(p) = opts.strip_prefix("log=") {
+            if p.is_empty() {
+                return Some(Err(bad()));
+            }
+            s.log = Some(p.to_string());
+            break;
+        }
+        let (opt, more) = match opts.split_once(',') {
+            Some((o, m)) => (o, Some(m)),
+            None => (opts, None),
+        };
+        let n = |v: &str| v.parse::<u32>().ok().filter(|n| (1..=255).contains(n));
+        match opt.split_once('=') {
+            Some(("rd_atom", v)) if n(v).is_some() => s.rd_atom = n(v),
+            Some(("init_rd_atom", v)) if n(v).is_some() => s.init_rd_atom = n(v),
+            _ => return Some(Err(bad())),
+        }
+        match more {
+            Some(m) => opts = m,
+            None => break,
+        }
+    }
+    Some(Ok(s))
 }
 
 fn log(line: &str) {
-    if let Some(Some(path)) = LOG.get() {
+    if let Some(path) = SPEC.get().and_then(|s| s.log.as_ref()) {
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -58,9 +109,9 @@ fn log(line: &str) {
     }
 }
 
-/// The mock's entry points; `log`: where to record registrations.
-pub fn verbs(log: Option<String>) -> Verbs {
-    let _ = LOG.set(log);
+/// The mock's entry points, as `spec` asked.
+pub fn verbs(spec: Spec) -> Verbs {
+    let _ = SPEC.set(spec);
     Verbs {
         get_device_list,
         free_device_list,
@@ -68,6 +119,7 @@ pub fn verbs(log: Option<String>) -> Verbs {
         open_device,
         close_device,
         query_port,
+        query_device,
         query_gid,
         alloc_pd,
         dealloc_pd,
@@ -154,6 +206,25 @@ unsafe extern "C" fn query_port(
         ..Default::default()
     };
     // SAFETY: attr points at a caller's ibv_port_attr (checked non-null).
+    unsafe { *attr = a };
+    0
+}
+
+unsafe extern "C" fn query_device(
+    _ctx: *mut ibv_context,
+    attr: *mut sys::ibv_device_attr,
+) -> c_int {
+    if attr.is_null() {
+        return libc::EINVAL;
+    }
+    let spec = SPEC.get();
+    let limit = |v: Option<u32>| c_int::try_from(v.unwrap_or(RD_ATOM)).unwrap_or(c_int::MAX);
+    let mut a = sys::ibv_device_attr::default();
+    a.max_qp = 1 << 16;
+    a.max_qp_wr = 1 << 14;
+    a.max_qp_rd_atom = limit(spec.and_then(|s| s.rd_atom));
+    a.max_qp_init_rd_atom = limit(spec.and_then(|s| s.init_rd_atom));
+    // SAFETY: attr points at a caller's ibv_device_attr (checked non-null).
     unsafe { *attr = a };
     0
 }
@@ -276,6 +347,15 @@ unsafe extern "C" fn modify_qp(qp: *mut ibv_qp, attr: *mut sys::ibv_qp_attr, mas
     if mask & sys::IBV_QP_PATH_MTU != 0 {
         log(&format!("qp_rtr {n} path_mtu {}", a.path_mtu));
     }
+    if mask & sys::IBV_QP_MAX_DEST_RD_ATOMIC != 0 {
+        log(&format!(
+            "qp_depth {n} max_dest_rd_atomic {}",
+            a.max_dest_rd_atomic
+        ));
+    }
+    if mask & sys::IBV_QP_MAX_QP_RD_ATOMIC != 0 {
+        log(&format!("qp_depth {n} max_rd_atomic {}", a.max_rd_atomic));
+    }
     0
 }
 
@@ -365,10 +445,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_spec_is_mock_or_mock_with_a_log() {
+    fn the_spec_is_mock_or_mock_with_options() {
         assert_eq!(parse("libibverbs.so.1"), None);
-        assert_eq!(parse("mock"), Some(Ok(None)));
-        assert_eq!(parse("mock:log=/tmp/x"), Some(Ok(Some("/tmp/x".into()))));
-        assert!(matches!(parse("mock:fast"), Some(Err(_))));
+        assert_eq!(parse("mock"), Some(Ok(Spec::default())));
+        let log = |p: &str| Spec {
+            log: Some(p.into()),
+            ..Spec::default()
+        };
+        assert_eq!(parse("mock:log=/tmp/x"), Some(Ok(log("/tmp/x"))));
+        assert_eq!(parse("mock:log=/tmp/a,b"), Some(Ok(log("/tmp/a,b"))));
+        assert_eq!(
+            parse("mock:rd_atom=4,init_rd_atom=128,log=/l"),
+            Some(Ok(Spec {
+                log: Some("/l".into()),
+                rd_atom: Some(4),
+                init_rd_atom: Some(128),
+            }))
+        );
+        for bad in [
+            "mock:fast",
+            "mockery",
+            "mock:",
+            "mock:log=",
+            "mock:rd_atom=0",
+            "mock:rd_atom=256",
+            "mock:rd_atom=4,",
+        ] {
+            assert!(matches!(parse(bad), Some(Err(_))), "{bad}");
+        }
     }
 }

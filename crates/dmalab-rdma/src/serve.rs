@@ -500,6 +500,7 @@ fn serve_client(
                 let info = ServerInfo {
                     link_layer: ctx.link_layer(),
                     buffer_bytes: mr.len(),
+                    max_rd_atomic: ctx.limits.responder_depth(),
                 };
                 handshake::server_info(&name, &mut g, &info)?;
                 return Ok(Answered::Query);
@@ -510,20 +511,24 @@ fn serve_client(
         // The responder posts nothing: one-sided operations make no
         // completions here; the CQ exists because a QP needs one.
         let cq = CompletionQueue::new(ctx, 1)?;
+        // Serve as many READs at once as the client's QP will issue, up
+        // to what this device allows; the accept tells the client.
+        let depth = hello.rd_atomic.min(ctx.limits.responder_depth());
         let qp = QueuePair::new(
             ctx,
             &cq,
             QpParams {
                 max_send_wr: 1,
                 max_inline: 0,
-                rd_atomic: 16,
+                rd_atomic: depth.min(ctx.limits.initiator_depth()),
+                dest_rd_atomic: depth,
             },
         )?;
         rec.qp_num = qp.qp_num();
         qp.connect(&hello, Access::Remote)?;
         handshake::server_accept(&name, &mut g, &qp.endpoint(Some(mr), 0))?;
         log(&format!(
-            "client {name} connected: QP {} <- QP {}",
+            "client {name} connected: QP {} <- QP {}, {depth} RDMA READs served at once",
             qp.qp_num(),
             hello.qp_num
         ));

@@ -105,6 +105,49 @@ pub struct ibv_port_attr {
     pub port_cap_flags2: u16,
 }
 
+/// `struct ibv_device_attr` (what `ibv_query_device` fills; dmalab reads
+/// the work request and outstanding READ/atomic limits).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ibv_device_attr {
+    _fw_ver: [u8; 64],
+    _guids_and_sizes: [u64; 4],
+    _vendor_and_hw: [u32; 3],
+    pub max_qp: c_int,
+    /// Work requests one queue holds at most.
+    pub max_qp_wr: c_int,
+    _cap_to_pd: [c_int; 7],
+    /// RDMA READs and atomics a QP may have outstanding as the responder
+    /// (the most `max_dest_rd_atomic` may be).
+    pub max_qp_rd_atom: c_int,
+    _ee_rd_atom: c_int,
+    _res_rd_atom: c_int,
+    /// RDMA READs and atomics a QP may have outstanding as the initiator
+    /// (the most `max_rd_atomic` may be).
+    pub max_qp_init_rd_atom: c_int,
+    _rest: [c_int; 16],
+    _pkeys_ack_ports: [u8; 4],
+}
+
+impl Default for ibv_device_attr {
+    fn default() -> Self {
+        Self {
+            _fw_ver: [0; 64],
+            _guids_and_sizes: [0; 4],
+            _vendor_and_hw: [0; 3],
+            max_qp: 0,
+            max_qp_wr: 0,
+            _cap_to_pd: [0; 7],
+            max_qp_rd_atom: 0,
+            _ee_rd_atom: 0,
+            _res_rd_atom: 0,
+            max_qp_init_rd_atom: 0,
+            _rest: [0; 16],
+            _pkeys_ack_ports: [0; 4],
+        }
+    }
+}
+
 /// `struct ibv_qp_cap`.
 #[repr(C)]
 #[derive(Default, Clone, Copy, Debug)]
@@ -289,6 +332,7 @@ pub struct Verbs {
     pub open_device: unsafe extern "C" fn(*mut c_void) -> *mut ibv_context,
     pub close_device: unsafe extern "C" fn(*mut ibv_context) -> c_int,
     pub query_port: unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr) -> c_int,
+    pub query_device: unsafe extern "C" fn(*mut ibv_context, *mut ibv_device_attr) -> c_int,
     pub query_gid: unsafe extern "C" fn(*mut ibv_context, u8, c_int, *mut Gid) -> c_int,
     pub alloc_pd: unsafe extern "C" fn(*mut ibv_context) -> *mut c_void,
     pub dealloc_pd: unsafe extern "C" fn(*mut c_void) -> c_int,
@@ -410,6 +454,7 @@ fn load() -> Result<Verbs, String> {
         open_device: sym!("ibv_open_device"),
         close_device: sym!("ibv_close_device"),
         query_port: sym!("ibv_query_port"),
+        query_device: sym!("ibv_query_device"),
         query_gid: sym!("ibv_query_gid"),
         alloc_pd: sym!("ibv_alloc_pd"),
         dealloc_pd: sym!("ibv_dealloc_pd"),
@@ -483,6 +528,10 @@ mod tests {
         assert_eq!(size_of::<ibv_ah_attr>(), 32);
         assert_eq!(std::mem::align_of::<ibv_qp_attr>(), 8);
         assert_eq!(size_of::<ibv_port_attr>(), 52);
+        assert_eq!(size_of::<ibv_device_attr>(), 232);
+        assert_eq!(offset_of!(ibv_device_attr, max_qp_wr), 112);
+        assert_eq!(offset_of!(ibv_device_attr, max_qp_rd_atom), 144);
+        assert_eq!(offset_of!(ibv_device_attr, max_qp_init_rd_atom), 156);
         assert_eq!(size_of::<ibv_mr>(), 48);
         assert_eq!(offset_of!(ibv_mr, lkey), 36);
         assert_eq!(offset_of!(ibv_qp, qp_num), 52);

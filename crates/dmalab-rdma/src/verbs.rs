@@ -37,6 +37,40 @@ pub struct Context {
     pub gid_index: u8,
     /// The GID at that index.
     pub gid: Gid,
+    /// What `ibv_query_device` says the device allows.
+    pub limits: DeviceLimits,
+}
+
+/// The device's limits dmalab sizes its queue pairs by (`ibv_query_device`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct DeviceLimits {
+    /// `max_qp_rd_atom`: RDMA READs (and atomics) one QP may have
+    /// outstanding as the responder: the most its `max_dest_rd_atomic` may be.
+    pub max_qp_rd_atom: u32,
+    /// `max_qp_init_rd_atom`: RDMA READs one QP may have outstanding as the
+    /// initiator: the most its `max_rd_atomic` may be.
+    pub max_qp_init_rd_atom: u32,
+    /// `max_qp_wr`: work requests one queue holds at most.
+    pub max_qp_wr: u32,
+}
+
+impl DeviceLimits {
+    /// `max_qp_rd_atom` as a QP attribute (a u8; at least 1).
+    pub fn responder_depth(&self) -> u8 {
+        rd_depth(self.max_qp_rd_atom)
+    }
+
+    /// `max_qp_init_rd_atom` as a QP attribute (a u8; at least 1).
+    pub fn initiator_depth(&self) -> u8 {
+        rd_depth(self.max_qp_init_rd_atom)
+    }
+}
+
+/// A device's outstanding READ limit as the u8 a QP attribute holds: at
+/// most 255, and at least 1 (a device that says 0 refuses the READs
+/// itself, with its own error).
+fn rd_depth(limit: u32) -> u8 {
+    u8::try_from(limit.clamp(1, 255)).unwrap_or(u8::MAX)
 }
 
 // SAFETY: libibverbs contexts and protection domains may be used from any
@@ -197,6 +231,27 @@ impl Context {
             port_attr: sys::ibv_port_attr::default(),
             gid_index: 0,
             gid: [0; 16],
+            limits: DeviceLimits {
+                max_qp_rd_atom: 0,
+                max_qp_init_rd_atom: 0,
+                max_qp_wr: 0,
+            },
+        };
+        let mut dev = sys::ibv_device_attr::default();
+        // SAFETY: ctx is open; dev is a zeroed ibv_device_attr of the size
+        // verbs.h gives (pinned by sys's layout test).
+        let rc = unsafe { (v.query_device)(ctx, &mut dev) };
+        if rc != 0 {
+            return Err(RdmaError::verbs_rc(
+                format!("ibv_query_device on {}", c.name),
+                rc,
+            ));
+        }
+        let nonneg = |n: c_int| u32::try_from(n).unwrap_or(0);
+        c.limits = DeviceLimits {
+            max_qp_rd_atom: nonneg(dev.max_qp_rd_atom),
+            max_qp_init_rd_atom: nonneg(dev.max_qp_init_rd_atom),
+            max_qp_wr: nonneg(dev.max_qp_wr),
         };
         // SAFETY: ctx is open; port_attr is a zeroed ibv_port_attr (the
         // exported symbol fills its compat prefix, as verbs.h's fallback does).
@@ -554,8 +609,12 @@ pub struct QpParams {
     pub max_send_wr: u32,
     /// Inline data wanted, bytes (0: none). Creation retries without.
     pub max_inline: u32,
-    /// RDMA READs outstanding (initiator and responder depth).
+    /// RDMA READs this QP may have outstanding as the initiator
+    /// (`max_rd_atomic`; at most the device's `max_qp_init_rd_atom`).
     pub rd_atomic: u8,
+    /// RDMA READs of the peer this QP serves at once as the responder
+    /// (`max_dest_rd_atomic`; at most the device's `max_qp_rd_atom`).
+    pub dest_rd_atomic: u8,
 }
 
 /// An RC queue pair.
@@ -567,6 +626,7 @@ pub struct QueuePair {
     /// Inline data the QP accepts, bytes.
     pub max_inline: u32,
     rd_atomic: u8,
+    dest_rd_atomic: u8,
     /// The largest path MTU this QP agrees to (IB code 1..=5), below the
     /// port's active MTU when `--mtu` asks for less.
     mtu_cap: u32,
@@ -625,6 +685,7 @@ impl QueuePair {
                 psn,
                 max_inline: attr.cap.max_inline_data.min(inline),
                 rd_atomic: p.rd_atomic.max(1),
+                dest_rd_atomic: p.dest_rd_atomic.max(1),
                 mtu_cap: ctx.port_attr.active_mtu,
             });
         }
@@ -637,6 +698,18 @@ impl QueuePair {
         if let Some(code) = mtu_code(mtu_bytes) {
             self.mtu_cap = code.min(self.ctx.port_attr.active_mtu);
         }
+    }
+
+    /// Lowers the RDMA READs this QP issues at once to `n` (what the
+    /// peer's responder agreed to serve); must come before
+    /// [`connect`](Self::connect).
+    pub fn limit_rd_atomic(&mut self, n: u8) {
+        self.rd_atomic = self.rd_atomic.min(n.max(1));
+    }
+
+    /// RDMA READs this QP issues at once (its `max_rd_atomic`).
+    pub fn rd_atomic(&self) -> u8 {
+        self.rd_atomic
     }
 
     /// The path MTU this QP offers, bytes.
@@ -653,7 +726,9 @@ impl QueuePair {
     /// This QP's side of the handshake, over the buffer `mr` (msg_bytes: the
     /// largest message it will issue; 0 on a server). `mr`: None for an
     /// initiator, which offers the peer no buffer (address, length and rkey
-    /// 0).
+    /// 0). Its READ depth is the initiator's `max_rd_atomic` from an
+    /// initiator (what it asks the responder to serve) and the responder's
+    /// `max_dest_rd_atomic` from a responder (what it agreed to).
     pub fn endpoint(&self, mr: Option<&MemoryRegion>, msg_bytes: u32) -> Endpoint {
         let (addr, len, rkey) = mr.map_or((0, 0, 0), |m| (m.addr(), m.len(), m.rkey()));
         Endpoint {
@@ -667,6 +742,11 @@ impl QueuePair {
             len,
             rkey,
             msg_bytes,
+            rd_atomic: if mr.is_some() {
+                self.dest_rd_atomic
+            } else {
+                self.rd_atomic
+            },
         }
     }
 
@@ -713,7 +793,7 @@ impl QueuePair {
             path_mtu: self.mtu_cap.min(u32::from(remote.mtu)),
             dest_qp_num: remote.qp_num,
             rq_psn: remote.psn,
-            max_dest_rd_atomic: self.rd_atomic,
+            max_dest_rd_atomic: self.dest_rd_atomic,
             min_rnr_timer: 12,
             ah_attr: sys::ibv_ah_attr {
                 grh: sys::ibv_global_route {

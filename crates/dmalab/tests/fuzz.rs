@@ -836,7 +836,7 @@ fn fuzz_rdma_handshake() {
     let mut srv = Serve::start(&["--handshake-timeout", "1s", "--max-clients", "16"]);
     let header = |kind: u8| {
         let mut h = MAGIC.to_vec();
-        h.extend_from_slice(&1u16.to_be_bytes());
+        h.extend_from_slice(&dmalab_rdma::handshake::VERSION.to_be_bytes());
         h.push(kind);
         h
     };

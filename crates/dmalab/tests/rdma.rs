@@ -339,6 +339,49 @@ fn rdma_served_peer_gets_and_gives_the_same_bytes() {
     assert_packets(&b.counters("srv_write"), "sent_pkts", 16);
 }
 
+/// Issue 32 item 5: READs outstanding per QP were 16 on every device;
+/// now both sides ask their device (ibv_query_device), and on rxe the
+/// depth is what `ibv_devinfo -v` reports, not 16. `--iodepth 200` is
+/// lowered to it for READs, with a note, and every READ completes.
+#[test]
+fn rdma_read_depth_is_the_devices() {
+    let Some(b) = boot() else { return };
+    let (rc, _, err) = b.case("srv_deep_read");
+    assert_eq!(rc, 0, "{err}");
+    let devinfo = b.read("ibv_devinfo.txt");
+    let field = |key: &str| -> u64 {
+        devinfo
+            .lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix(key)?
+                    .strip_prefix(':')?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("no {key} in ibv_devinfo -v:\n{devinfo}"))
+    };
+    let (rd, init) = (field("max_qp_rd_atom"), field("max_qp_init_rd_atom"));
+    let doc = b.json("srv_deep_read.json");
+    let f = facts(&doc);
+    assert_eq!(f["device_limits"]["max_qp_rd_atom"], rd, "{f}");
+    assert_eq!(f["device_limits"]["max_qp_init_rd_atom"], init, "{f}");
+    let depth = rd.min(init).min(255);
+    assert_eq!(f["max_rd_atomic"], depth, "{f}");
+    assert_eq!(f["iodepth"], depth.min(200), "{f}");
+    assert_eq!(f["iodepth_asked"], 200, "{f}");
+    if depth < 200 {
+        assert!(
+            err.contains(&format!("run with --iodepth {depth}")),
+            "{err}"
+        );
+    }
+    assert_eq!(moved(&doc, "reads"), 300);
+    let srv = b.json("srv_deep/serve.json");
+    assert_eq!(srv["result"]["total"]["reads"], 300);
+}
+
 #[test]
 fn rdma_serve_serves_two_clients_at_once() {
     let Some(b) = boot() else { return };
@@ -416,7 +459,7 @@ fn rdma_engine_refuses_bad_input() {
     let (rc, _, err) = b.case("bad_version");
     assert_ne!(rc, 0);
     assert!(
-        err.contains("protocol version 2, this dmalab speaks 1"),
+        err.contains("protocol version 3, this dmalab speaks 2"),
         "{err}"
     );
 }

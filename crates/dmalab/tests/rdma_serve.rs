@@ -198,6 +198,7 @@ fn load_against_a_recording_server(op: &str) -> (Vec<Endpoint>, String) {
                     let info = ServerInfo {
                         link_layer: 2,
                         buffer_bytes: 1 << 20,
+                        max_rd_atomic: 16,
                     };
                     handshake::server_info("c", &mut s, &info).unwrap();
                 }
@@ -431,6 +432,101 @@ fn signal_every_signals_fewer_requests_and_still_counts_every_command() {
     assert_eq!(
         doc.unwrap()["result"]["rdma"]["signalled_work_requests"],
         100
+    );
+}
+
+/// Issue 32 item 5: READs outstanding per QP were fixed at 16 on every
+/// device. Now each QP keeps the smaller of this device's
+/// max_qp_init_rd_atom and the responder's max_qp_rd_atom outstanding;
+/// `--iodepth` beyond that times the QPs is lowered for READs, with a
+/// note, and the result records both; writes keep any depth.
+#[test]
+fn reads_are_capped_at_the_devices_read_depth_with_a_note_and_writes_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("verbs.log");
+    let spec = format!("mock:init_rd_atom=6,log={}", log.display());
+    let deep = ["--commands", "500", "--qps", "2", "--iodepth", "64"];
+    let (code, err, doc) = mock_loopback(&[&deep[..], &["--rdma-op", "read"]].concat(), &spec);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("dmalab: note: --iodepth 64: a queue pair keeps at most 6 RDMA READs")
+            && err.contains("run with --iodepth 12"),
+        "{err}"
+    );
+    let doc = doc.unwrap();
+    let f = &doc["result"]["rdma"];
+    assert_eq!(f["device_limits"]["max_qp_init_rd_atom"], 6, "{f}");
+    assert_eq!(f["device_limits"]["max_qp_rd_atom"], 16, "{f}");
+    assert_eq!(f["max_rd_atomic"], 6, "{f}");
+    assert_eq!(
+        (&f["iodepth"], &f["iodepth_asked"]),
+        (&12.into(), &64.into()),
+        "{f}"
+    );
+    assert_eq!(f["moved"]["reads"], 500, "{f}");
+    assert_eq!(
+        doc["config"]["iodepth"], 12,
+        "the plan records the depth that ran"
+    );
+    // The initiators were set to 6, their responders serve 6.
+    let l = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(l.matches("max_rd_atomic 6").count(), 2, "{l}");
+    assert_eq!(l.matches("max_dest_rd_atomic 6").count(), 2, "{l}");
+    assert!(!l.contains("max_rd_atomic 16"), "{l}");
+    // Writes: the same device, the depth asked for, no note.
+    let (code, err, doc) = mock_loopback(&[&deep[..], &["--rdma-op", "write"]].concat(), &spec);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("note"), "{err}");
+    let doc = doc.unwrap();
+    let f = &doc["result"]["rdma"];
+    assert_eq!(
+        (&f["iodepth"], &f["iodepth_asked"]),
+        (&64.into(), &64.into()),
+        "{f}"
+    );
+    assert_eq!(doc["config"]["iodepth"], 64);
+}
+
+/// The READ depth is the smaller of both sides': a server whose device
+/// serves 4 READs at once per QP says so in its info and its accept, and
+/// the client issues no more.
+#[test]
+fn the_peers_read_depth_limits_the_clients() {
+    let srv = Serve::start_on("mock:rd_atom=4", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let log = dir.path().join("verbs.log");
+    let o = crate::common::dmalab()
+        .args(["load", "--engine", "rdma", "-q", "--rdma-op", "read"])
+        .args(["--target", &srv.addr, "--pattern", "single", "--bs", "4K"])
+        .args(["--buffer", "1M", "--rdma-remote-buffer", "1M"])
+        .args(["--commands", "100", "--iodepth", "32", "--output"])
+        .arg(&out)
+        .env("DMALAB_IBVERBS_LIB", format!("mock:log={}", log.display()))
+        .timeout(HANG)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("at most 4 RDMA READs") && err.contains("--iodepth 4"),
+        "{err}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let f = &doc["result"]["rdma"];
+    assert_eq!(f["max_rd_atomic"], 4, "{f}");
+    assert_eq!(f["device_limits"]["max_qp_init_rd_atom"], 16, "{f}");
+    let l = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        l.contains("max_rd_atomic 4") && !l.contains("max_rd_atomic 16"),
+        "{l}"
+    );
+    let (_, slog) = srv.stop();
+    assert!(
+        slog.iter()
+            .any(|l| l.contains("4 RDMA READs served at once")),
+        "{slog:?}"
     );
 }
 

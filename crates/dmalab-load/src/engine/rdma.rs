@@ -24,8 +24,8 @@ use dmalab_core::host::DeviceInfo;
 use dmalab_core::UsageError;
 use dmalab_rdma::access::Secret;
 use dmalab_rdma::client::{
-    check_mtu, Client, ClientConfig, Finished, LocalPiece, MixOrder, PeerTarget, RdmaOp, Worker,
-    DEFAULT_REMOTE_BUFFER,
+    check_mtu, read_depth, Client, ClientConfig, Finished, LocalPiece, MixOrder, PeerTarget,
+    RdmaOp, Worker, DEFAULT_REMOTE_BUFFER,
 };
 use dmalab_rdma::verbs::{Context, DeviceConfig};
 use dmalab_rdma::RdmaError;
@@ -303,6 +303,8 @@ pub struct RdmaDriver {
     cfg: Option<ClientConfig>,
     seed: u64,
     workers: usize,
+    /// Printed when the run starts: `--iodepth` lowered for READs.
+    read_cap_note: Option<String>,
     client: Mutex<Option<Arc<Client>>>,
 }
 
@@ -386,6 +388,7 @@ impl Driver for RdmaDriver {
             op: r.op,
             qps: r.qps,
             iodepth: plan.iodepth,
+            iodepth_asked: plan.iodepth,
             max_msg_bytes,
             remote_buffer_bytes: plan.target_size_bytes,
             inline: r.inline,
@@ -399,6 +402,7 @@ impl Driver for RdmaDriver {
             mtu_bytes: r.mtu_bytes,
             mix_order: r.mix_order,
         };
+        let mut cfg = cfg;
         cfg.validate()?;
         // The device, port and GID now, so their errors are one line and
         // exit 2 before anything runs.
@@ -408,9 +412,13 @@ impl Driver for RdmaDriver {
             ctx.mtu_bytes(),
             &format!("{} port {}", ctx.name, ctx.port),
         )?;
+        // The responder's READ depth: this device's for loopback, the
+        // server's (from its info) for a peer.
+        let mut peer_dest = ctx.limits.responder_depth();
         if let PeerTarget::Peer(addr) = &target {
             let info = dmalab_rdma::client::query_server(addr, cfg.secret.as_ref())
                 .map_err(|e| usage("--target", e))?;
+            peer_dest = info.max_rd_atomic;
             if info.link_layer != ctx.link_layer() {
                 return Err(UsageError::new(
                     "--target",
@@ -433,15 +441,22 @@ impl Driver for RdmaDriver {
                 ));
             }
         }
+        self.read_cap_note = cfg.cap_reads(read_depth(&ctx.limits, peer_dest));
         self.cfg = Some(cfg);
         self.seed = plan.stream.seed;
         self.workers = plan.workers;
         Ok(())
     }
 
-    fn prepare(&mut self, _plan: &mut Plan) -> Result<(), TargetError> {
+    fn prepare(&mut self, plan: &mut Plan) -> Result<(), TargetError> {
         // Nothing to create: the registrations and connections are made when
-        // the workers open (the shared buffer exists only then).
+        // the workers open (the shared buffer exists only then). READs
+        // beyond what the QPs keep outstanding are not queued: the plan
+        // (and so the result) carries the depth that ran.
+        if let (Some(note), Some(cfg)) = (&self.read_cap_note, &self.cfg) {
+            eprintln!("dmalab: note: {note}");
+            plan.iodepth = cfg.iodepth;
+        }
         Ok(())
     }
 

@@ -29,10 +29,16 @@ pub struct Serve {
 impl Serve {
     /// Starts it with `extra` flags and waits for its "serving" line.
     pub fn start(extra: &[&str]) -> Serve {
+        Serve::start_on("mock", extra)
+    }
+
+    /// [`Serve::start`] on the fake library as `mock_spec` configures it
+    /// (`mock:rd_atom=4`: a device that serves 4 READs at once per QP).
+    pub fn start_on(mock_spec: &str, extra: &[&str]) -> Serve {
         let mut child = Command::new(assert_cmd::cargo::cargo_bin("dmalab"))
             .args(["rdma", "serve", "--listen", "127.0.0.1:0", "--buffer", "1M"])
             .args(extra)
-            .env("DMALAB_IBVERBS_LIB", "mock")
+            .env("DMALAB_IBVERBS_LIB", mock_spec)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -157,6 +163,7 @@ pub fn endpoint(qp: u32) -> Endpoint {
         len: 0,
         rkey: 0,
         msg_bytes: 4096,
+        rd_atomic: 16,
     }
 }
 
@@ -165,14 +172,14 @@ pub fn endpoint(qp: u32) -> Endpoint {
 pub fn hello_bytes(qp: u32) -> Vec<u8> {
     let e = endpoint(qp);
     let mut b = MAGIC.to_vec();
-    b.extend_from_slice(&1u16.to_be_bytes());
+    b.extend_from_slice(&dmalab_rdma::handshake::VERSION.to_be_bytes());
     b.push(1); // hello
     b.push(e.link_layer);
     b.extend_from_slice(&e.qp_num.to_be_bytes());
     b.extend_from_slice(&e.psn.to_be_bytes());
     b.extend_from_slice(&e.lid.to_be_bytes());
     b.push(e.mtu);
-    b.push(0);
+    b.push(e.rd_atomic);
     b.extend_from_slice(&e.gid);
     b.extend_from_slice(&e.addr.to_be_bytes());
     b.extend_from_slice(&e.len.to_be_bytes());
