@@ -475,7 +475,10 @@ mod tests {
         assert_eq!(c.touch_by_core(s, false), io_flags(1, true));
         assert_eq!(c.io_bits(s), io_flags(1, false));
         let v = c.insert_io(5, false, 0, 4).unwrap();
-        assert_eq!((v.line, v.source, v.device, v.unused_prefetch), (1, 2, true, true));
+        assert_eq!(
+            (v.line, v.source, v.device, v.unused_prefetch),
+            (1, 2, true, true)
+        );
         let s = c.lookup(4).unwrap();
         c.touch_by_core(s, true);
         assert_eq!(c.io_bits(s), 0);

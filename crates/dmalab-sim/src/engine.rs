@@ -1278,7 +1278,10 @@ mod tests {
         }
         assert_eq!(d.count[0], u8::MAX);
         for &g in &groups {
-            assert!(d.has(g << 6 | 5) == Some(code(g)) && d.has(g << 6 | 6).is_none(), "{g}");
+            assert!(
+                d.has(g << 6 | 5) == Some(code(g)) && d.has(g << 6 | 6).is_none(),
+                "{g}"
+            );
         }
         for &g in &groups {
             assert_eq!(d.take(g << 6 | 5), Some(code(g)), "{g}");

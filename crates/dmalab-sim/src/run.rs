@@ -30,7 +30,16 @@ device-written data by stream (lines; miss_x, dram_x: snoop's CPU misses, DRAM t
     let _ = writeln!(
         s,
         "{:<20} {:<10} {:>10} {:>7} {:>9} {:>9} {:>9} {:>10} {:>8} {:>8}",
-        "scheme", "stream", "dma_wr", "wr_hit", "leaked", "cpu_hit", "cpu_miss", "dram", "miss_x", "dram_x"
+        "scheme",
+        "stream",
+        "dma_wr",
+        "wr_hit",
+        "leaked",
+        "cpu_hit",
+        "cpu_miss",
+        "dram",
+        "miss_x",
+        "dram_x"
     );
     let snoop = results.iter().find(|r| r.scheme == "snoop");
     for dev in Device::ALL {

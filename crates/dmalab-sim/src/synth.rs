@@ -106,7 +106,14 @@ impl FileCopy {
         let g = self.cpu_gap_ns;
         for _ in 0..chunks {
             let src: Vec<u64> = (0..npages).map(|_| frame(&mut rng)).collect();
-            dma_over(out, Device::Disk, DmaDir::ToMemory, &src, PAGE, self.dma_line_gap_ns)?;
+            dma_over(
+                out,
+                Device::Disk,
+                DmaDir::ToMemory,
+                &src,
+                PAGE,
+                self.dma_line_gap_ns,
+            )?;
             for (i, &p) in src.iter().enumerate() {
                 for off in (0..PAGE).step_by(LINE as usize) {
                     out(&Record::cpu(g, false, p + off, LINE as u32))?;
@@ -133,12 +140,26 @@ impl FileCopy {
             pending.push_back(dst);
             while pending.len() > self.writeback_lag_chunks as usize {
                 if let Some(d) = pending.pop_front() {
-                    dma_over(out, Device::Disk, DmaDir::FromMemory, &d, PAGE, self.dma_line_gap_ns)?;
+                    dma_over(
+                        out,
+                        Device::Disk,
+                        DmaDir::FromMemory,
+                        &d,
+                        PAGE,
+                        self.dma_line_gap_ns,
+                    )?;
                 }
             }
         }
         while let Some(d) = pending.pop_front() {
-            dma_over(out, Device::Disk, DmaDir::FromMemory, &d, PAGE, self.dma_line_gap_ns)?;
+            dma_over(
+                out,
+                Device::Disk,
+                DmaDir::FromMemory,
+                &d,
+                PAGE,
+                self.dma_line_gap_ns,
+            )?;
         }
         Ok(())
     }
@@ -196,7 +217,14 @@ impl TpchScan {
             };
             let slots = (self.pool_bytes.max(size) - size) / 8192 + 1;
             let start = FRAME_BASE + rng.gen_range(0..slots) * 8192;
-            dma_over(out, Device::Disk, DmaDir::ToMemory, &[start], size, self.dma_line_gap_ns)?;
+            dma_over(
+                out,
+                Device::Disk,
+                DmaDir::ToMemory,
+                &[start],
+                size,
+                self.dma_line_gap_ns,
+            )?;
             for off in (0..size).step_by(LINE as usize) {
                 out(&Record::cpu(g, false, start + off, LINE as u32))?;
                 let h1 = HEAP_BASE + rng.gen_range(0..hash_lines) * LINE;
@@ -544,8 +572,8 @@ impl MsrReplay {
                     let gap = if k == 0 { gap_ns } else { 0 };
                     out(&Record::cpu(gap, true, addr + o, LINE as u32))?;
                 }
-                let mut x =
-                    Record::transfer(Kind::Xfer, 0, dir, addr, size as u32).from_device(Device::Disk);
+                let mut x = Record::transfer(Kind::Xfer, 0, dir, addr, size as u32)
+                    .from_device(Device::Disk);
                 x.dur_ns = resp * 100;
                 out(&x)?;
             } else {

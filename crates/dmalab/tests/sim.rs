@@ -511,7 +511,11 @@ fn web_received_data_is_counted_apart_from_the_disks() {
             .unwrap_or_else(|| panic!("no {d} in {}", s[i]))
             .clone();
         let n = |k: &str| v[k].as_u64().unwrap();
-        (n("writes"), n("cpu_misses"), n("dram_writes") + n("cpu_misses"))
+        (
+            n("writes"),
+            n("cpu_misses"),
+            n("dram_writes") + n("cpu_misses"),
+        )
     };
     let (snoop_nic, shared_nic) = (dev(0, "nic"), dev(1, "nic"));
     let (snoop_disk, shared_disk) = (dev(0, "disk"), dev(1, "disk"));
