@@ -520,8 +520,8 @@ fn web_received_data_is_counted_apart_from_the_disks() {
     let (snoop_nic, shared_nic) = (dev(0, "nic"), dev(1, "nic"));
     let (snoop_disk, shared_disk) = (dev(0, "disk"), dev(1, "disk"));
     // The streams add up to the totals, and both schemes see the same writes.
-    for i in 0..2 {
-        let total = s[i]["io"]["writes"].as_u64().unwrap();
+    for (i, scheme) in s.iter().enumerate() {
+        let total = scheme["io"]["writes"].as_u64().unwrap();
         assert_eq!(dev(i, "nic").0 + dev(i, "disk").0, total);
         assert!(dev(i, "nic").0 > 0 && dev(i, "disk").0 > 0);
     }
