@@ -27,6 +27,9 @@ pub struct Victim {
     pub unused_prefetch: bool,
     /// LLC: it held device data no core had overwritten ([`DEVICE`]).
     pub device: bool,
+    /// LLC: the code of the device whose data it held (meaningful with
+    /// `device` or `unused_prefetch`; [`io_flags`]).
+    pub source: usize,
 }
 
 /// One way of one set: the tag and every piece of metadata the replacement
@@ -34,8 +37,10 @@ pub struct Victim {
 /// touch one host cache line for a 4-way set.
 ///
 /// `meta` packs, from the most significant bit: dirty (bit 63), in the LLC
-/// [`DEVICE`] (bit 62), the LRU stamp (bits 1..62) and bit 0: "prefetched,
-/// not used yet" in the DMA cache, [`UNREAD`] in the LLC. Stamps are
+/// [`DEVICE`] (bit 62), the LRU stamp (bits 3..62), in the LLC the code of
+/// the device that wrote the line (bits 1..3, [`io_flags`]) and bit 0:
+/// "prefetched, not used yet" in the DMA cache, [`UNREAD`] in the LLC.
+/// Stamps are
 /// unique within a cache (a counter), so comparing `meta` with the dirty bit
 /// kept orders clean lines before dirty ones and then by age (clean-first),
 /// and with it masked off orders by age alone (LRU).
@@ -53,6 +58,26 @@ pub const UNREAD: u64 = PREFETCHED;
 /// LLC: the line holds data a device wrote that no core has overwritten.
 /// Not part of the replacement order (masked out of the key).
 pub const DEVICE: u64 = 1 << 62;
+/// LLC: the device code's bits (see [`io_flags`]).
+const SOURCE_SHIFT: u32 = 1;
+const SOURCE: u64 = 3 << SOURCE_SHIFT;
+/// Every bit an LLC line's device data keeps.
+const IO: u64 = DEVICE | UNREAD | SOURCE;
+
+/// LLC: the flags of a line holding data device `source` (its trace code,
+/// 0..4) wrote: [`DEVICE`], with `unread` [`UNREAD`], and the code, so
+/// that what becomes of the line is counted for its device.
+#[inline]
+pub fn io_flags(source: usize, unread: bool) -> u64 {
+    DEVICE | unread as u64 | ((source as u64 & 3) << SOURCE_SHIFT)
+}
+
+/// LLC: the device code in flags `io_flags` made (or [`Cache::io_bits`]
+/// returned).
+#[inline]
+pub fn io_source(flags: u64) -> usize {
+    ((flags & SOURCE) >> SOURCE_SHIFT) as usize
+}
 
 /// A fixed mixing function (splitmix64's finalizer) standing in for the
 /// undocumented slice hash: lines spread over slices as if at random.
@@ -108,8 +133,8 @@ impl Cache {
             mask: sets.wrapping_sub(1),
             pow2: sets.is_power_of_two(),
             key_mask: match policy {
-                Replacement::CleanFirst => !(PREFETCHED | DEVICE),
-                Replacement::Lru => !(PREFETCHED | DIRTY | DEVICE),
+                Replacement::CleanFirst => !(PREFETCHED | DEVICE | SOURCE),
+                Replacement::Lru => !(PREFETCHED | DIRTY | DEVICE | SOURCE),
             },
             slots: vec![
                 Slot {
@@ -179,30 +204,32 @@ impl Cache {
         slot % self.ways
     }
 
-    /// LLC: the [`DEVICE`] and [`UNREAD`] bits of a slot.
+    /// LLC: the [`DEVICE`] and [`UNREAD`] bits and the device code of a
+    /// slot.
     #[inline]
     pub fn io_bits(&self, slot: usize) -> u64 {
-        self.slots[slot].meta & (DEVICE | UNREAD)
+        self.slots[slot].meta & IO
     }
 
-    /// LLC: sets a slot's [`DEVICE`] and [`UNREAD`] bits to `bits`.
+    /// LLC: sets a slot's [`DEVICE`] and [`UNREAD`] bits and device code
+    /// to `bits` ([`io_flags`]).
     #[inline]
     pub fn set_io_bits(&mut self, slot: usize, bits: u64) {
         let m = &mut self.slots[slot].meta;
-        *m = (*m & !(DEVICE | UNREAD)) | (bits & (DEVICE | UNREAD));
+        *m = (*m & !IO) | (bits & IO);
     }
 
     /// LLC: a core's access to a slot: most recently used, dirty with
     /// `write`; the line is no longer [`UNREAD`], and no longer [`DEVICE`]
-    /// data once written. Returns the bits it had.
+    /// data once written. Returns the bits it had (with the device code).
     #[inline]
     pub fn touch_by_core(&mut self, slot: usize, write: bool) -> u64 {
         let st = self.stamp();
         let s = &mut self.slots[slot];
         let old = s.meta;
-        let keep = if write { 0 } else { old & DEVICE };
+        let keep = if write { 0 } else { old & (DEVICE | SOURCE) };
         s.meta = (old & DIRTY) | ((write as u64) << 63) | keep | st;
-        old & (DEVICE | UNREAD)
+        old & IO
     }
 
     /// The slot holding `line`, if any.
@@ -217,9 +244,9 @@ impl Cache {
 
     #[inline]
     fn stamp(&mut self) -> u64 {
-        // Bits 1..62: 2^61 stamps before one reaches the DEVICE bit.
+        // Bits 3..62: 2^59 stamps before one reaches the DEVICE bit.
         self.tick += 1;
-        (self.tick << 1) & !DEVICE
+        (self.tick << 3) & !DEVICE
     }
 
     /// Marks a slot most recently used (and, with `write`, dirty). Returns
@@ -266,7 +293,8 @@ impl Cache {
     }
 
     /// LLC: inserts `line` (not present) with its [`DEVICE`] and [`UNREAD`]
-    /// bits `io`, choosing a victim among the first `way_limit` ways.
+    /// bits and device code `io` ([`io_flags`]; 0: not device data),
+    /// choosing a victim among the first `way_limit` ways.
     #[inline]
     pub fn insert_io(
         &mut self,
@@ -275,7 +303,7 @@ impl Cache {
         io: u64,
         way_limit: usize,
     ) -> Option<Victim> {
-        self.place(line, dirty, io & (DEVICE | UNREAD), way_limit).1
+        self.place(line, dirty, io & IO, way_limit).1
     }
 
     // Always inlined: out of line, its victim comes back through memory
@@ -298,6 +326,7 @@ impl Cache {
             dirty: old.meta & DIRTY != 0,
             unused_prefetch: old.meta & PREFETCHED != 0,
             device: old.meta & DEVICE != 0,
+            source: io_source(old.meta),
         });
         let st = self.stamp();
         self.slots[slot] = Slot {
@@ -333,7 +362,7 @@ impl Cache {
         let s = &mut self.slots[slot];
         s.tag = INVALID;
         let dirty = s.meta & DIRTY != 0;
-        s.meta &= !(DIRTY | PREFETCHED | DEVICE);
+        s.meta &= !(DIRTY | IO);
         (dirty, self.fill(slot))
     }
 
@@ -430,6 +459,32 @@ mod tests {
         // A slice count that does not divide the sets: the largest that does.
         let odd = Cache::new(3 * 4 * 64, 4, 64, Replacement::Lru).with_slices(2);
         assert!((0..30u64).all(|l| odd.set_of(l) < 3));
+    }
+
+    /// An LLC line keeps the code of the device that wrote it until a core
+    /// overwrites it, and gives it back when it leaves; the code does not
+    /// change which line LRU picks.
+    #[test]
+    fn device_code_rides_with_the_line() {
+        let mut c = Cache::without_fills(256, 4, 64, Replacement::Lru);
+        c.insert_io(1, true, io_flags(2, true), 4);
+        c.insert_io(2, true, io_flags(1, true), 4);
+        c.insert_io(3, false, 0, 4);
+        c.insert_io(4, true, io_flags(3, false), 4);
+        let s = c.lookup(2).unwrap();
+        assert_eq!(c.touch_by_core(s, false), io_flags(1, true));
+        assert_eq!(c.io_bits(s), io_flags(1, false));
+        let v = c.insert_io(5, false, 0, 4).unwrap();
+        assert_eq!(
+            (v.line, v.source, v.device, v.unused_prefetch),
+            (1, 2, true, true)
+        );
+        let s = c.lookup(4).unwrap();
+        c.touch_by_core(s, true);
+        assert_eq!(c.io_bits(s), 0);
+        assert_eq!(c.insert_io(6, false, 0, 4).unwrap().line, 3);
+        let v = c.insert_io(7, false, 0, 4).unwrap();
+        assert_eq!((v.line, v.source, v.device), (2, 1, true));
     }
 
     #[test]

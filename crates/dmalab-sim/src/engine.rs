@@ -33,11 +33,11 @@
 //! is full. Total time is when the last reference completes: the stream,
 //! the device and the queued writes.
 
-use crate::cache::{Cache, Victim, DEVICE, PENDING, UNREAD};
+use crate::cache::{io_flags, io_source, Cache, Victim, PENDING, UNREAD};
 use crate::config::SimConfig;
 use crate::dram::{Dram, DramStats, Ticket};
 use crate::scheme::Scheme;
-use crate::trace::{Kind, Record, RecordSource, Source, TraceError};
+use crate::trace::{Device, Kind, Record, RecordSource, Source, TraceError};
 use serde::{Deserialize, Serialize};
 
 /// Where the simulated time went, ns. The parts add up to the total.
@@ -130,6 +130,17 @@ pub struct IoStats {
 }
 
 impl IoStats {
+    /// Adds `o`'s counts to these.
+    pub fn add(&mut self, o: &IoStats) {
+        self.writes += o.writes;
+        self.write_hits += o.write_hits;
+        self.moved_to_ddio += o.moved_to_ddio;
+        self.leaked += o.leaked;
+        self.cpu_hits += o.cpu_hits;
+        self.cpu_misses += o.cpu_misses;
+        self.dram_writes += o.dram_writes;
+    }
+
     /// DRAM traffic for device-written data, lines: written to memory plus
     /// read back by a core.
     pub fn dram_lines(&self) -> u64 {
@@ -144,6 +155,20 @@ impl IoStats {
             1.0 - self.write_hits as f64 / self.writes as f64
         }
     }
+}
+
+/// [`IoStats`] of the data one device wrote (the trace's device tag: the
+/// NIC's is received packets, the disk's is disk reads).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DeviceIo {
+    /// The device (`nic`, `disk`, `other`, `untagged`).
+    pub device: String,
+    /// The stream its writes are (`nic-rx`, `disk-rd`, `other-w`,
+    /// `untagged-w`).
+    pub stream: String,
+    /// What became of its data.
+    #[serde(flatten)]
+    pub io: IoStats,
 }
 
 /// Everything one scheme did on one trace.
@@ -167,6 +192,11 @@ pub struct SchemeResult {
     pub dma: SourceStats,
     /// Device-written data: where it went, what reading it cost.
     pub io: IoStats,
+    /// The same for each device whose writes the trace tags (and
+    /// `untagged` for the rest), in the order of the devices' codes; empty
+    /// when no device wrote memory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_by_device: Vec<DeviceIo>,
     /// Dirty lines the LLC evicted (written back to memory).
     pub llc_dirty_evictions: u64,
     /// Of those, evictions a DMA reference caused (injection).
@@ -195,18 +225,46 @@ enum Cat {
 
 /// Lines of device data no core has read yet and that are not in the LLC
 /// (written to memory or into the DMA cache, or pushed out of the LLC
-/// unread): a bit per line, 64 lines to a map entry. Only the statistics
-/// read it ([`IoStats`]). A table of counters in front of the map (map
-/// entries per hash slot, stuck once they reach 255) answers most lookups
-/// of lines that were never device data without touching the map. The
-/// group a line was last marked in is kept beside the map (`last`, never
-/// also in it): a device writes a transfer's lines in order, so a mark
-/// touches the map once per 64 lines instead of once per line.
+/// unread), each with the code of the device that wrote it: a bit per
+/// line and two bit planes for the code, 64 lines to a map entry. Only the
+/// statistics read it ([`IoStats`]). A table of counters in front of the
+/// map (map entries per hash slot, stuck once they reach 255) answers most
+/// lookups of lines that were never device data without touching the map.
+/// The group a line was last marked in is kept beside the map (`last`,
+/// never also in it): a device writes a transfer's lines in order, so a
+/// mark touches the map once per 64 lines instead of once per line.
 struct DevLines {
-    map: std::collections::HashMap<u64, u64, BuildMul>,
+    map: std::collections::HashMap<u64, Group, BuildMul>,
     count: Vec<u8>,
     /// The group last marked and its bits (`NO_GROUP`: none).
-    last: (u64, u64),
+    last: (u64, Group),
+}
+
+/// 64 lines: which hold unread device data, and each one's device code
+/// (bit `i` of `dev[0]` and `dev[1]`: the low and high bit of line `i`'s).
+#[derive(Clone, Copy, Default)]
+struct Group {
+    bits: u64,
+    dev: [u64; 2],
+}
+
+impl Group {
+    #[inline]
+    fn code(&self, bit: u64) -> usize {
+        usize::from(self.dev[0] & bit != 0) | usize::from(self.dev[1] & bit != 0) << 1
+    }
+
+    #[inline]
+    fn set(&mut self, bit: u64, code: usize) {
+        self.bits |= bit;
+        for (i, plane) in self.dev.iter_mut().enumerate() {
+            if code >> i & 1 != 0 {
+                *plane |= bit;
+            } else {
+                *plane &= !bit;
+            }
+        }
+    }
 }
 
 /// No line group has this key (line numbers are below 2^58).
@@ -217,7 +275,7 @@ impl Default for DevLines {
         DevLines {
             map: Default::default(),
             count: vec![0; 1 << 16],
-            last: (NO_GROUP, 0),
+            last: (NO_GROUP, Group::default()),
         }
     }
 }
@@ -258,23 +316,24 @@ impl DevLines {
         (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 48) as usize
     }
 
+    /// Marks `line` as unread data of device `code`.
     #[inline]
-    fn mark(&mut self, line: u64) {
+    fn mark(&mut self, line: u64, code: usize) {
         let k = line >> 6;
         if k != self.last.0 {
             self.switch_last(k);
         }
-        self.last.1 |= 1 << (line & 63);
+        self.last.1.set(1 << (line & 63), code);
     }
 
     /// Puts the group kept beside the map into it, and takes group `k`
     /// out of it to be kept beside it instead.
     #[cold]
     fn switch_last(&mut self, k: u64) {
-        let (old, bits) = self.last;
-        if bits != 0 {
+        let (old, group) = self.last;
+        if group.bits != 0 {
             // Never in the map while kept beside it: a new entry.
-            self.map.insert(old, bits);
+            self.map.insert(old, group);
             let c = &mut self.count[Self::slot(old)];
             *c = c.saturating_add(1);
         }
@@ -287,29 +346,32 @@ impl DevLines {
         if found.is_some() && self.count[slot] != u8::MAX {
             self.count[slot] -= 1;
         }
-        self.last = (k, found.unwrap_or(0));
+        self.last = (k, found.unwrap_or_default());
     }
 
-    /// Clears the line's bit; returns whether it was set. Always inlined:
-    /// every CPU miss asks, and out of line the call cost more than the
-    /// answer (callgrind, file copy under snooping).
+    /// Clears the line's bit; returns the device code it was marked with,
+    /// if it was. Always inlined: every CPU miss asks, and out of line the
+    /// call cost more than the answer (callgrind, file copy under
+    /// snooping).
     #[inline(always)]
-    fn take(&mut self, line: u64) -> bool {
+    fn take(&mut self, line: u64) -> Option<usize> {
         let k = line >> 6;
         let bit = 1u64 << (line & 63);
         if k == self.last.0 {
-            let was = self.last.1 & bit != 0;
-            self.last.1 &= !bit;
-            return was;
+            let g = &mut self.last.1;
+            let was = g.bits & bit != 0;
+            g.bits &= !bit;
+            return was.then(|| g.code(bit));
         }
         let slot = Self::slot(k);
         if self.count[slot] == 0 {
-            return false;
+            return None;
         }
         match self.map.get_mut(&k) {
-            Some(m) if *m & bit != 0 => {
-                *m &= !bit;
-                if *m == 0 {
+            Some(g) if g.bits & bit != 0 => {
+                g.bits &= !bit;
+                let code = g.code(bit);
+                if g.bits == 0 {
                     self.map.remove(&k);
                     let c = &mut self.count[slot];
                     // A counter that reached 255 may count more entries
@@ -318,23 +380,25 @@ impl DevLines {
                         *c -= 1;
                     }
                 }
-                true
+                Some(code)
             }
-            _ => false,
+            _ => None,
         }
     }
 
+    /// The device code `line` is marked with, if it is.
     #[inline]
-    fn has(&self, line: u64) -> bool {
+    fn has(&self, line: u64) -> Option<usize> {
         let k = line >> 6;
-        if k == self.last.0 {
-            return self.last.1 & (1 << (line & 63)) != 0;
-        }
-        self.count[Self::slot(k)] != 0
-            && self
-                .map
-                .get(&k)
-                .is_some_and(|m| m & (1 << (line & 63)) != 0)
+        let bit = 1u64 << (line & 63);
+        let g = if k == self.last.0 {
+            &self.last.1
+        } else if self.count[Self::slot(k)] == 0 {
+            return None;
+        } else {
+            self.map.get(&k)?
+        };
+        (g.bits & bit != 0).then(|| g.code(bit))
     }
 }
 
@@ -375,7 +439,9 @@ pub struct Machine {
     bd: [u64; 8],
     cpu: SourceStats,
     dma: SourceStats,
-    io: IoStats,
+    /// [`IoStats`] per device code (the trace's tag): a small array, one
+    /// index per event, summed at the end.
+    io: [IoStats; 4],
     dev_lines: DevLines,
     llc_dirty_ev: u64,
     llc_dirty_ev_dma: u64,
@@ -455,7 +521,7 @@ impl Machine {
             bd: [0; 8],
             cpu: SourceStats::default(),
             dma: SourceStats::default(),
-            io: IoStats::default(),
+            io: Default::default(),
             dev_lines: DevLines::default(),
             llc_dirty_ev: 0,
             llc_dirty_ev_dma: 0,
@@ -590,13 +656,13 @@ impl Machine {
         if let Some(v) = v {
             if v.unused_prefetch {
                 // Device data pushed out before any core read it.
-                self.io.leaked += 1;
-                self.dev_lines.mark(v.line);
+                self.io[v.source].leaked += 1;
+                self.dev_lines.mark(v.line, v.source);
             }
             if v.dirty {
                 self.llc_dirty_ev += 1;
                 if v.device {
-                    self.io.dram_writes += 1;
+                    self.io[v.source].dram_writes += 1;
                 }
                 if by_dma {
                     self.llc_dirty_ev_dma += 1;
@@ -618,8 +684,8 @@ impl Machine {
             }
             if v.dirty {
                 self.dcs.dirty_evictions += 1;
-                if self.dev_lines.has(v.line) {
-                    self.io.dram_writes += 1;
+                if let Some(d) = self.dev_lines.has(v.line) {
+                    self.io[d].dram_writes += 1;
                 }
                 if by == Cat::Hit {
                     self.dev_write(v.line);
@@ -644,8 +710,9 @@ impl Machine {
     pub fn cpu_access(&mut self, line: u64, write: bool) {
         self.cpu.refs += 1;
         if let Some(s) = self.llc.lookup(line) {
-            if self.llc.touch_by_core(s, write) & UNREAD != 0 {
-                self.io.cpu_hits += 1;
+            let was = self.llc.touch_by_core(s, write);
+            if was & UNREAD != 0 {
+                self.io[io_source(was)].cpu_hits += 1;
             }
             self.cpu.llc_hits += 1;
             self.hit(self.llc_hit);
@@ -653,7 +720,10 @@ impl Machine {
         }
         // Device data the core reads for the first time, not in the LLC.
         let first_read = self.dev_lines.take(line);
-        let io = if first_read && !write { DEVICE } else { 0 };
+        let io = match first_read {
+            Some(d) if !write => io_flags(d, false),
+            _ => 0,
+        };
         if let Some(dc) = self.dmac.as_mut() {
             if let Some(s) = dc.lookup(line) {
                 if dc.touch(s, false) {
@@ -662,7 +732,9 @@ impl Machine {
                 let (dirty, fill) = dc.remove(s);
                 self.await_fill(fill, Cat::CpuRead);
                 self.cpu.dma_cache_hits += 1;
-                self.io.cpu_hits += u64::from(first_read);
+                if let Some(d) = first_read {
+                    self.io[d].cpu_hits += 1;
+                }
                 self.dcs.to_llc += 1;
                 let v = self.llc.insert_io(line, dirty || write, io, self.llc_ways);
                 self.llc_victim(v, false);
@@ -671,7 +743,9 @@ impl Machine {
             }
         }
         self.cpu.misses += 1;
-        self.io.cpu_misses += u64::from(first_read);
+        if let Some(d) = first_read {
+            self.io[d].cpu_misses += 1;
+        }
         // The LLC lookup that missed, then the way to the controller.
         self.bd[Cat::CpuRead as usize + 1] += self.llc_hit + self.miss_to;
         self.now += self.llc_hit + self.miss_to;
@@ -680,13 +754,15 @@ impl Machine {
         self.mem_read(line, false);
     }
 
-    /// One DMA line write (the device writes memory; whole lines). Posted:
-    /// it happens at the device's time and costs the stream nothing; a
-    /// write to DRAM it causes waits only on the device's clock.
+    /// One DMA line write (the device writes memory; whole lines) by the
+    /// device of trace code `dev`. Posted: it happens at the device's time
+    /// and costs the stream nothing; a write to DRAM it causes waits only
+    /// on the device's clock.
     #[inline]
-    pub fn dma_write(&mut self, line: u64) {
+    pub fn dma_write(&mut self, line: u64, dev: usize) {
+        let dev = dev & 3;
         self.dma.refs += 1;
-        self.io.writes += 1;
+        self.io[dev].writes += 1;
         self.dev = self.dev.max(self.now);
         match self.scheme {
             Scheme::Snoop => {
@@ -695,18 +771,18 @@ impl Machine {
                     self.snoop_inv += 1;
                 }
                 self.dma.misses += 1;
-                self.io.dram_writes += 1;
-                self.dev_lines.mark(line);
+                self.io[dev].dram_writes += 1;
+                self.dev_lines.mark(line, dev);
                 self.dev_write(line);
             }
             Scheme::Shared => {
-                let io = DEVICE | UNREAD;
+                let io = io_flags(dev, true);
                 match self.llc.lookup(line) {
                     Some(s) if !self.io_in_ddio_ways || self.llc.way_of(s) < self.ddio_ways => {
                         self.llc.touch(s, true);
                         self.llc.set_io_bits(s, io);
                         self.dma.llc_hits += 1;
-                        self.io.write_hits += 1;
+                        self.io[dev].write_hits += 1;
                     }
                     Some(s) => {
                         // Found outside the DDIO ways, where a core's fill
@@ -715,7 +791,7 @@ impl Machine {
                         // ways, allocated in them again.
                         self.llc.remove(s);
                         self.dma.allocations += 1;
-                        self.io.moved_to_ddio += 1;
+                        self.io[dev].moved_to_ddio += 1;
                         let v = self.llc.insert_io(line, true, io, self.ddio_ways);
                         self.llc_victim(v, true);
                     }
@@ -740,7 +816,7 @@ impl Machine {
                             self.dcs.prefetch_hits += 1;
                         }
                         self.dma.dma_cache_hits += 1;
-                        self.io.write_hits += 1;
+                        self.io[dev].write_hits += 1;
                     }
                     None => {
                         if let Some(s) = self.llc.lookup(line) {
@@ -749,16 +825,16 @@ impl Machine {
                             self.llc.remove(s);
                             self.dcs.from_llc += 1;
                             self.dma.llc_hits += 1;
-                            self.io.write_hits += 1;
+                            self.io[dev].write_hits += 1;
                         } else {
                             self.dma.allocations += 1;
                         }
                         self.dmac_insert(line, !wt, 0, false, Cat::Hit);
                     }
                 }
-                self.dev_lines.mark(line);
+                self.dev_lines.mark(line, dev);
                 if wt {
-                    self.io.dram_writes += 1;
+                    self.io[dev].dram_writes += 1;
                     self.dev_write(line);
                 }
             }
@@ -862,7 +938,7 @@ impl Machine {
                 for line in first..=last {
                     match (r.source, r.write) {
                         (Source::Cpu, w) => self.cpu_access(line, w),
-                        (Source::Dma, true) => self.dma_write(line),
+                        (Source::Dma, true) => self.dma_write(line, r.device as usize),
                         (Source::Dma, false) => self.dma_read(line),
                     }
                 }
@@ -882,7 +958,7 @@ impl Machine {
                         if line != first {
                             self.dev = self.dev.max(self.now) + self.line_gap;
                         }
-                        self.dma_write(line)
+                        self.dma_write(line, r.device as usize)
                     } else {
                         if line != first {
                             self.now += self.line_gap;
@@ -930,7 +1006,20 @@ impl Machine {
             },
             cpu: self.cpu,
             dma: self.dma,
-            io: self.io,
+            io: self.io.iter().fold(IoStats::default(), |mut t, d| {
+                t.add(d);
+                t
+            }),
+            io_by_device: Device::ALL
+                .into_iter()
+                .zip(self.io)
+                .filter(|(_, io)| *io != IoStats::default())
+                .map(|(d, io)| DeviceIo {
+                    device: d.name().into(),
+                    stream: d.stream(true).into(),
+                    io,
+                })
+                .collect(),
             llc_dirty_evictions: self.llc_dirty_ev,
             llc_dirty_evictions_by_dma: self.llc_dirty_ev_dma,
             snoop_invalidations: self.snoop_inv,
@@ -1183,28 +1272,40 @@ mod tests {
         groups.extend((1..5000u64).map(|i| i * 7919));
         groups.sort_unstable();
         groups.dedup();
+        let code = |g: u64| (g % 4) as usize;
         for &g in &groups {
-            d.mark(g << 6 | 5);
+            d.mark(g << 6 | 5, code(g));
         }
         assert_eq!(d.count[0], u8::MAX);
         for &g in &groups {
-            assert!(d.has(g << 6 | 5) && !d.has(g << 6 | 6), "{g}");
+            assert!(
+                d.has(g << 6 | 5) == Some(code(g)) && d.has(g << 6 | 6).is_none(),
+                "{g}"
+            );
         }
         for &g in &groups {
-            assert!(d.take(g << 6 | 5), "{g}");
-            assert!(!d.take(g << 6 | 5), "{g}");
+            assert_eq!(d.take(g << 6 | 5), Some(code(g)), "{g}");
+            assert_eq!(d.take(g << 6 | 5), None, "{g}");
         }
         assert!(d.map.is_empty());
-        // A group marked again after others keeps the bits it had in the
-        // map, and the group kept beside the map is found and taken.
+        // A group marked again after others keeps the bits and codes it
+        // had in the map, and the group kept beside the map is found and
+        // taken; marking a line again replaces its code.
         let mut d = DevLines::default();
-        d.mark(7 << 6 | 1);
-        d.mark(9 << 6 | 2);
-        d.mark(7 << 6 | 3);
-        assert!(d.has(7 << 6 | 1) && d.has(7 << 6 | 3) && d.has(9 << 6 | 2));
-        assert!(d.take(7 << 6 | 1) && d.take(9 << 6 | 2) && d.take(7 << 6 | 3));
-        assert!(!d.has(7 << 6 | 1) && !d.has(9 << 6 | 2) && !d.has(7 << 6 | 3));
-        d.mark(9 << 6 | 4);
+        d.mark(7 << 6 | 1, 1);
+        d.mark(9 << 6 | 2, 2);
+        d.mark(7 << 6 | 3, 3);
+        d.mark(7 << 6 | 1, 2);
+        assert_eq!(
+            [d.has(7 << 6 | 1), d.has(7 << 6 | 3), d.has(9 << 6 | 2)],
+            [Some(2), Some(3), Some(2)]
+        );
+        assert_eq!(
+            [d.take(7 << 6 | 1), d.take(9 << 6 | 2), d.take(7 << 6 | 3)],
+            [Some(2), Some(2), Some(3)]
+        );
+        assert!(d.has(7 << 6 | 1).is_none() && d.has(9 << 6 | 2).is_none());
+        d.mark(9 << 6 | 4, 0);
         assert!(d.map.is_empty() && d.count.iter().all(|&c| c == 0));
     }
 

@@ -4,7 +4,7 @@
 //! size needs no memory. Addresses are "physical": page-cache pages are
 //! random 4 KiB frames, as a kernel hands them out.
 
-use crate::trace::{DmaDir, Kind, Record, TraceError};
+use crate::trace::{Device, DmaDir, Kind, Record, TraceError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -38,10 +38,11 @@ fn frame(rng: &mut ChaCha8Rng) -> u64 {
     FRAME_BASE + rng.gen_range(0..FRAME_SPAN / PAGE) * PAGE
 }
 
-/// Emits a DMA transfer with its line references over `pages` (each `per`
-/// bytes from its start), between begin and end markers.
+/// Emits a DMA transfer of `dev` with its line references over `pages`
+/// (each `per` bytes from its start), between begin and end markers.
 fn dma_over(
     out: Sink<'_>,
+    dev: Device,
     dir: DmaDir,
     pages: &[u64],
     per: u64,
@@ -49,15 +50,15 @@ fn dma_over(
 ) -> Result<(), TraceError> {
     let total = (pages.len() as u64 * per) as u32;
     let first = pages.first().copied().unwrap_or(0);
-    out(&Record::transfer(Kind::Begin, 0, dir, first, total))?;
+    out(&Record::transfer(Kind::Begin, 0, dir, first, total).from_device(dev))?;
     let mut gap = 0;
     for &p in pages {
         for off in (0..per).step_by(LINE as usize) {
-            out(&Record::dma(gap, dir.is_write(), p + off, LINE as u32))?;
+            out(&Record::dma(gap, dir.is_write(), p + off, LINE as u32).from_device(dev))?;
             gap = line_gap_ns;
         }
     }
-    out(&Record::transfer(Kind::End, 0, dir, first, total))
+    out(&Record::transfer(Kind::End, 0, dir, first, total).from_device(dev))
 }
 
 /// File copy: the disk writes 128 KiB into scattered page-cache pages, the
@@ -105,7 +106,14 @@ impl FileCopy {
         let g = self.cpu_gap_ns;
         for _ in 0..chunks {
             let src: Vec<u64> = (0..npages).map(|_| frame(&mut rng)).collect();
-            dma_over(out, DmaDir::ToMemory, &src, PAGE, self.dma_line_gap_ns)?;
+            dma_over(
+                out,
+                Device::Disk,
+                DmaDir::ToMemory,
+                &src,
+                PAGE,
+                self.dma_line_gap_ns,
+            )?;
             for (i, &p) in src.iter().enumerate() {
                 for off in (0..PAGE).step_by(LINE as usize) {
                     out(&Record::cpu(g, false, p + off, LINE as u32))?;
@@ -132,12 +140,26 @@ impl FileCopy {
             pending.push_back(dst);
             while pending.len() > self.writeback_lag_chunks as usize {
                 if let Some(d) = pending.pop_front() {
-                    dma_over(out, DmaDir::FromMemory, &d, PAGE, self.dma_line_gap_ns)?;
+                    dma_over(
+                        out,
+                        Device::Disk,
+                        DmaDir::FromMemory,
+                        &d,
+                        PAGE,
+                        self.dma_line_gap_ns,
+                    )?;
                 }
             }
         }
         while let Some(d) = pending.pop_front() {
-            dma_over(out, DmaDir::FromMemory, &d, PAGE, self.dma_line_gap_ns)?;
+            dma_over(
+                out,
+                Device::Disk,
+                DmaDir::FromMemory,
+                &d,
+                PAGE,
+                self.dma_line_gap_ns,
+            )?;
         }
         Ok(())
     }
@@ -195,7 +217,14 @@ impl TpchScan {
             };
             let slots = (self.pool_bytes.max(size) - size) / 8192 + 1;
             let start = FRAME_BASE + rng.gen_range(0..slots) * 8192;
-            dma_over(out, DmaDir::ToMemory, &[start], size, self.dma_line_gap_ns)?;
+            dma_over(
+                out,
+                Device::Disk,
+                DmaDir::ToMemory,
+                &[start],
+                size,
+                self.dma_line_gap_ns,
+            )?;
             for off in (0..size).step_by(LINE as usize) {
                 out(&Record::cpu(g, false, start + off, LINE as u32))?;
                 let h1 = HEAP_BASE + rng.gen_range(0..hash_lines) * LINE;
@@ -278,7 +307,14 @@ impl WebServer {
         let mut rx_dma = |out: Sink<'_>, len: u64| {
             let b = rx_base + (rx % ring) * buf;
             rx += 1;
-            dma_over(out, DmaDir::ToMemory, &[b], len.div_ceil(LINE) * LINE, 0)?;
+            dma_over(
+                out,
+                Device::Nic,
+                DmaDir::ToMemory,
+                &[b],
+                len.div_ceil(LINE) * LINE,
+                0,
+            )?;
             Ok::<u64, TraceError>(b)
         };
         // The CPU reads a received packet.
@@ -320,10 +356,9 @@ impl WebServer {
             let first = rng.gen_range(0..file_pages.saturating_sub(pages).max(1));
             let file = FRAME_BASE + first * PAGE;
             if rng.gen_range(0..100) < self.disk_read_pct {
-                let mut x =
+                let x =
                     Record::transfer(Kind::Xfer, 0, DmaDir::ToMemory, file, (pages * PAGE) as u32);
-                x.dur_ns = 0;
-                out(&x)?;
+                out(&x.from_device(Device::Disk))?;
             }
             let mut sent = 0u64;
             let mut segs = 0u64;
@@ -338,7 +373,7 @@ impl WebServer {
                     out(&Record::cpu(g, true, b + LINE + off, LINE as u32))?;
                 }
                 let wire = (seg + LINE).div_ceil(LINE) * LINE;
-                dma_over(out, DmaDir::FromMemory, &[b], wire, 0)?;
+                dma_over(out, Device::Nic, DmaDir::FromMemory, &[b], wire, 0)?;
                 sent += seg;
                 segs += 1;
                 if segs & 1 == 0 {
@@ -427,7 +462,7 @@ impl RxRing {
         for i in 0..self.packets + k {
             if i < self.packets {
                 let b = RING_BASE + (i % ring) * buf;
-                dma_over(out, DmaDir::ToMemory, &[b], len, 0)?;
+                dma_over(out, Device::Nic, DmaDir::ToMemory, &[b], len, 0)?;
             }
             if i < k {
                 continue;
@@ -537,11 +572,13 @@ impl MsrReplay {
                     let gap = if k == 0 { gap_ns } else { 0 };
                     out(&Record::cpu(gap, true, addr + o, LINE as u32))?;
                 }
-                let mut x = Record::transfer(Kind::Xfer, 0, dir, addr, size as u32);
+                let mut x = Record::transfer(Kind::Xfer, 0, dir, addr, size as u32)
+                    .from_device(Device::Disk);
                 x.dur_ns = resp * 100;
                 out(&x)?;
             } else {
-                let mut x = Record::transfer(Kind::Xfer, gap_ns, dir, addr, size as u32);
+                let mut x = Record::transfer(Kind::Xfer, gap_ns, dir, addr, size as u32)
+                    .from_device(Device::Disk);
                 x.dur_ns = resp * 100;
                 out(&x)?;
                 if self.cpu_touch {
@@ -864,6 +901,56 @@ mod tests {
         assert_eq!(opt(&ring_unused, false), Ok(()));
         assert_eq!(opt(&spec(Workload::Msr), false), Err("--input".into()));
         assert_eq!(opt(&spec(Workload::Msr), true), Ok(()));
+    }
+
+    /// Every DMA record the web server writes names its device: packets
+    /// received and sent by the NIC (rings apart), page-cache reads by the
+    /// disk; the CPU's records name none.
+    #[test]
+    fn web_dma_records_name_their_device() {
+        let w = WebServer {
+            requests: 300,
+            ring_entries: 16,
+            ..Default::default()
+        };
+        let v = collect(|o| w.generate(o));
+        let n = |dev: Device, write: bool, kind: Kind| {
+            v.iter()
+                .filter(|r| r.source == Source::Dma && r.device == dev)
+                .filter(|r| r.write == write && r.kind == kind)
+                .count()
+        };
+        assert!(n(Device::Nic, true, Kind::Ref) > 0);
+        assert!(n(Device::Nic, false, Kind::Ref) > 0);
+        assert!(n(Device::Disk, true, Kind::Xfer) > 0);
+        assert_eq!(n(Device::Disk, true, Kind::Ref), 0);
+        assert_eq!(n(Device::Nic, true, Kind::Xfer), 0);
+        assert!(v
+            .iter()
+            .all(|r| (r.source == Source::Dma) == (r.device != Device::Untagged)));
+        // File copy and the receive ring: the disk's and the NIC's.
+        let fc = collect(|o| {
+            FileCopy {
+                total_bytes: 256 << 10,
+                ..Default::default()
+            }
+            .generate(o)
+        });
+        assert!(fc
+            .iter()
+            .filter(|r| r.source == Source::Dma)
+            .all(|r| r.device == Device::Disk));
+        let rx = collect(|o| {
+            RxRing {
+                packets: 4,
+                ..Default::default()
+            }
+            .generate(o)
+        });
+        assert!(rx
+            .iter()
+            .filter(|r| r.source == Source::Dma)
+            .all(|r| r.device == Device::Nic));
     }
 
     /// `--inflight 0` gives the web trace it gave before the option; with

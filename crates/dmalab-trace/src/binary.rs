@@ -1,6 +1,6 @@
 //! The binary trace form: a 16-byte header, then 16-byte records.
 
-use crate::{Kind, Record, RecordSource, Source, TraceError};
+use crate::{Device, Kind, Record, RecordSource, Source, TraceError};
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -16,9 +16,21 @@ pub const RECORD_LEN: usize = 16;
 const KIND_GAP: u32 = 4;
 const FLAG_WRITE: u32 = 1 << 4;
 const FLAG_DMA: u32 = 1 << 5;
+/// Bits 6..8: the device of a DMA record (0 in files that predate it).
+const DEVICE_SHIFT: u32 = 6;
 const GAP_SHIFT: u32 = 8;
 /// Largest gap the 24-bit field holds.
 const GAP_MAX: u64 = (1 << 24) - 1;
+
+/// The device bits of a DMA record's `ctl` (a CPU record has none).
+#[inline]
+fn device_of(ctl: u32) -> Device {
+    if ctl & FLAG_DMA != 0 {
+        Device::from_bits(ctl >> DEVICE_SHIFT)
+    } else {
+        Device::Untagged
+    }
+}
 
 /// Writes records in the binary form to any `Write`.
 pub struct BinaryEncoder<W: Write> {
@@ -48,7 +60,7 @@ impl<W: Write> BinaryEncoder<W> {
             ctl |= FLAG_WRITE;
         }
         if r.source == Source::Dma {
-            ctl |= FLAG_DMA;
+            ctl |= FLAG_DMA | (r.device as u32) << DEVICE_SHIFT;
         }
         self.slot(r.addr, r.len, ctl)?;
         if r.kind == Kind::Xfer {
@@ -201,6 +213,7 @@ impl<R: Read> RecordSource for BinaryDecoder<R> {
                     Source::Cpu
                 };
                 rec.dur_ns = 0;
+                rec.device = device_of(ctl);
                 self.pos += RECORD_LEN;
                 return Ok(true);
             }
@@ -235,6 +248,7 @@ impl<R: Read> RecordSource for BinaryDecoder<R> {
             rec.addr = a;
             rec.len = len;
             rec.dur_ns = 0;
+            rec.device = device_of(ctl);
             if kind == Kind::Xfer {
                 match self.slot()? {
                     Some((d, _, _)) => rec.dur_ns = d,

@@ -38,7 +38,7 @@
 //! |-------|-------|
 //! | 0..8  | `addr` u64: physical (or any) byte address |
 //! | 8..12 | `len` u32: bytes (a reference's size, a transfer's length) |
-//! | 12..16| `ctl` u32: bits 0..4 kind, bit 4 write, bit 5 DMA source, bits 8..32 gap ns |
+//! | 12..16| `ctl` u32: bits 0..4 kind, bit 4 write, bit 5 DMA source, bits 6..8 device, bits 8..32 gap ns |
 //!
 //! Kinds: 0 `ref` (one memory reference), 1 `begin` and 2 `end` (markers
 //! around the references of one DMA transfer, as HMTT's DMA_BEGIN_TAG and
@@ -47,6 +47,11 @@
 //! `u64` duration ns (complete - submit), `u64` reserved), 4 `gap` (`addr`
 //! holds a gap too long for 24 bits; it is added to the next record's gap).
 //! The gap is the time from the previous record to this one, nanoseconds.
+//! The device ([`Device`]: 0 untagged, 1 NIC, 2 disk, 3 other) says which
+//! device a DMA record is from; with the direction it names the stream
+//! (NIC receive, NIC transmit, disk read, disk write). Files written before
+//! the field existed hold 0 there (untagged), and readers that predate it
+//! ignore the two bits, so the version stays 1.
 //!
 //! # Text form
 //!
@@ -54,7 +59,8 @@
 //! `GAP_NS OP ADDR LEN [DUR_NS]`, where OP is `cpu-r`, `cpu-w`, `dma-r`,
 //! `dma-w` (references), `begin-r`, `begin-w`, `end-r`, `end-w` (transfer
 //! markers) or `xfer-r`, `xfer-w` (whole transfers; DUR_NS optional). ADDR is
-//! decimal or `0x` hex. For DMA, `w` means the device writes memory (disk
+//! decimal or `0x` hex. A DMA record may end with its device: `@nic`,
+//! `@disk` or `@other` (none: untagged). For DMA, `w` means the device writes memory (disk
 //! read, network receive), `r` the device reads memory.
 
 mod binary;
@@ -144,6 +150,65 @@ pub enum Source {
     Dma,
 }
 
+/// Which device issued a DMA record (the binary form's bits 6..8). With the
+/// direction it names the stream: a NIC writing memory is receive, reading
+/// it transmit; a disk writing memory is a disk read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Device {
+    /// Not said (CPU records, and traces written before the field).
+    #[default]
+    Untagged = 0,
+    /// A network interface.
+    Nic = 1,
+    /// A storage device.
+    Disk = 2,
+    /// Any other device (an accelerator, a copy engine).
+    Other = 3,
+}
+
+impl Device {
+    /// Every device, in the order of their codes.
+    pub const ALL: [Device; 4] = [Device::Untagged, Device::Nic, Device::Disk, Device::Other];
+
+    /// The device with code `bits & 3`.
+    #[inline]
+    pub fn from_bits(bits: u32) -> Self {
+        Self::ALL[(bits & 3) as usize]
+    }
+
+    /// Its name in the text form (after `@`) and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Device::Untagged => "untagged",
+            Device::Nic => "nic",
+            Device::Disk => "disk",
+            Device::Other => "other",
+        }
+    }
+
+    /// The device named `s` (`nic`, `disk`, `other`).
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.name() == s)
+    }
+
+    /// The stream a DMA in direction `write` (the device writes memory) of
+    /// this device is: `nic-rx`, `nic-tx`, `disk-rd`, `disk-wr`, and
+    /// `other-w`/`other-r`, `untagged-w`/`untagged-r`.
+    pub fn stream(self, write: bool) -> &'static str {
+        match (self, write) {
+            (Device::Nic, true) => "nic-rx",
+            (Device::Nic, false) => "nic-tx",
+            (Device::Disk, true) => "disk-rd",
+            (Device::Disk, false) => "disk-wr",
+            (Device::Other, true) => "other-w",
+            (Device::Other, false) => "other-r",
+            (Device::Untagged, true) => "untagged-w",
+            (Device::Untagged, false) => "untagged-r",
+        }
+    }
+}
+
 /// Direction of a DMA transfer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DmaDir {
@@ -178,6 +243,9 @@ pub struct Record {
     pub len: u32,
     /// For `Xfer`: completion minus submission time, ns (0 if unknown).
     pub dur_ns: u64,
+    /// For DMA records: the device that issued it ([`Device::Untagged`]
+    /// for CPU records and when the trace does not say).
+    pub device: Device,
 }
 
 impl Default for Record {
@@ -190,6 +258,7 @@ impl Default for Record {
             addr: 0,
             len: 0,
             dur_ns: 0,
+            device: Device::Untagged,
         }
     }
 }
@@ -205,6 +274,7 @@ impl Record {
             addr,
             len,
             dur_ns: 0,
+            device: Device::Untagged,
         }
     }
 
@@ -226,7 +296,13 @@ impl Record {
             addr,
             len,
             dur_ns: 0,
+            device: Device::Untagged,
         }
+    }
+
+    /// The same record from `device` (DMA records).
+    pub fn from_device(self, device: Device) -> Self {
+        Record { device, ..self }
     }
 }
 
@@ -394,6 +470,12 @@ mod tests {
             Record::dma(1, true, 0x200040, 64),
             Record::transfer(Kind::End, 0, DmaDir::ToMemory, 0x200000, 128),
             x,
+            // Each device tag.
+            Record::transfer(Kind::Begin, 0, DmaDir::ToMemory, 0x300000, 64)
+                .from_device(Device::Nic),
+            Record::dma(0, true, 0x300000, 64).from_device(Device::Nic),
+            Record::dma(0, false, 0x300040, 64).from_device(Device::Disk),
+            x.from_device(Device::Other),
             // A gap too long for the 24-bit field.
             Record::cpu(5_000_000_000, false, u64::MAX - 63, 64),
         ]
@@ -410,9 +492,9 @@ mod tests {
             w.write_record(&r).unwrap();
         }
         let s = w.finish().unwrap();
-        assert_eq!(s.records, 8);
-        assert_eq!(convert(&bin, &txt, Format::Text).unwrap().records, 8);
-        assert_eq!(convert(&txt, &bin2, Format::Binary).unwrap().records, 8);
+        assert_eq!(s.records, 12);
+        assert_eq!(convert(&bin, &txt, Format::Text).unwrap().records, 12);
+        assert_eq!(convert(&txt, &bin2, Format::Binary).unwrap().records, 12);
         for p in [&bin, &txt, &bin2] {
             let mut rd = TraceReader::open(p).unwrap();
             let mut got = Vec::new();
@@ -473,6 +555,28 @@ mod tests {
         want.extend(slot(0x9000, 8192, 0x533)); // xfer, write, DMA, gap 5
         want.extend(slot(777, 0, 0)); // its duration
         assert_eq!(std::fs::read(&p).unwrap(), want);
+    }
+
+    /// The device tag lives in bits 6..8 of a DMA record's `ctl`; a reader
+    /// finds it there, and finds none in a CPU record whatever those bits
+    /// hold (files that predate the tag hold 0: untagged).
+    #[test]
+    fn device_tag_is_bits_6_and_7_of_a_dma_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("d.trace");
+        let w = TraceWriter::create(&p).unwrap();
+        w.write_record(&Record::dma(2, true, 0x40, 64).from_device(Device::Disk))
+            .unwrap();
+        w.finish().unwrap();
+        let mut bytes = std::fs::read(&p).unwrap();
+        let ctl = u32::from_le_bytes(bytes[28..32].try_into().unwrap());
+        assert_eq!(ctl, 0x200 | 2 << 6 | 1 << 5 | 1 << 4);
+        // The same bits on a CPU record (no writer sets them) are ignored.
+        bytes[28..32].copy_from_slice(&(0x200u32 | 3 << 6 | 1 << 4).to_le_bytes());
+        std::fs::write(&p, &bytes).unwrap();
+        let mut r = Record::default();
+        assert!(TraceReader::open(&p).unwrap().next_record(&mut r).unwrap());
+        assert_eq!(r, Record::cpu(2, true, 0x40, 64));
     }
 
     /// The committed fuzz seed (written by an earlier dmalab) still reads,

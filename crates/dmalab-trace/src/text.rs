@@ -1,6 +1,6 @@
-//! The text trace form: `GAP_NS OP ADDR LEN [DUR_NS]`, one record a line.
+//! The text trace form: `GAP_NS OP ADDR LEN [DUR_NS] [@DEVICE]`, one record a line.
 
-use crate::{Kind, Record, RecordSource, Source, TraceError};
+use crate::{Device, Kind, Record, RecordSource, Source, TraceError};
 use std::io::{BufRead, Read, Write};
 use std::path::Path;
 
@@ -66,13 +66,27 @@ pub fn parse_text_line(line: &str) -> Result<Option<Record>, String> {
         .and_then(|v| u32::try_from(v).ok())
         .ok_or_else(|| format!("length '{l}' is not a number below 2^32"))?;
     let mut dur_ns = 0;
-    if let Some(d) = it.next() {
+    let mut device = Device::Untagged;
+    let mut next = it.next();
+    if let Some(d) = next.filter(|d| !d.starts_with('@')) {
         if kind != Kind::Xfer {
             return Err(format!("unexpected '{d}': only xfer records take DUR_NS"));
         }
         dur_ns = parse_u64(d).ok_or_else(|| format!("duration '{d}' is not a number of ns"))?;
+        next = it.next();
     }
-    if let Some(x) = it.next() {
+    if let Some(d) = next.and_then(|d| d.strip_prefix('@')) {
+        if source != Source::Dma {
+            return Err(format!(
+                "unexpected '@{d}': only DMA records (dma-, begin-, end-, xfer-) name a device"
+            ));
+        }
+        device = Device::from_name(d)
+            .filter(|&d| d != Device::Untagged)
+            .ok_or_else(|| format!("unknown device '@{d}'; use @nic, @disk or @other"))?;
+        next = it.next();
+    }
+    if let Some(x) = next {
         return Err(format!("unexpected '{x}' after the record"));
     }
     Ok(Some(Record {
@@ -83,6 +97,7 @@ pub fn parse_text_line(line: &str) -> Result<Option<Record>, String> {
         addr,
         len,
         dur_ns,
+        device,
     }))
 }
 
@@ -175,26 +190,21 @@ impl<W: Write> TextEncoder<W> {
 
     /// Writes one record as a line.
     pub fn write(&mut self, r: &Record) -> std::io::Result<()> {
+        write!(
+            self.out,
+            "{} {} {:#x} {}",
+            r.gap_ns,
+            op_name(r),
+            r.addr,
+            r.len
+        )?;
         if r.kind == Kind::Xfer {
-            writeln!(
-                self.out,
-                "{} {} {:#x} {} {}",
-                r.gap_ns,
-                op_name(r),
-                r.addr,
-                r.len,
-                r.dur_ns
-            )
-        } else {
-            writeln!(
-                self.out,
-                "{} {} {:#x} {}",
-                r.gap_ns,
-                op_name(r),
-                r.addr,
-                r.len
-            )
+            write!(self.out, " {}", r.dur_ns)?;
         }
+        if r.source == Source::Dma && r.device != Device::Untagged {
+            write!(self.out, " @{}", r.device.name())?;
+        }
+        writeln!(self.out)
     }
 
     /// The underlying writer.
@@ -251,5 +261,33 @@ mod tests {
         assert!(parse_text_line("0 cpu-r zz 64")
             .unwrap_err()
             .contains("address"));
+    }
+
+    /// A DMA record names its device after `@`, after DUR_NS on a transfer;
+    /// a CPU record or an unknown name is refused.
+    #[test]
+    fn parses_a_device_tag() {
+        let r = parse_text_line("0 dma-w 0x40 64 @nic").unwrap().unwrap();
+        assert_eq!(r, Record::dma(0, true, 0x40, 64).from_device(Device::Nic));
+        let r = parse_text_line("0 xfer-w 0x1000 4096 900 @disk")
+            .unwrap()
+            .unwrap();
+        assert_eq!((r.dur_ns, r.device), (900, Device::Disk));
+        let r = parse_text_line("0 xfer-r 0x1000 4096 @other")
+            .unwrap()
+            .unwrap();
+        assert_eq!((r.dur_ns, r.device), (0, Device::Other));
+        assert!(parse_text_line("0 cpu-r 0 64 @nic")
+            .unwrap_err()
+            .contains("only DMA"));
+        assert!(parse_text_line("0 dma-w 0 64 @gpu")
+            .unwrap_err()
+            .contains("unknown device"));
+        assert!(parse_text_line("0 dma-w 0 64 @untagged")
+            .unwrap_err()
+            .contains("unknown device"));
+        assert!(parse_text_line("0 dma-w 0 64 @nic 5")
+            .unwrap_err()
+            .contains("after the record"));
     }
 }
