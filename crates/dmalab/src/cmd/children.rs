@@ -262,6 +262,7 @@ mod tests {
             cpu: Default::default(),
             dma: Default::default(),
             io: Default::default(),
+            io_by_device: Default::default(),
             llc_dirty_evictions: 0,
             llc_dirty_evictions_by_dma: 0,
             snoop_invalidations: 0,
