@@ -141,9 +141,11 @@ fn rusage_of_an_sqpoll_load_includes_its_poller() {
     let (rc, out, err) = benchstat(&args);
     assert_eq!(rc, 0, "{out}{err}");
     let ru: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&ru_path).expect("rusage file")).expect("json");
+        serde_json::from_str(&std::fs::read_to_string(&ru_path).expect("rusage file"))
+            .expect("json");
     let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&result_path).expect("result")).expect("json");
+        serde_json::from_str(&std::fs::read_to_string(&result_path).expect("result"))
+            .expect("json");
     let r = &doc["result"];
     let poller_s = r["io_uring"]["sqpoll_thread_cpu_ns"]
         .as_f64()
