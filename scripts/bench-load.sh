@@ -10,19 +10,28 @@
 # the next pair B A A B), and each pair gives one ratio dmalab/fio of
 #   * IOPS (4 KiB shapes) or bandwidth (sequential shapes), each tool's
 #     figure the mean of its two runs in the pair;
-#   * CPU seconds per GiB moved: `perf stat -e task-clock` of the whole
-#     command (every thread of the process, io_uring's kernel threads it
-#     starts included: SQPOLL's poller, io-wq workers), less the same
-#     tool's start-up and exit (a one-command run of the same shape in the
-#     same pair), over its bytes.
+#   * CPU seconds per GiB moved: the CPU time of the whole command (every
+#     thread of the process, io_uring's kernel threads it starts included:
+#     SQPOLL's poller, io-wq workers, threads of the process since Linux
+#     5.12), less the same tool's start-up and exit (a one-command run of
+#     the same shape in the same pair), over its bytes. The CPU time is
+#     `perf stat -e task-clock` where perf works, else the kernel's rusage
+#     of the child (wait4, `benchstat.py rusage`); CPU_TIME=perf|rusage
+#     picks one, and the header says which was used.
 # Printed: the median and range of the pairs' ratios (scripts/benchstat.py).
 #
 #   scripts/bench-load.sh                     # build, then run
 #   SECONDS_PER_RUN=5 PAIRS=3 CPUS=1 SEQ_IODEPTH=16 scripts/bench-load.sh
 #   SHAPES="rr4k-qd1 sr128k" scripts/bench-load.sh   # some shapes only
-#   TARGET=ram scripts/bench-load.sh  # root: a loop device over tmpfs instead
-#                                     # of a file on the disk (no disk noise)
-#   DMALAB_BIN=path/to/dmalab ...     # measure that build, build nothing
+#   TARGET=file scripts/bench-load.sh # a file on the disk under DIR instead
+#                                     # of the default TARGET=ram: a loop
+#                                     # device over tmpfs (root), or where no
+#                                     # loop device can be made, the tmpfs
+#                                     # file itself (the header says so)
+#   DMALAB=path/to/dmalab ...         # measure that build, build nothing
+#                                     # (no cargo needed; DMALAB_BIN too)
+#   FIO="/x/ld-linux-x86-64.so.2 --library-path /x/lib /x/fio" ...
+#                                     # the fio command (split at spaces)
 #   DMALAB_EXTRA="--sqpoll-cpu 0" ... # extra dmalab load flags on every run
 #   RATE_PAIRS=9 ...                  # also each tool's rate error (below)
 #
@@ -42,6 +51,7 @@ PAIRS=${PAIRS:-3}
 RATE_PAIRS=${RATE_PAIRS:-0}
 CPUS=${CPUS:-0}
 SEQ_IODEPTH=${SEQ_IODEPTH:-16}
+TARGET=${TARGET:-ram}
 DIR=${DIR:-/var/tmp}
 SIZE=${SIZE:-1G}
 ALL_SHAPES="rr4k-qd1 rw4k-qd1 rr4k-qd32 rw4k-qd32 sr128k sr1m"
@@ -51,35 +61,75 @@ cd "$(dirname "$0")/.."
 BENCHSTAT=(python3 "$PWD/scripts/benchstat.py")
 (( SECS >= 2 )) || { echo "bench-load: SECONDS_PER_RUN must be at least 2 (the rate error needs a whole 1-s window)" >&2; exit 1; }
 
-command -v fio >/dev/null || { echo "bench-load: fio is not installed (apt-get install fio)" >&2; exit 1; }
-command -v perf >/dev/null || { echo "bench-load: perf is not installed (apt-get install linux-perf): CPU time is read with perf stat -e task-clock" >&2; exit 1; }
-if [[ -n ${DMALAB_BIN:-} ]]; then
-  DMALAB=$(realpath "$DMALAB_BIN")   # measure a build made elsewhere
+# The fio command: a path, or a loader line such as "LD --library-path
+# LIB FIO" (split at spaces; no word may itself hold a space).
+read -r -a FIO_CMD <<<"${FIO:-fio}"
+(( ${#FIO_CMD[@]} > 0 )) || { echo "bench-load: FIO is empty" >&2; exit 1; }
+FIO_VERSION=$("${FIO_CMD[@]}" --version 2>/dev/null) ||
+  { echo "bench-load: fio does not run as '${FIO_CMD[*]}' (install fio, or set FIO=/path/to/fio)" >&2; exit 1; }
+DMALAB=${DMALAB:-${DMALAB_BIN:-}}
+if [[ -n $DMALAB ]]; then
+  DMALAB=$(realpath "$DMALAB")   # measure a build made elsewhere
+  [[ -x $DMALAB ]] || { echo "bench-load: DMALAB=$DMALAB is not an executable" >&2; exit 1; }
 else
+  command -v cargo >/dev/null ||
+    { echo "bench-load: cargo is not installed: set DMALAB=/path/to/dmalab (a release build)" >&2; exit 1; }
   cargo build --release -q -p dmalab
   DMALAB=$PWD/target/release/dmalab
 fi
+# CPU time of each run: perf's task-clock where perf works, else rusage.
+CPU_TIME=${CPU_TIME:-}
+if [[ -z $CPU_TIME ]]; then
+  if command -v perf >/dev/null && perf stat -x, -e task-clock -o /dev/null -- true 2>/dev/null; then
+    CPU_TIME=perf
+  else
+    CPU_TIME=rusage
+  fi
+fi
+case $CPU_TIME in
+  perf) CPU_SOURCE="perf stat -x, -e task-clock (every thread of the process)" ;;
+  rusage) CPU_SOURCE="the kernel's rusage of the child, user + system (wait4: every thread of the process)" ;;
+  *) echo "bench-load: CPU_TIME must be perf or rusage, not $CPU_TIME" >&2; exit 1 ;;
+esac
 
 WORK=$(mktemp -d "$DIR/bench-load.XXXXXX")
 LOOP=
+SHM=
 cleanup() {
-  [[ -n $LOOP ]] && losetup -d "$LOOP"
-  rm -rf "$WORK" "${SHM:-}"
+  if [[ -n $LOOP ]]; then losetup -d "$LOOP"; fi
+  rm -rf "$WORK" "$SHM"
 }
 trap cleanup EXIT
-if [[ ${TARGET:-file} == ram ]]; then
-  # A loop device over a file in memory (tmpfs): no disk in the path, so the
-  # tools' own costs decide IOPS and the pacing, not a virtio disk's stalls.
-  (( EUID == 0 )) || { echo "bench-load: TARGET=ram needs root (losetup)" >&2; exit 1; }
-  SHM=$(mktemp /dev/shm/bench-load.XXXXXX)
-  head -c "$SIZE" /dev/urandom >"$SHM"
-  LOOP=$(losetup --find --show "$SHM")
-  FILE=$LOOP
-else
-  FILE=$WORK/target.dat
-  # One file with written data for both tools.
-  "$DMALAB" load --target "$FILE" --size "$SIZE" --keep --engine io_uring --commands 1 -q >/dev/null 2>&1
-fi
+NOTE=
+case $TARGET in
+  ram)
+    # A loop device over a file in memory (tmpfs): no disk in the path, so
+    # the tools' own costs decide IOPS and the pacing, not a virtio disk's
+    # stalls.
+    SHM=$(mktemp -d /dev/shm/bench-load.XXXXXX)
+    if (( EUID == 0 )) && command -v losetup >/dev/null; then
+      head -c "$SIZE" /dev/urandom >"$SHM/target.dat"
+      LOOP=$(losetup --find --show "$SHM/target.dat" 2>"$WORK/losetup.err") || LOOP=
+    fi
+    if [[ -n $LOOP ]]; then
+      FILE=$LOOP
+    else
+      why=$( (( EUID == 0 )) || echo "not root"; command -v losetup >/dev/null || echo "no losetup"; cat "$WORK/losetup.err" 2>/dev/null)
+      NOTE="no loop device could be made ($(echo $why)): the target is the tmpfs file itself, so the path has no block layer (O_DIRECT on tmpfs needs Linux >= 6.6)"
+      rm -f "$SHM/target.dat"
+      FILE=$SHM/target.dat
+      # One file with written data for both tools.
+      "$DMALAB" load --target "$FILE" --size "$SIZE" --keep --engine io_uring --commands 1 -q >/dev/null 2>"$WORK/fill.err" ||
+        { cat "$WORK/fill.err" >&2; exit 1; }
+    fi
+    ;;
+  file)
+    FILE=$WORK/target.dat
+    # One file with written data for both tools.
+    "$DMALAB" load --target "$FILE" --size "$SIZE" --keep --engine io_uring --commands 1 -q >/dev/null 2>&1
+    ;;
+  *) echo "bench-load: TARGET must be ram or file, not $TARGET" >&2; exit 1 ;;
+esac
 
 # shape -> "fio_rw bs iodepth dmalab_direction dmalab_offsets measure"
 shape() {
@@ -95,44 +145,63 @@ shape() {
 }
 for s in $SHAPES; do shape "$s" >/dev/null; done
 
+# fio_cmd and dmalab_cmd set CMD to the tool's command for a shape.
 fio_cmd() { # shape extra...
   local rw bs qd; read -r rw bs qd _ < <(shape "$1"); shift
-  echo fio --name=bench --filename="$FILE" --ioengine=io_uring --fixedbufs=1 --registerfiles=1 \
+  CMD=("${FIO_CMD[@]}" --name=bench --filename="$FILE" --ioengine=io_uring --fixedbufs=1 --registerfiles=1 \
     --direct=1 --thread=1 --rw="$rw" --bs="${bs,,}" --iodepth="$qd" --iodepth_batch_complete_min=1 \
     --cpus_allowed="$CPUS" --size="$SIZE" --time_based=1 --runtime="$SECS" --norandommap=1 \
-    --randrepeat=0 --output-format=json "$@"
+    --randrepeat=0 --output-format=json "$@")
 }
 dmalab_cmd() { # shape extra...
   local bs qd dir offs; read -r _ bs qd dir offs _ < <(shape "$1"); shift
   local destroy=()
   [[ $dir == read ]] && destroy=(--allow-destroy "$FILE")
-  # shellcheck disable=SC2086 # DMALAB_EXTRA is a list of flags
-  echo "$DMALAB" load --target "$FILE" --engine io_uring --bs "$bs" --max-blocks 1 --pattern single \
+  local extra; read -r -a extra <<<"$DMALAB_EXTRA"
+  CMD=("$DMALAB" load --target "$FILE" --engine io_uring --bs "$bs" --max-blocks 1 --pattern single \
     --direction "$dir" --device-offsets "$offs" --iodepth "$qd" --buffer "$(( ${bs%[KM]} * qd ))${bs: -1}" \
-    --cpus-allowed "$CPUS" --runtime "$SECS" "${destroy[@]}" -q $DMALAB_EXTRA "$@"
+    --cpus-allowed "$CPUS" --runtime "$SECS" "${destroy[@]}" -q "${extra[@]}" "$@")
 }
+# The command line, quoted so that it can be pasted.
+quoted() { printf '%q ' "${CMD[@]}" | sed 's/ $//'; }
 
-echo "# dmalab load vs fio: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $(fio --version)"
-echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (a shared machine: figures are noisy)"
+echo "# dmalab load vs fio: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), $FIO_VERSION, $("$DMALAB" --version)"
+echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (on a shared machine the figures are noisy)"
 if [[ -n $LOOP ]]; then
-  echo "# target $LOOP: loop device over $SHM ($SIZE of random data in tmpfs), cpus $CPUS, ${SECS}s per run, $PAIRS interleaved pairs (ABBA/BAAB)"
+  echo "# target $LOOP: loop device over $SHM/target.dat ($SIZE of random data in tmpfs), cpus $CPUS, ${SECS}s per run, $PAIRS interleaved pairs (ABBA/BAAB)"
+elif [[ $TARGET == ram ]]; then
+  echo "# target $FILE: a file in tmpfs ($SIZE), cpus $CPUS, ${SECS}s per run, $PAIRS interleaved pairs (ABBA/BAAB)"
+  echo "# note: $NOTE"
 else
   echo "# file $FILE ($SIZE on $(df --output=source "$DIR" | tail -1)), cpus $CPUS, ${SECS}s per run, $PAIRS interleaved pairs (ABBA/BAAB)"
 fi
-echo "# each run: perf stat -x, -e task-clock -o RUN.perf -- COMMAND; command lines per shape:"
+echo "# CPU time of each run: $CPU_SOURCE; command lines per shape:"
 for s in $SHAPES; do
-  echo "#   $s: $(fio_cmd "$s")"
-  echo "#   $s: $(dmalab_cmd "$s") --output R.json"
+  fio_cmd "$s"; echo "#   $s: $(quoted)"
+  dmalab_cmd "$s" --output R.json; echo "#   $s: $(quoted)"
 done
+
+# Runs CMD, its stdout to $1; its CPU seconds to $2.cpu.
+timed() { # stdout out
+  if [[ $CPU_TIME == perf ]]; then
+    perf stat -x, -e task-clock -o "$2.perf" -- "${CMD[@]}" >"$1"
+    "${BENCHSTAT[@]}" task-clock-s "$2.perf" >"$2.cpu"
+  else
+    "${BENCHSTAT[@]}" rusage "$2.rusage" -- "${CMD[@]}" >"$1"
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cpu_s"])' "$2.rusage" >"$2.cpu"
+  fi
+}
 
 run_one() { # tool shape out [startup]
   local tool=$1 s=$2 out=$3 one=()
   if [[ $tool == A ]]; then
     [[ -n ${4:-} ]] && one=(--time_based=0 --number_ios=1)
-    perf stat -x, -e task-clock -o "$out.perf" -- $(fio_cmd "$s") "${one[@]}" >"$out.json"
+    fio_cmd "$s" "${one[@]}"
+    timed "$out.json" "$out"
   else
     [[ -n ${4:-} ]] && one=(--commands 1)
-    perf stat -x, -e task-clock -o "$out.perf" -- $(dmalab_cmd "$s") "${one[@]}" --output "$out.json" >/dev/null
+    dmalab_cmd "$s" "${one[@]}" --output "$out.json"
+    timed /dev/null "$out"
   fi
 }
 
@@ -161,8 +230,8 @@ import benchstat as bs
 
 def run(s, t, i, n):
     p = f"{work}/{s}-{t}-{i}-{n}"
-    start_s = bs.task_clock_s(open(f"{work}/{s}-{t}-{i}-start.perf").read())
-    cpu_s = bs.task_clock_s(open(p + ".perf").read()) - start_s
+    start_s = float(open(f"{work}/{s}-{t}-{i}-start.cpu").read())
+    cpu_s = float(open(p + ".cpu").read()) - start_s
     d = json.load(open(p + ".json"))
     if t == "A":  # fio
         j = d["jobs"][0]
@@ -213,10 +282,12 @@ if (( RATE_PAIRS > 0 )); then
       for t in $("${BENCHSTAT[@]}" order "$i" | cut -d' ' -f1-2); do
         if [[ $t == A ]]; then
           rm -f "$WORK"/lat*.log
-          $(fio_cmd "$RS" --rate_iops="$FIO_T" --write_lat_log="$WORK/lat" --log_avg_msec=0) >/dev/null
+          fio_cmd "$RS" --rate_iops="$FIO_T" --write_lat_log="$WORK/lat" --log_avg_msec=0
+          "${CMD[@]}" >/dev/null
           fios+=("$("${BENCHSTAT[@]}" window-error "$(ls "$WORK"/lat_clat*.log | head -1)" "$FIO_T" "$SECS")")
         else
-          $(dmalab_cmd "$RS" --rate-iops "$DM_T") --output "$WORK/rate.json" >/dev/null
+          dmalab_cmd "$RS" --rate-iops "$DM_T" --output "$WORK/rate.json"
+          "${CMD[@]}" >/dev/null
           dms+=("$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['result']['rate_check']['window_max_error_pct'])" "$WORK/rate.json")")
         fi
       done

@@ -14,9 +14,11 @@ rules live here once, with their tests (``benchstat.py selftest``, run by
 * **rate error**: the worst whole 1-second window's ``|rate - target| /
   target`` from completion times, windows ending at least 100 ms before the
   stop (``window-error``).
-* **CPU per GiB moved**: CPU seconds (``perf stat -e task-clock``: the
-  process and every thread it starts, io_uring's kernel threads included)
-  over the bytes moved in GiB (``cpu-per-gib``).
+* **CPU per GiB moved**: CPU seconds (``perf stat -e task-clock``, or
+  where perf is missing the kernel's rusage of the child, ``rusage``: both
+  count the process and every thread it starts, io_uring's SQPOLL poller
+  and io-wq workers included, as those are threads of the process since
+  Linux 5.12) over the bytes moved in GiB (``cpu-per-gib``).
 
 Used as a module (``sys.path.insert(0, "scripts"); import benchstat``) or
 as a command::
@@ -26,6 +28,7 @@ as a command::
     benchstat.py median "X1 X2 .."
     benchstat.py window-error LOG TARGET SECS  # fio latency log, percent
     benchstat.py task-clock-s PERF_STAT_FILE   # CPU seconds from perf stat -x,
+    benchstat.py rusage OUT -- CMD [ARG..]     # run CMD; its rusage as JSON in OUT
     benchstat.py selftest
 """
 
@@ -90,6 +93,36 @@ def task_clock_s(perf_stat_text):
         if len(f) >= 3 and f[2].startswith("task-clock"):
             return float(f[0]) / 1000.0
     raise ValueError("no task-clock line in the perf stat output")
+
+
+def rusage_run(argv):
+    """Runs ``argv`` (stdin, stdout and stderr inherited) and returns its exit
+    status (128 + N when killed by signal N) and the kernel's rusage of it,
+    from ``wait4``: user and system CPU seconds of every thread the process
+    ever had (a thread's time joins the process's when it exits, and all
+    have exited once the process is reaped; io_uring's SQPOLL poller and
+    io-wq workers are such threads on Linux >= 5.12), and its voluntary and
+    involuntary context switches."""
+    import os
+    if not argv:
+        raise ValueError("no command to run")
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.execvp(argv[0], argv)
+        except OSError as e:
+            print(f"benchstat.py: rusage: {argv[0]}: {e}", file=sys.stderr)
+        os._exit(127)
+    _, status, ru = os.wait4(pid, 0)
+    rc = os.waitstatus_to_exitcode(status)
+    rc = 128 - rc if rc < 0 else rc
+    return rc, {
+        "user_s": ru.ru_utime,
+        "sys_s": ru.ru_stime,
+        "cpu_s": ru.ru_utime + ru.ru_stime,
+        "nvcsw": ru.ru_nvcsw,
+        "nivcsw": ru.ru_nivcsw,
+    }
 
 
 def window_error(completion_ms, target, secs):
@@ -164,6 +197,24 @@ def _selftest():
             with self.assertRaises(ValueError):
                 task_clock_s("nothing\n")
 
+        def test_rusage_counts_every_thread_of_the_child(self):
+            # Two threads each burn 0.2 s of CPU; the child's rusage holds
+            # both, so it is at least 0.3 s (0.4 s less scheduler slack).
+            burn = ("import threading,time\n"
+                    "def b():\n"
+                    "    t=time.thread_time()\n"
+                    "    while time.thread_time()-t<0.2: pass\n"
+                    "ts=[threading.Thread(target=b) for _ in range(2)]\n"
+                    "[t.start() for t in ts]; [t.join() for t in ts]\n")
+            rc, ru = rusage_run([sys.executable, "-c", burn])
+            self.assertEqual(rc, 0)
+            self.assertGreaterEqual(ru["cpu_s"], 0.3)
+            self.assertAlmostEqual(ru["cpu_s"], ru["user_s"] + ru["sys_s"])
+            rc, _ = rusage_run([sys.executable, "-c", "import sys; sys.exit(3)"])
+            self.assertEqual(rc, 3)
+            rc, _ = rusage_run(["/nonexistent/program"])
+            self.assertEqual(rc, 127)
+
         def test_window_error(self):
             # 2.5 s: two whole windows; 100 and 90 completions for 100/s.
             t = [i * 10 for i in range(100)] + [1000 + i * 11 for i in range(90)]
@@ -185,6 +236,13 @@ def main(argv):
     try:
         if cmd == "selftest":
             return _selftest()
+        if cmd == "rusage" and len(args) >= 3 and args[1] == "--":
+            import json
+            rc, ru = rusage_run(args[2:])
+            with open(args[0], "w") as f:
+                json.dump(ru, f)
+                f.write("\n")
+            return rc
         if cmd == "order" and len(args) == 1:
             print(" ".join(order(int(args[0]))))
         elif cmd == "ratio" and len(args) == 2:

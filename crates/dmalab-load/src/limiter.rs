@@ -31,6 +31,7 @@
 //! The clock is a trait so the unit tests run the limiter against a mock.
 
 use dmalab_core::ratecontrol::{Limits, RateControl};
+use dmalab_core::sys::clock::monotonic_ns;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp1};
@@ -47,22 +48,37 @@ pub trait Clock: Send + Sync {
 }
 
 /// The real clock: CLOCK_MONOTONIC relative to a start instant.
+///
+/// A reading is one `clock_gettime` (vDSO) less the start in nanoseconds:
+/// `Instant::elapsed` also normalises a `timespec` difference into a
+/// `Duration` and converts that back, which cost about 100 instructions
+/// per reading, and a worker reads the clock twice per command (callgrind,
+/// `--iodepth 1`).
 #[derive(Clone, Copy, Debug)]
 pub struct MonoClock {
     start: Instant,
+    /// `start` as a CLOCK_MONOTONIC reading, ns (what `Instant` reads on
+    /// Linux).
+    start_ns: u64,
 }
 
 impl MonoClock {
     /// A clock whose zero is now.
     pub fn new() -> Self {
-        Self {
-            start: Instant::now(),
-        }
+        Self::from_instant(Instant::now())
     }
 
     /// A clock whose zero is `start`.
     pub fn from_instant(start: Instant) -> Self {
-        Self { start }
+        // `Instant` offers no reading of its own: its nanoseconds are now's
+        // less the time since it. The two reads are a few ns apart, so
+        // this clock's zero is that much before `start`, never after it.
+        let now = monotonic_ns();
+        let since = dmalab_core::schema::ns(start.elapsed());
+        Self {
+            start,
+            start_ns: now.saturating_sub(since),
+        }
     }
 
     /// The start instant.
@@ -78,8 +94,9 @@ impl Default for MonoClock {
 }
 
 impl Clock for MonoClock {
+    #[inline]
     fn now_ns(&self) -> u64 {
-        dmalab_core::schema::ns(self.start.elapsed())
+        monotonic_ns().saturating_sub(self.start_ns)
     }
 
     fn sleep_until(&self, ns: u64) {
@@ -360,6 +377,24 @@ impl Limiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// MonoClock reads CLOCK_MONOTONIC itself; its zero must still be its
+    /// start instant (the run's other clocks count from that instant).
+    #[test]
+    fn mono_clock_counts_from_its_start_instant() {
+        let start = Instant::now() - std::time::Duration::from_millis(50);
+        let clock = MonoClock::from_instant(start);
+        let before = dmalab_core::schema::ns(start.elapsed());
+        let reading = clock.now_ns();
+        let after = dmalab_core::schema::ns(start.elapsed());
+        assert!(before >= 50_000_000, "{before}");
+        // Between the two elapsed readings, less the few ns the zero may
+        // lie before `start` (two reads at construction); 100 us of slack
+        // for a preempted thread between the reads of `from_instant`.
+        assert!(reading + 100_000 >= before, "{reading} < {before}");
+        assert!(reading <= after + 100_000, "{reading} > {after}");
+        assert_eq!(clock.start(), start);
+    }
     use std::sync::atomic::{AtomicU64, Ordering};
 
     /// A clock that only moves when told to (sleeping moves it).
