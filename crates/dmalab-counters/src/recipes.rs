@@ -76,6 +76,16 @@ pub struct MetricDef {
     pub kind: Kind,
 }
 
+impl MetricDef {
+    /// The ids of the events it is computed from.
+    pub fn event_ids(&self) -> Vec<&'static str> {
+        match self.kind {
+            Kind::Sum { events, .. } | Kind::Rate { events, .. } => events.to_vec(),
+            Kind::Ratio { num, den, .. } => num.iter().chain(den).copied().collect(),
+        }
+    }
+}
+
 /// A recipe.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Recipe {

@@ -170,6 +170,26 @@ pub struct Request {
     pub exact_group: Option<ExactGroup>,
 }
 
+/// A CPU in words for a message: its model name (when cpuinfo has one)
+/// with the vendor, family and model the recipes are chosen by.
+fn describe_cpu(cpu: &CpuId) -> String {
+    let ids = format!(
+        "{} family {:#x} model {:#x}",
+        cpu.vendor, cpu.family, cpu.model
+    );
+    if cpu.model_name.is_empty() {
+        ids
+    } else {
+        format!("{} ({ids})", cpu.model_name)
+    }
+}
+
+/// `PERF_COUNT_SW_TASK_CLOCK` (`enum perf_sw_ids`).
+const SW_TASK_CLOCK: u64 = 1;
+
+/// The event a CPU-wide count of time is (`PERF_COUNT_SW_CPU_CLOCK`).
+const CPU_CLOCK: &str = "cpu-clock";
+
 /// The group key of a non-solo recipe event: its PMU (the text before the
 /// first `/`), or `generic` for perf's named events.
 fn pmu_key(spec: &str) -> &str {
@@ -259,6 +279,67 @@ impl Request {
         }
     }
 
+    /// The request as counted in `scope`. Per task, unchanged. On CPUs
+    /// (`--cpus`), task-clock is not what it says: it is the CPU time of
+    /// the tasks counted, and a CPU-wide counter has no task, so the
+    /// kernel gives each CPU's whole time, idle included, which is
+    /// cpu-clock. A recipe's task-clock is therefore counted as cpu-clock
+    /// (as `perf stat -a` picks cpu-clock for its default events), and the
+    /// recipe's metrics of it, which would only count the CPUs, are
+    /// dropped; a task-clock named by the user is refused (`option` names
+    /// the flag) with what to count instead.
+    pub fn for_scope(&self, option: &str, scope: &Scope) -> Result<Request, UsageError> {
+        if !matches!(scope, Scope::Cpus(_)) {
+            return Ok(self.clone());
+        }
+        let is_task_clock = |e: &EventReq| {
+            !e.resolved.instances.is_empty()
+                && e.resolved
+                    .instances
+                    .iter()
+                    .all(|i| i.type_id == spec::TYPE_SOFTWARE && i.config == SW_TASK_CLOCK)
+        };
+        let from_recipe = |id: &str| {
+            self.recipes
+                .iter()
+                .filter_map(|n| recipes::find(n))
+                .any(|rec| rec.events.iter().any(|(eid, _)| *eid == id))
+        };
+        let mut r = self.clone();
+        let mut replaced: Vec<String> = Vec::new();
+        r.events.clear();
+        for e in &self.events {
+            if !is_task_clock(e) {
+                r.events.push(e.clone());
+                continue;
+            }
+            if !from_recipe(&e.id) {
+                return Err(UsageError::new(
+                    option,
+                    format!(
+                        "{} is the CPU time of the tasks counted, and --cpus counts CPUs, not tasks (the kernel would give each CPU's whole time, idle included); count cpu-clock instead, as perf stat -a does",
+                        e.id
+                    ),
+                ));
+            }
+            replaced.push(e.id.clone());
+            if self.events.iter().any(|x| x.id == CPU_CLOCK) {
+                continue;
+            }
+            r.events.push(EventReq {
+                id: CPU_CLOCK.to_string(),
+                resolved: spec::resolve(option, CPU_CLOCK, &Catalog::default())?,
+                ..e.clone()
+            });
+        }
+        r.metrics.retain(|m| {
+            !m.event_ids()
+                .iter()
+                .any(|id| replaced.iter().any(|x| x == id))
+        });
+        Ok(r)
+    }
+
     /// Parses `RECIPE|EVENT[,...]` (`option` names the flag in errors).
     pub fn parse(option: &str, text: &str, roots: &Roots) -> Result<Self, UsageError> {
         let cat = Catalog::read(&roots.pmu);
@@ -328,10 +409,12 @@ impl Request {
                             absent: Some(Absence::WrongCpu {
                                 recipe: rec.name.to_string(),
                                 for_cpus: rec.cpus.to_string(),
-                                this_cpu: format!(
-                                    "{} family {:#x} model {:#x}",
-                                    r.cpu.vendor, r.cpu.family, r.cpu.model
-                                ),
+                                this_cpu: describe_cpu(&r.cpu),
+                                recipes_here: recipes::RECIPES
+                                    .iter()
+                                    .filter(|x| x.applies_to(&r.cpu))
+                                    .map(|x| x.name.to_string())
+                                    .collect(),
                             }),
                         }
                     } else {
@@ -979,10 +1062,22 @@ fn open_event(
             } else {
                 leaders.get(&key).copied()
             };
-            let (opened, in_group) = match Counter::open(&attr, pid, cpu, leader.map(|l| &arena[l]))
-            {
-                Err(_) if leader.is_some() => (Counter::open(&attr, pid, cpu, None), false),
-                r => (r, leader.is_some()),
+            // A member opens enabled, as perf stat opens them: it counts
+            // exactly when its (disabled) leader does. Opened disabled, it
+            // would have to be enabled with the leader's group ioctl, and a
+            // CPU-wide member enabled after its leader is already on is
+            // never scheduled (6.x kernels: running time 0, so cpu-clock
+            // and task-clock read 0 under --cpus behind another event).
+            let member_attr = PerfEventAttr {
+                flags: attr.flags & !sys::FLAG_DISABLED,
+                ..attr
+            };
+            let (opened, in_group) = match leader {
+                Some(l) => match Counter::open(&member_attr, pid, cpu, Some(&arena[l])) {
+                    Err(_) => (Counter::open(&attr, pid, cpu, None), false),
+                    r => (r, true),
+                },
+                None => (Counter::open(&attr, pid, cpu, None), false),
             };
             match opened {
                 Ok(c) => {
@@ -1207,6 +1302,45 @@ mod tests {
     }
 
     #[test]
+    fn on_cpus_task_clock_is_refused_by_name_and_a_recipes_is_cpu_clock() {
+        let cat = Catalog::default();
+        let parse = |t: &str| Request::parse_with("--counters", t, &cat, CpuId::default()).unwrap();
+        let cpus = Scope::Cpus(vec![0]);
+        let ids = |r: &Request| r.events.iter().map(|e| e.id.clone()).collect::<Vec<_>>();
+        // Per task, nothing changes.
+        let sw = parse("software");
+        let task = sw.for_scope("--counters", &Scope::Task(1)).unwrap();
+        assert_eq!(ids(&task), ids(&sw));
+        assert_eq!(task.metrics.len(), sw.metrics.len());
+        // On CPUs, the recipe's task-clock is counted as cpu-clock, in its
+        // group, and its CPUs-utilized metric goes.
+        let on = sw.for_scope("--counters", &cpus).unwrap();
+        assert_eq!(
+            ids(&on),
+            [
+                "cpu-clock",
+                "page-faults",
+                "context-switches",
+                "cpu-migrations"
+            ]
+        );
+        assert_eq!(on.events[0].group, sw.events[0].group);
+        assert_eq!(on.events[0].resolved.instances[0].config, 0);
+        assert!(on.metrics.iter().all(|m| m.name != "cpus_utilized"));
+        assert_eq!(on.metrics.len(), sw.metrics.len() - 1);
+        // Named with cpu-clock already there, it is not counted twice.
+        let both = parse("cpu-clock,software").for_scope("--counters", &cpus);
+        let both = both.unwrap();
+        assert_eq!(ids(&both).iter().filter(|i| *i == "cpu-clock").count(), 1);
+        // Named by the user, it is refused with what to count instead.
+        let e = parse("context-switches,task-clock")
+            .for_scope("--counters", &cpus)
+            .unwrap_err();
+        assert_eq!(e.option, "--counters");
+        assert!(e.message.contains("count cpu-clock instead"), "{e}");
+    }
+
+    #[test]
     fn wrong_cpu_recipe_is_absent_not_an_error() {
         let cat = Catalog::default();
         let amd = CpuId {
@@ -1225,6 +1359,18 @@ mod tests {
         assert!(skx
             .iter()
             .all(|e| matches!(e.resolved.absent, Some(Absence::WrongCpu { .. }))));
+        // Said plainly: what the recipe is for, what this host is, and what
+        // to count with instead (the recipes for this CPU, not this one).
+        let m = skx[0].resolved.absent.as_ref().unwrap().to_string();
+        assert!(!m.contains("unknown"), "{m}");
+        assert!(
+            m.starts_with("recipe skx-pcie is for Intel Skylake-SP"),
+            "{m}"
+        );
+        assert!(
+            m.contains("this host is AuthenticAMD family 0x17 model 0x31: count with a recipe for this CPU (software, core, amd-df-dram, mbm;"),
+            "{m}"
+        );
         assert!(Request::parse_with("--counters", "", &cat, CpuId::default()).is_err());
         assert!(Request::parse_with("--counters", "nonsense", &cat, CpuId::default()).is_err());
     }

@@ -131,6 +131,8 @@ pub enum Absence {
         for_cpus: String,
         /// This CPU.
         this_cpu: String,
+        /// The recipes meant for this CPU, to count with instead.
+        recipes_here: Vec<String>,
     },
     /// A non-perf source (resctrl) that this host lacks.
     Missing {
@@ -165,9 +167,11 @@ impl std::fmt::Display for Absence {
                 recipe,
                 for_cpus,
                 this_cpu,
+                recipes_here,
             } => write!(
                 f,
-                "event unknown on this CPU model: recipe {recipe} is for {for_cpus}; this CPU is {this_cpu}"
+                "recipe {recipe} is for {for_cpus}, and this host is {this_cpu}: count with a recipe for this CPU ({}; `dmalab info counters` says which are ready) or name this CPU's events as PMU/TERMS/",
+                recipes_here.join(", ")
             ),
         }
     }

@@ -510,9 +510,10 @@ struct Kind<'a> {
     record: Option<std::borrow::Cow<'a, str>>,
 }
 
-/// The first latency summary (a value that reads as
-/// [`LatencyBuckets`]) in a result, nearest the top.
-pub fn find_latency(v: &Value) -> Option<&Value> {
+/// Every latency summary (a value that reads as [`LatencyBuckets`]) in a
+/// result, nearest the top first; none is looked for inside another.
+fn all_latencies(v: &Value) -> Vec<&Value> {
+    let mut found = Vec::new();
     let mut queue = vec![v];
     while !queue.is_empty() {
         let mut next = Vec::new();
@@ -520,9 +521,10 @@ pub fn find_latency(v: &Value) -> Option<&Value> {
             match x {
                 Value::Object(m) => {
                     if LatencyBuckets::read(x).is_some() {
-                        return Some(x);
+                        found.push(x);
+                    } else {
+                        next.extend(m.values());
                     }
-                    next.extend(m.values());
                 }
                 Value::Array(a) => next.extend(a.iter()),
                 _ => {}
@@ -530,19 +532,31 @@ pub fn find_latency(v: &Value) -> Option<&Value> {
         }
         queue = next;
     }
-    None
+    found
 }
 
 /// Where in a run's result the latency summary that goes with its figure
-/// is: the nearest one at or under an ancestor of the metric's pointer
-/// (`/result/total/all/mean_ns` -> `/total/all/lat`), else the first one
-/// nearest the top. The metric is the pointer the experiment's victim
-/// names (into any victim's result, an exec victim's too), so finding the
-/// summary walks the result; what counts as one is its typed view.
+/// is, the first of:
+/// 1. the nearest one at or under an ancestor of the metric's pointer
+///    (`/result/total/all/mean_ns` -> `/total/all/lat`);
+/// 2. for a page result, the one the figure is computed from
+///    ([`crate::views::page_latency_pointers`]: Table 2's major-fault rows
+///    from `/total/major/lat`, every other figure from `/total/all/lat`),
+///    which the first rule cannot find: `/table2/...` has no summary under
+///    it, and the first one near the top, `/read/all/lat` in key order,
+///    is the reads' alone;
+/// 3. the result's only summary.
+///
+/// A result with several summaries, none tied to the figure, has none: a
+/// histogram of something else than the figure is worse than none. The
+/// metric is the pointer the experiment's victim names (into any
+/// victim's result, an exec victim's too), so finding the summary walks
+/// the result; what counts as one is its typed view.
 fn latency_at(r: &RunRecord) -> Option<&Value> {
     let res = r.victim_result.as_ref()?;
     let has = |v: &Value| LatencyBuckets::read(v).is_some();
-    let mut p = r.metric.strip_prefix("/result").unwrap_or("").to_string();
+    let metric = r.metric.strip_prefix("/result").unwrap_or("");
+    let mut p = metric.to_string();
     while let Some((parent, _)) = p.rsplit_once('/') {
         p = parent.to_string();
         if let Some(v) = res.pointer(&p) {
@@ -556,7 +570,19 @@ fn latency_at(r: &RunRecord) -> Option<&Value> {
             }
         }
     }
-    find_latency(res)
+    // Without major faults (or unclassified accesses) the major rows
+    // have no summary of their own: all accesses then.
+    let page = crate::views::page_latency_pointers(res, metric).unwrap_or_default();
+    if let Some(v) = page
+        .iter()
+        .find_map(|at| res.pointer(at).filter(|v| has(v)))
+    {
+        return Some(v);
+    }
+    match all_latencies(res).as_slice() {
+        [only] => Some(only),
+        _ => None,
+    }
 }
 
 /// The latency buckets that go with a run's figure (see [`latency_at`]),
@@ -689,6 +715,33 @@ fn open_error(path: &Path, e: std::io::Error) -> RunError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Outside a page result, a figure with no summary along its pointer
+    /// is drawn with the result's only summary, and with none when there
+    /// are several: which one would be a guess.
+    #[test]
+    fn a_figure_without_its_own_summary_gets_the_only_one_or_none() {
+        let lat =
+            |lo: u64| serde_json::json!({"buckets": [{"lo_ns": lo, "hi_ns": lo + 1, "count": 3}]});
+        let run = |metric: &str, result: Value| -> RunRecord {
+            serde_json::from_value(serde_json::json!({
+                "record": "run", "experiment_hash": "h", "index": 0,
+                "configuration": "c", "repetition": 1, "victim": "v",
+                "load": "plain", "started_at": "t", "status": "completed",
+                "value": 1.0, "metric": metric, "unit": "ns", "better": "lower",
+                "victim_wall_ns": 1, "victim_argv": [], "victim_cpus": "0",
+                "victim_result": result,
+            }))
+            .unwrap()
+        };
+        let lo = |r: &RunRecord| latency_for(r).map(|l| l.buckets[0].lo_ns);
+        let one = serde_json::json!({"a": {"lat": lat(10)}, "bw_bytes": 5.0});
+        assert_eq!(lo(&run("/result/bw_bytes", one.clone())), Some(10));
+        assert_eq!(lo(&run("/result/a/mean_ns", one)), Some(10));
+        let two = serde_json::json!({"a": {"lat": lat(10)}, "b": {"lat": lat(20)}, "n": 1});
+        assert_eq!(lo(&run("/result/b/mean_ns", two.clone())), Some(20));
+        assert_eq!(lo(&run("/result/n", two)), None);
+    }
 
     #[test]
     fn a_merged_file_groups_its_runs_by_host_and_configuration() {

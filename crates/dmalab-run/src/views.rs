@@ -52,6 +52,46 @@ struct PageTotal {
     all: Mean,
 }
 
+/// Just enough of `dmalab page`'s result to know one: its Table 2 and its
+/// accesses by kind and class.
+#[derive(Deserialize)]
+struct PageShape {
+    #[allow(dead_code)]
+    table2: serde::de::IgnoredAny,
+    #[allow(dead_code)]
+    total: serde::de::IgnoredAny,
+}
+
+/// The figures of a page result that are not under a latency summary and
+/// are computed from the major faults alone (`Table2::compute` in
+/// dmalab-page: rows 2 to 5 of the paper's Table 2).
+const PAGE_MAJOR_FIGURES: &[&str] = &[
+    "/table2/major_mode_ns",
+    "/table2/avg_major_ns",
+    "/table2/os_overhead_ns",
+    "/table2/os_overhead_pct",
+];
+
+/// Where, in a `dmalab page` result, the latency summary is that a figure
+/// of it is computed from, when the figure (`pointer`, inside the result)
+/// is not under a summary of its own, best first: for Table 2's
+/// major-fault rows the major faults' distribution (`/total/major/lat`),
+/// then every access's (`/total/all/lat`: reads and writes of every
+/// fault class, what Table 2's other rows and the default figure are
+/// computed from), which is the only one for any other figure. `None`
+/// when `result` is not a page result.
+pub fn page_latency_pointers(
+    result: &serde_json::Value,
+    pointer: &str,
+) -> Option<&'static [&'static str]> {
+    PageShape::deserialize(result).ok()?;
+    Some(if PAGE_MAJOR_FIGURES.contains(&pointer) {
+        &["/total/major/lat", "/total/all/lat"]
+    } else {
+        &["/total/all/lat"]
+    })
+}
+
 /// An aggressor's whole-run bandwidth, bytes per second, from a result
 /// that has one at its top (`dmalab probe bandwidth`'s).
 pub fn bandwidth_of(result: &serde_json::Value) -> Option<f64> {

@@ -645,6 +645,171 @@ fn stat_sums_cpu_counters_per_socket() {
     assert!(text.contains("context-switches (socket 1)"), "{text}");
 }
 
+/// A recipe for another CPU model is not an unknown event: the line says
+/// which CPUs the recipe is for, what this host is, and which recipes to
+/// count with instead (here a Zen 2 host, from a cpuinfo of the test's
+/// own); the run itself goes on with what it can count, exit 0 as before.
+#[test]
+fn a_recipe_for_another_cpu_says_what_this_host_is_and_what_to_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let cpuinfo = dir.path().join("cpuinfo");
+    fs::write(
+        &cpuinfo,
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 23\nmodel\t\t: 49\nmodel name\t: AMD EPYC 7702 64-Core Processor\n\n",
+    )
+    .unwrap();
+    let out = dir.path().join("s.json");
+    let o = dmalab()
+        .env("DMALAB_CPUINFO", &cpuinfo)
+        .args(["stat", "--counters", "skx-pcie,page-faults", "--output"])
+        .arg(&out)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("not counted: pcirdcur_hit:"))
+        .unwrap_or_else(|| panic!("no line for pcirdcur_hit: {err}"));
+    assert!(!line.contains("unknown"), "not an unknown event: {line}");
+    for part in [
+        "recipe skx-pcie is for Intel Skylake-SP",
+        "this host is AMD EPYC 7702 64-Core Processor (AuthenticAMD family 0x17 model 0x31)",
+        "count with a recipe for this CPU (",
+        "amd-df-dram",
+        "dmalab info counters",
+    ] {
+        assert!(line.contains(part), "{part:?} missing: {line}");
+    }
+    let d = read_json(&out);
+    let u = unavailable(&d["result"]["counters"], "pcirdcur_hit").unwrap();
+    assert_eq!(u["reason"]["reason"], "wrong_cpu", "{u}");
+    let here: Vec<&str> = u["reason"]["recipes_here"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert!(
+        here.contains(&"amd-df-dram") && !here.contains(&"skx-pcie"),
+        "{here:?}"
+    );
+}
+
+// ---- stat --cpus: the clocks counted on CPUs.
+
+/// Regression: under `--cpus`, every event after the first of a PMU
+/// joined its group opened disabled, and a CPU-wide group member enabled
+/// after its leader was never scheduled: cpu-clock behind
+/// context-switches read 0 ns with 0 ns running. Each CPU's cpu-clock is
+/// that CPU's whole counting time, as `perf stat -a -C 0,1 -e cpu-clock`
+/// gives it, so two CPUs give about twice the time counted, however busy
+/// they were.
+#[test]
+fn stat_cpus_counts_cpu_clock_behind_another_event() {
+    if !need_root()
+        || !need(
+            "two CPUs",
+            std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2,
+        )
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.json");
+    dmalab()
+        .args([
+            "stat",
+            "--cpus",
+            "0,1",
+            "--counters",
+            "context-switches,page-faults,cpu-clock",
+            "-q",
+            "--output",
+        ])
+        .arg(&out)
+        .args(["--", "sleep", "0.2"])
+        .assert()
+        .success();
+    let c = &read_json(&out)["result"]["counters"];
+    for id in ["context-switches", "page-faults", "cpu-clock"] {
+        let e = event(c, id).unwrap_or_else(|| panic!("{id} not counted: {c}"));
+        assert!(e["running_ns"].as_u64().unwrap() > 0, "{id} never ran: {e}");
+    }
+    let counted = c["counted_ns"].as_f64().unwrap();
+    let clock = event(c, "cpu-clock").unwrap()["value"].as_f64().unwrap();
+    let cpus = clock / counted;
+    assert!(
+        (1.5..=2.5).contains(&cpus),
+        "cpu-clock on CPUs 0,1 is {clock} ns over {counted} ns counted: {cpus} CPUs' time, expected 2"
+    );
+}
+
+/// task-clock is the CPU time of the tasks counted; a CPU-wide counter
+/// has none, and the kernel would give each CPU's whole time instead. So
+/// under `--cpus` a task-clock asked for by name is refused (exit 2, what
+/// to count instead), and the `software` recipe (the default) counts
+/// cpu-clock in its place, without its cpus_utilized, which would only
+/// count the CPUs given.
+#[test]
+fn stat_cpus_refuses_task_clock_and_counts_the_recipe_with_cpu_clock() {
+    let err = common::assert_usage_error(
+        [
+            "stat",
+            "--cpus",
+            "0",
+            "--counters",
+            "context-switches,task-clock",
+            "--",
+            "true",
+        ],
+        "--counters",
+    );
+    assert!(
+        err.contains("task-clock") && err.contains("count cpu-clock instead"),
+        "{err}"
+    );
+    if !need_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.json");
+    dmalab()
+        .args(["stat", "--cpus", "0", "-q", "--output"])
+        .arg(&out)
+        .args(["--", "sleep", "0.1"])
+        .assert()
+        .success();
+    let c = &read_json(&out)["result"]["counters"];
+    assert_eq!(c["recipes"][0], "software", "{c}");
+    let ids: Vec<&str> = c["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "cpu-clock",
+            "page-faults",
+            "context-switches",
+            "cpu-migrations"
+        ],
+        "{c}"
+    );
+    assert!(event(c, "cpu-clock").unwrap()["value"].as_f64().unwrap() > 0.0);
+    let metrics: Vec<&str> = c["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert!(!metrics.contains(&"cpus_utilized"), "{metrics:?}");
+    assert!(metrics.contains(&"context_switches_per_s"), "{metrics:?}");
+}
+
 // ---- issue 31: exact mode in `dmalab run`, one event group per repetition.
 
 /// `counters_mode = "exact"` with two event groups over two repetitions:

@@ -6,7 +6,8 @@
 //! stay low when it does not.
 //!
 //! The machine these run on is shared with other builds, so every process
-//! of a run gets `nice -n -10` (as root), or for the scheduler's counters
+//! of a run gets a session of its own at autogroup nice -20 and `nice -n
+//! -10` within it (as root, see `run`), or for the scheduler's counters
 //! the round-robin real-time class (`chrt -r 1`): the victim then competes
 //! with the test's own hog, not with the builds (which, under fair
 //! scheduling, the load balancer crowds onto the victim's CPU when a hog
@@ -26,19 +27,59 @@ const SPIN_VICTIM: &str = r#"["sh", "-c", "i=0; while [ $i -lt 120000 ]; do i=$(
 /// at once would measure each other.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Runs `dmalab run` on `toml` under `nice -n -10`; its stdout and the run
-/// records.
+/// Runs `dmalab run` on `toml` at the top of the host's CPU shares: in a
+/// session of its own whose autogroup has nice -20, its tasks at nice -10
+/// within it; its stdout and the run records.
+///
+/// `nice` alone is not enough. With autogroup scheduling
+/// (`kernel.sched_autogroup_enabled = 1`, the default of Debian's
+/// kernels) a nice value only weighs a task against the tasks of its own
+/// session, and each other session, every build on the host, gets as much
+/// of a CPU as the test's whole session. Under `nice -n -10` alone, with
+/// builds on both CPUs (load average 20), the victim's plain runs took
+/// 0.67 to 0.78 s and its loaded runs 0.40 to 0.48 s: the host, not the
+/// aggressor, decided the figures, and the control's runs spread from 0.34
+/// to 1.41 s. In a session of its own at autogroup nice -20 on the same
+/// host: plain 0.12 s, loaded and control 0.29 to 0.30 s, loaded - control
+/// within 0.006 s in every repetition.
 fn run(dir: &Path, toml: &str) -> (String, Vec<Value>) {
-    run_under(dir, toml, &["nice", "-n", "-10"])
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(common::dmalab_bin());
+    // SAFETY: between fork and exec the closure only makes system calls
+    // (setsid, open, write, close, setpriority) on constant arguments; it
+    // allocates nothing and takes no lock.
+    unsafe {
+        cmd.pre_exec(|| {
+            // A new session is a new autogroup (sched_autogroup_create_attach).
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Absent without autogroup scheduling: nice alone then weighs
+            // against every task.
+            let fd = libc::open(
+                c"/proc/self/autogroup".as_ptr(),
+                libc::O_WRONLY | libc::O_CLOEXEC,
+            );
+            if fd >= 0 {
+                let nice = b"-20";
+                let wrote = libc::write(fd, nice.as_ptr().cast(), nice.len());
+                libc::close(fd);
+                if wrote < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if libc::setpriority(libc::PRIO_PROCESS, 0, -10) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    run_command(dir, toml, cmd)
 }
 
 /// Runs `dmalab run` on `toml` under `wrap` (a command prefix, or none).
 fn run_under(dir: &Path, toml: &str, wrap: &[&str]) -> (String, Vec<Value>) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let exp = dir.join("e.toml");
-    std::fs::write(&exp, toml).unwrap();
-    let res = dir.join("e.jsonl");
-    let mut cmd = match wrap.split_first() {
+    let cmd = match wrap.split_first() {
         Some((w, rest)) => {
             let mut c = Command::new(w);
             c.args(rest).arg(common::dmalab_bin());
@@ -46,6 +87,16 @@ fn run_under(dir: &Path, toml: &str, wrap: &[&str]) -> (String, Vec<Value>) {
         }
         None => Command::new(common::dmalab_bin()),
     };
+    run_command(dir, toml, cmd)
+}
+
+/// Runs `cmd` (the binary, or a prefix that runs it) as `dmalab run` on
+/// `toml`, one experiment at a time.
+fn run_command(dir: &Path, toml: &str, mut cmd: Command) -> (String, Vec<Value>) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let exp = dir.join("e.toml");
+    std::fs::write(&exp, toml).unwrap();
+    let res = dir.join("e.jsonl");
     let out = cmd
         .args(["run", "-q", "-o"])
         .arg(&res)
@@ -107,6 +158,12 @@ const T_9995: [f64; 9] = [
 ///   thousand runs. A wrong one does not pass: a control that burns no CPU
 ///   leaves the loaded runs about a whole control slowdown above it in
 ///   every cycle, many times the half-width.
+/// * a paired mean within a fifth of the control's own slowdown (control -
+///   plain, paired the same way) passes too: with the host's noise shut
+///   out (see `run`) the differences can be a few milliseconds wide, and
+///   then a drift of the host within a cycle, far smaller than the effect
+///   this is about, would be "significant". The defect is not near that
+///   bound: its paired mean is the whole slowdown.
 fn assert_no_dma_effect(dir: &Path, runs: &[Value], victim: &str, load: &str, a: &Value) {
     let control_load = format!("{load}/control");
     let figure = |l: &str, rep: &Value| {
@@ -129,9 +186,17 @@ fn assert_no_dma_effect(dir: &Path, runs: &[Value], victim: &str, load: &str, a:
     let mean = diffs.iter().sum::<f64>() / n as f64;
     let sd = (diffs.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
     let half = T_9995[n - 2] * sd / (n as f64).sqrt();
+    let slowdowns: Vec<f64> = runs
+        .iter()
+        .filter(|r| r["victim"] == victim && r["load"] == control_load.as_str())
+        .filter_map(|r| {
+            Some(figure(&control_load, &r["repetition"])? - figure("plain", &r["repetition"])?)
+        })
+        .collect();
+    let slowdown = slowdowns.iter().sum::<f64>() / slowdowns.len().max(1) as f64;
     assert!(
-        mean.abs() <= half,
-        "loaded - control, paired by repetition: {diffs:?}, mean {mean} outside +-{half} (99.9%): {a}"
+        mean.abs() <= half || mean.abs() <= slowdown / 5.0,
+        "loaded - control, paired by repetition: {diffs:?}, mean {mean} outside +-{half} (99.9%) and above a fifth of the control's slowdown {slowdown} ({slowdowns:?}): {a}"
     );
     // The binary's figures are the arithmetic of this cell's samples.
     let res = dmalab_run::record::read(&dir.join("e.jsonl")).unwrap();

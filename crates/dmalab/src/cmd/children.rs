@@ -116,6 +116,79 @@ mod tests {
         );
     }
 
+    /// A run record of a page victim whose figure is `metric`, with the
+    /// page document's `result` as its victim result.
+    fn page_run(metric: &str, doc: &serde_json::Value) -> dmalab_run::record::RunRecord {
+        serde_json::from_value(serde_json::json!({
+            "record": "run", "experiment_hash": "h", "index": 0,
+            "configuration": "c", "repetition": 1, "victim": "p",
+            "load": "plain", "started_at": "t", "status": "completed",
+            "value": 1.0, "metric": metric, "unit": "ns", "better": "lower",
+            "victim_wall_ns": 1, "victim_argv": [], "victim_cpus": "0",
+            "victim_result": doc["result"],
+        }))
+        .unwrap()
+    }
+
+    /// Regression: a page victim whose figure is a row of Table 2
+    /// (`/result/table2/...`, no summary under it) had its histogram drawn
+    /// from the first summary near the top of the result, the reads' alone
+    /// (`/read/all/lat`, first in key order). It is the summary the figure
+    /// is computed from: the major faults' for the major-fault rows, every
+    /// access's (`/total/all/lat`) for the others and any other figure
+    /// outside a summary.
+    #[test]
+    fn a_page_figures_histogram_is_the_summary_it_is_computed_from() {
+        use dmalab_core::hist::LatHist;
+        use dmalab_page::report::{ClassStats, PageResult};
+        use dmalab_run::record::latency_for;
+        use dmalab_run::views::LatencyBuckets;
+        let hist = |ns: u64| {
+            let mut h = LatHist::new();
+            h.record_n(ns, 10);
+            h.summary()
+        };
+        let mut r = PageResult::default();
+        r.read.all.lat = hist(100);
+        r.write.all.lat = hist(1_000);
+        r.total.all.lat = hist(10_000);
+        r.total.hit = Some(ClassStats {
+            lat: hist(50),
+            ..Default::default()
+        });
+        r.total.major = Some(ClassStats {
+            lat: hist(100_000),
+            ..Default::default()
+        });
+        let doc = written("page", &r);
+        let at = |p: &str| LatencyBuckets::read(doc["result"].pointer(p).unwrap()).unwrap();
+        let drawn = |metric: &str| latency_for(&page_run(metric, &doc));
+        for (metric, summary) in [
+            ("/result/table2/avg_all_ns", "/total/all/lat"),
+            ("/result/table2/time_in_over_100us_pct", "/total/all/lat"),
+            ("/result/table2/time_in_over_1ms_pct", "/total/all/lat"),
+            ("/result/table2/major_mode_ns", "/total/major/lat"),
+            ("/result/table2/avg_major_ns", "/total/major/lat"),
+            ("/result/table2/os_overhead_ns", "/total/major/lat"),
+            ("/result/table2/os_overhead_pct", "/total/major/lat"),
+            ("/result/faults/major_faults", "/total/all/lat"),
+            ("/result/timer_overhead_ns", "/total/all/lat"),
+            // Under a summary's parent: that summary, as before.
+            ("/result/read/all/mean_ns", "/read/all/lat"),
+            ("/result/total/hit/share_pct", "/total/hit/lat"),
+        ] {
+            assert_eq!(drawn(metric), Some(at(summary)), "{metric} -> {summary}");
+        }
+        // Without major faults the major rows fall back to every access.
+        r.total.major = None;
+        let doc = written("page", &r);
+        let all = LatencyBuckets::read(&doc["result"]["total"]["all"]["lat"]);
+        assert_eq!(
+            latency_for(&page_run("/result/table2/avg_major_ns", &doc)),
+            all
+        );
+    }
+
     #[test]
     fn sim_compare_figures_are_read_from_the_simulators_own_result() {
         use dmalab_sim::engine::SchemeResult;

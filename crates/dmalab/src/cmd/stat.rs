@@ -215,8 +215,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         repeat: a.repeat,
     }
     .validate(!a.command.is_empty())?;
+    let cpus = a
+        .cpus
+        .as_deref()
+        .map(|l| dmalab_core::cpus::parse_cpu_list("--cpus", l))
+        .transpose()?;
     let mut req = Request::parse("--counters", &a.counters, &roots)?;
     req.mode = CountersMode::parse("--counters-mode", &a.counters_mode)?;
+    if let Some(c) = &cpus {
+        req = req.for_scope("--counters", &Scope::Cpus(c.clone()))?;
+    }
     let runs_given = if plan.attach.is_some() {
         1
     } else {
@@ -234,11 +242,6 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         CountersMode::Exact => req.for_run(first_run + i),
         CountersMode::Multiplexed => req.clone(),
     };
-    let cpus = a
-        .cpus
-        .as_deref()
-        .map(|l| dmalab_core::cpus::parse_cpu_list("--cpus", l))
-        .transpose()?;
     if plan.attach.is_some() && cpus.is_some() {
         return Err(UsageError::new(
             "--cpus",
