@@ -9,10 +9,8 @@ use std::process::{Command, Stdio};
 
 /// The program on PATH, or an error that says what to install.
 pub fn find(tool: &str) -> Result<PathBuf, FleetError> {
-    dmalab_core::sys::find_program(tool).ok_or_else(|| {
-        FleetError::Other(format!(
-            "{tool} is not on PATH: dmalab fleet drives Slurm through its client commands (sbatch, scontrol, squeue, sinfo, scancel; sacct where accounting is on); install them (Debian/Ubuntu: apt-get install slurm-client) or add their directory to PATH"
-        ))
+    dmalab_core::sys::find_program(tool).ok_or_else(|| FleetError::MissingTool {
+        tool: tool.to_string(),
     })
 }
 
