@@ -79,12 +79,10 @@ pub fn parse_parsable(out: &str) -> Option<String> {
 }
 
 /// Pins array task `index` of `job` to `node`; Slurm's message on refusal.
-pub fn pin(job: &str, index: usize, node: &str) -> Result<(), String> {
+pub fn pin(job: &str, index: usize, node: &str) -> Result<(), FleetError> {
     let id = format!("JobId={job}_{index}");
     let nl = format!("ReqNodeList={node}");
-    call("scontrol", &["update", &id, &nl])
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    call("scontrol", &["update", &id, &nl]).map(|_| ())
 }
 
 /// Releases a held job.
