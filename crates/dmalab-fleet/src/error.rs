@@ -22,9 +22,18 @@ pub enum FleetError {
     /// A Slurm command failed; the message carries Slurm's own words.
     #[error("{0}")]
     Slurm(String),
-    /// Something else went wrong.
+    /// A Slurm client command is not on PATH.
+    #[error("{tool} is not on PATH: dmalab fleet drives Slurm through its client commands (sbatch, scontrol, squeue, sinfo, scancel; sacct where accounting is on); install them (Debian/Ubuntu: apt-get install slurm-client) or add their directory to PATH")]
+    MissingTool {
+        /// The command.
+        tool: String,
+    },
+    /// The merged results cannot be serialized.
     #[error("{0}")]
-    Other(String),
+    Serialize(serde_json::Error),
+    /// Reading or checking a results file failed (not bad input).
+    #[error(transparent)]
+    Run(RunError),
 }
 
 impl FleetError {
@@ -47,7 +56,7 @@ impl From<RunError> for FleetError {
         match e {
             RunError::Usage(u) => FleetError::Usage(u),
             RunError::Io { path, cause } => FleetError::Io { path, cause },
-            RunError::Other(s) => FleetError::Other(s),
+            e => FleetError::Run(e),
         }
     }
 }
@@ -66,5 +75,28 @@ mod tests {
         let e = FleetError::usage("--split", "bad");
         let u = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<UsageError>());
         assert_eq!(u, Some(&UsageError::new("--split", "bad")));
+    }
+
+    /// A run error that is not bad input stays exit 1 under fleet and
+    /// prints as it did (`fleet status` shows it as `to_string()`).
+    #[test]
+    fn a_run_error_under_fleet_prints_as_it_did_and_is_not_usage() {
+        let e = FleetError::from(dmalab_run::RunError::NoHeader {
+            path: "n.jsonl".into(),
+        });
+        assert_eq!(
+            chain_line(&e),
+            "n.jsonl: no header line; this is not a `dmalab run` results file"
+        );
+        assert_eq!(e.to_string(), chain_line(&e));
+        let mut s = std::error::Error::source(&e);
+        while let Some(c) = s {
+            assert!(c.downcast_ref::<UsageError>().is_none());
+            s = c.source();
+        }
+        let e = FleetError::MissingTool {
+            tool: "sbatch".into(),
+        };
+        assert!(chain_line(&e).starts_with("sbatch is not on PATH: dmalab fleet drives Slurm"));
     }
 }

@@ -115,10 +115,10 @@ pub fn merge(dir: &Path, output: Option<&Path>) -> Result<Merged, FleetError> {
     if let Some(m) = &manifest {
         header.experiment_path = m.experiment_source.clone();
     }
-    let mut text = serde_json::to_string(&header).map_err(|e| FleetError::Other(e.to_string()))?;
+    let mut text = serde_json::to_string(&header).map_err(FleetError::Serialize)?;
     text.push('\n');
     for r in &runs {
-        text.push_str(&serde_json::to_string(r).map_err(|e| FleetError::Other(e.to_string()))?);
+        text.push_str(&serde_json::to_string(r).map_err(FleetError::Serialize)?);
         text.push('\n');
     }
     dmalab_core::output::write_atomic(&output.path, text.as_bytes())
@@ -271,7 +271,7 @@ fn gather(
         let path = dir.join(file);
         let mut res = record::read(&path).map_err(|e| match e {
             // A file that is not results is bad input, like any other.
-            dmalab_run::RunError::Other(m) => refuse(m),
+            e if e.is_not_results() => refuse(e.to_string()),
             e => e.into(),
         })?;
         if !res.header.hosts.is_empty() {

@@ -9,10 +9,8 @@ use std::process::{Command, Stdio};
 
 /// The program on PATH, or an error that says what to install.
 pub fn find(tool: &str) -> Result<PathBuf, FleetError> {
-    dmalab_core::sys::find_program(tool).ok_or_else(|| {
-        FleetError::Other(format!(
-            "{tool} is not on PATH: dmalab fleet drives Slurm through its client commands (sbatch, scontrol, squeue, sinfo, scancel; sacct where accounting is on); install them (Debian/Ubuntu: apt-get install slurm-client) or add their directory to PATH"
-        ))
+    dmalab_core::sys::find_program(tool).ok_or_else(|| FleetError::MissingTool {
+        tool: tool.to_string(),
     })
 }
 
@@ -81,12 +79,10 @@ pub fn parse_parsable(out: &str) -> Option<String> {
 }
 
 /// Pins array task `index` of `job` to `node`; Slurm's message on refusal.
-pub fn pin(job: &str, index: usize, node: &str) -> Result<(), String> {
+pub fn pin(job: &str, index: usize, node: &str) -> Result<(), FleetError> {
     let id = format!("JobId={job}_{index}");
     let nl = format!("ReqNodeList={node}");
-    call("scontrol", &["update", &id, &nl])
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    call("scontrol", &["update", &id, &nl]).map(|_| ())
 }
 
 /// Releases a held job.

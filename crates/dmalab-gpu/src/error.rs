@@ -43,7 +43,7 @@ pub enum GpuError {
     },
     /// `DMALAB_GPU_DRIVER` is malformed.
     #[error("DMALAB_GPU_DRIVER: {0}")]
-    Spec(String),
+    Spec(crate::mock::MockOptionError),
 }
 
 impl GpuError {

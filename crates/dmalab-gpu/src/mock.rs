@@ -71,14 +71,27 @@ impl Default for MockConfig {
     }
 }
 
+/// A bad option after `mock:`: the option as given and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("mock option '{option}': {what}")]
+pub struct MockOptionError {
+    /// The option, as given.
+    pub option: String,
+    /// What is wrong with it and what to give.
+    pub what: String,
+}
+
 impl MockConfig {
     /// Parses the options after `mock:`, comma separated: a bare number is
     /// the bandwidth in GB/s; `devices=N`, `mem=SIZE`, `used=SIZE`,
     /// `fail-copy=N`, `sysfs=DIR`.
-    pub fn parse(opts: &str) -> Result<Self, String> {
+    pub fn parse(opts: &str) -> Result<Self, MockOptionError> {
         let mut c = MockConfig::default();
         for o in opts.split(',').filter(|o| !o.is_empty()) {
-            let bad = |what: &str| format!("mock option '{o}': {what}");
+            let bad = |what: &str| MockOptionError {
+                option: o.to_string(),
+                what: what.to_string(),
+            };
             match o.split_once('=') {
                 None => {
                     c.gbps = o
@@ -651,7 +664,11 @@ mod tests {
         assert_eq!(MockConfig::parse("").unwrap(), MockConfig::default());
         for bad in ["0", "-1", "fast", "devices=x", "fail-copy=0", "colour=red"] {
             let e = MockConfig::parse(bad).unwrap_err();
-            assert!(e.contains(bad), "{bad}: {e}");
+            assert_eq!(e.option, bad);
+            assert!(
+                e.to_string().starts_with(&format!("mock option '{bad}': ")),
+                "{e}"
+            );
         }
     }
 

@@ -87,37 +87,35 @@ impl ChildCommand {
     /// Why a key of this command's table cannot be given, if it cannot:
     /// a flag `dmalab run` sets itself, a key the command does not take,
     /// or a value where a switch belongs (and the other way round).
-    pub fn check_flag(self, cat: &ChildCatalog, f: &Flag) -> Result<(), String> {
+    pub fn check_flag(self, cat: &ChildCatalog, f: &Flag) -> Result<(), FlagError> {
         let long = long_flag(&f.key);
         let spec = cat.spec(self);
         if spec.runner_sets(&f.key) {
-            return Err(format!(
-                "key '{}': dmalab run sets {long} itself; remove it",
-                f.key
-            ));
+            return Err(FlagError::RunnerSets {
+                key: f.key.clone(),
+                long,
+            });
         }
+        let command = self.name(cat);
         match spec.kind_of(&f.key) {
             None => {
                 let keys: Vec<&str> = spec.keys.iter().map(|(n, _)| *n).collect();
-                Err(format!(
-                    "unknown key '{}' for dmalab {}; it takes: {}",
-                    f.key,
-                    self.name(cat),
-                    keys.join(", ")
-                ))
+                Err(FlagError::Unknown {
+                    key: f.key.clone(),
+                    command,
+                    takes: keys.join(", "),
+                })
             }
-            Some(Kind::Switch) if !f.switch => Err(format!(
-                "key '{}': {long} of dmalab {} is a switch; write {} = true (or false)",
-                f.key,
-                self.name(cat),
-                f.key
-            )),
-            Some(Kind::Values) if f.switch => Err(format!(
-                "key '{}': {long} of dmalab {} takes a value; write {} = \"...\"",
-                f.key,
-                self.name(cat),
-                f.key
-            )),
+            Some(Kind::Switch) if !f.switch => Err(FlagError::Switch {
+                key: f.key.clone(),
+                long,
+                command,
+            }),
+            Some(Kind::Values) if f.switch => Err(FlagError::Value {
+                key: f.key.clone(),
+                long,
+                command,
+            }),
             Some(_) => Ok(()),
         }
     }
@@ -127,7 +125,7 @@ impl ChildCommand {
     pub fn argv(self, cat: &ChildCatalog, flags: &[Flag]) -> Result<Vec<String>, String> {
         let mut table = serde_json::Map::new();
         for f in flags {
-            self.check_flag(cat, f)?;
+            self.check_flag(cat, f).map_err(|e| e.to_string())?;
             let v = if f.switch {
                 serde_json::Value::Bool(true)
             } else {
@@ -144,6 +142,49 @@ impl ChildCommand {
             .argv(serde_json::Value::Object(table))
             .map_err(|e| format!("dmalab {}: {e}", self.name(cat)))
     }
+}
+
+/// Why a key of an experiment's child table cannot be given.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FlagError {
+    /// `dmalab run` sets the flag itself.
+    #[error("key '{key}': dmalab run sets {long} itself; remove it")]
+    RunnerSets {
+        /// The key.
+        key: String,
+        /// Its flag (`--KEY`).
+        long: String,
+    },
+    /// The command has no such flag.
+    #[error("unknown key '{key}' for dmalab {command}; it takes: {takes}")]
+    Unknown {
+        /// The key.
+        key: String,
+        /// The command (`load`, `probe latency`, ...).
+        command: String,
+        /// The keys it takes, comma separated.
+        takes: String,
+    },
+    /// A value where the command's flag is a switch.
+    #[error("key '{key}': {long} of dmalab {command} is a switch; write {key} = true (or false)")]
+    Switch {
+        /// The key.
+        key: String,
+        /// Its flag (`--KEY`).
+        long: String,
+        /// The command.
+        command: String,
+    },
+    /// A switch where the command's flag takes a value.
+    #[error("key '{key}': {long} of dmalab {command} takes a value; write {key} = \"...\"")]
+    Value {
+        /// The key.
+        key: String,
+        /// Its flag (`--KEY`).
+        long: String,
+        /// The command.
+        command: String,
+    },
 }
 
 #[cfg(test)]
@@ -223,35 +264,43 @@ mod tests {
         let c = test_catalog();
         let e = ChildCommand::Load
             .check_flag(&c, &flag("iodeph", &["3"]))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("unknown key 'iodeph' for dmalab load; it takes: target, engine,"),
             "{e}"
         );
         let e = ChildCommand::ProbeLatency
             .check_flag(&c, &flag("live_stats", &["x"]))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("unknown key 'live_stats' for dmalab probe latency"),
             "{e}"
         );
         let e = ChildCommand::Load
             .check_flag(&c, &flag("live-stats", &["x"]))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "key 'live-stats': dmalab run sets --live-stats itself; remove it"
         );
         let e = ChildCommand::Load
             .check_flag(&c, &flag("keep", &["yes"]))
-            .unwrap_err();
-        assert!(e.contains("--keep of dmalab load is a switch"), "{e}");
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "key 'keep': --keep of dmalab load is a switch; write keep = true (or false)"
+        );
         let e = ChildCommand::ProbeLatency
             .check_flag(&c, &flag("size", &[]))
-            .unwrap_err();
-        assert!(
-            e.contains("--size of dmalab probe latency takes a value"),
-            "{e}"
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "key 'size': --size of dmalab probe latency takes a value; write size = \"...\""
         );
         assert!(ChildCommand::Load
             .argv(&c, &[flag("iodeph", &["3"])])

@@ -601,7 +601,7 @@ fn ddio_setting(
     at: usize,
 ) -> Result<dmalab_host::ddio::Setting, ExpError> {
     text.parse()
-        .map_err(|e: String| ctx.err(at, format!("{owner}: ddio: {e}")))
+        .map_err(|e: dmalab_host::ddio::BadSetting| ctx.err(at, format!("{owner}: ddio: {e}")))
 }
 
 fn take_argv(

@@ -30,4 +30,4 @@ pub mod stats;
 pub mod sweep_axis;
 pub mod views;
 
-pub use error::{ExpError, RunError};
+pub use error::{ExpError, RecordFault, RunError};

@@ -1,7 +1,7 @@
 //! Results files: JSON lines, one header and then one record per run,
 //! each appended and fsynced as soon as it exists.
 
-use crate::error::RunError;
+use crate::error::{RecordFault, RunError};
 use crate::experiment::Better;
 use crate::views::LatencyBuckets;
 use dmalab_core::host::HostInfo;
@@ -641,22 +641,24 @@ fn read_with(path: &Path, keep: Keep) -> Result<Results, RunError> {
         }
         i += 1;
         complete_len += n as u64;
-        let bad = |e: String| {
-            RunError::Other(format!("{}:{i}: not a results record: {e}", path.display()))
+        let bad = |fault: RecordFault| RunError::ResultsRecord {
+            path: path.display().to_string(),
+            line: i,
+            fault,
         };
         let text = std::str::from_utf8(&line).map_err(|e| {
-            bad(format!(
-                "byte {} of the line is not valid UTF-8",
-                e.valid_up_to() + 1
-            ))
+            bad(RecordFault::Utf8 {
+                byte: e.valid_up_to() + 1,
+            })
         })?;
         if text.trim().is_empty() {
             continue;
         }
-        let kind: Kind = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        let kind: Kind = serde_json::from_str(text).map_err(|e| bad(RecordFault::Json(e)))?;
         match kind.record.as_deref() {
             Some("header") if header.is_none() => {
-                let h: Header = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+                let h: Header =
+                    serde_json::from_str(text).map_err(|e| bad(RecordFault::Json(e)))?;
                 // Room for the planned runs at once: grown by doubling, the
                 // vector would hold up to twice the records' room, and
                 // while it moves, three times. The plan is input, so no
@@ -669,25 +671,22 @@ fn read_with(path: &Path, keep: Keep) -> Result<Results, RunError> {
             Some("header") => {}
             Some("run") => {
                 let mut r: RunRecord =
-                    serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+                    serde_json::from_str(text).map_err(|e| bad(RecordFault::Json(e)))?;
                 if keep == Keep::Report {
                     slim(&mut r);
                 }
                 runs.push(r);
             }
             _ => {
-                return Err(RunError::Other(format!(
-                    "{}:{i}: not a dmalab results record (no \"record\" field); is this an experiment results file?",
-                    path.display(),
-                )))
+                return Err(RunError::NotARecord {
+                    path: path.display().to_string(),
+                    line: i,
+                })
             }
         }
     }
-    let header = header.ok_or_else(|| {
-        RunError::Other(format!(
-            "{}: no header line; this is not a `dmalab run` results file",
-            path.display()
-        ))
+    let header = header.ok_or_else(|| RunError::NoHeader {
+        path: path.display().to_string(),
     })?;
     Ok(Results {
         header,

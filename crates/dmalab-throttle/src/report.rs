@@ -357,11 +357,16 @@ pub fn frontier_svg(r: &ThrottleResult) -> Option<String> {
     ))
 }
 
+/// A document whose `result` is not a throttle result (serde's words).
+#[derive(Debug, thiserror::Error)]
+#[error("not a dmalab throttle result: {0}")]
+pub struct NotAThrottleResult(serde_json::Error);
+
 /// The whole HTML page of a throttle result document (`doc` is the JSON
 /// the session wrote).
-pub fn html(doc: &serde_json::Value) -> Result<(String, usize), String> {
-    let r: ThrottleResult = serde_json::from_value(doc["result"].clone())
-        .map_err(|e| format!("not a dmalab throttle result: {e}"))?;
+pub fn html(doc: &serde_json::Value) -> Result<(String, usize), NotAThrottleResult> {
+    let r: ThrottleResult =
+        serde_json::from_value(doc["result"].clone()).map_err(NotAThrottleResult)?;
     let mut plots = 0;
     let mut body = String::new();
     let _ = writeln!(
@@ -451,6 +456,11 @@ mod tests {
         assert_eq!(html.matches("<circle").count(), 1 + 3);
         assert_eq!(html.matches("<path d=").count(), 1);
         assert!(html.contains("I/O throughput against victim slowdown"));
-        assert!(super::html(&serde_json::json!({"result": {}})).is_err());
+        let e = super::html(&serde_json::json!({"result": {}})).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("not a dmalab throttle result: missing field"),
+            "{e}"
+        );
     }
 }

@@ -80,11 +80,19 @@ impl fmt::Display for Setting {
     }
 }
 
+/// A DDIO setting that is not `on`, `off` or `ways:N`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("'{value}' is not a DDIO setting; use \"on\", \"off\" or \"ways:N\" (N >= 1)")]
+pub struct BadSetting {
+    /// The value, as given.
+    pub value: String,
+}
+
 impl FromStr for Setting {
-    type Err = String;
+    type Err = BadSetting;
 
     /// `on`, `off` or `ways:N`.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, BadSetting> {
         match s {
             "on" => Ok(Setting::On),
             "off" => Ok(Setting::Off),
@@ -93,10 +101,8 @@ impl FromStr for Setting {
                 .and_then(|n| n.parse::<u32>().ok())
                 .filter(|n| *n > 0)
                 .map(Setting::Ways)
-                .ok_or_else(|| {
-                    format!(
-                        "'{s}' is not a DDIO setting; use \"on\", \"off\" or \"ways:N\" (N >= 1)"
-                    )
+                .ok_or_else(|| BadSetting {
+                    value: s.to_string(),
                 }),
         }
     }

@@ -294,6 +294,11 @@ fn settings_parse_and_print() {
     for bad in ["", "ON", "ways:0", "ways:x", "ways4"] {
         assert!(bad.parse::<Setting>().is_err(), "{bad}");
     }
+    // The message clap and the experiment parser print, word for word.
+    assert_eq!(
+        "ways:0".parse::<Setting>().unwrap_err().to_string(),
+        "'ways:0' is not a DDIO setting; use \"on\", \"off\" or \"ways:N\" (N >= 1)"
+    );
 }
 
 #[test]

@@ -101,7 +101,7 @@ impl RunDir {
         let d = tempfile::Builder::new()
             .prefix("dmalab-run-")
             .tempdir()
-            .map_err(|e| RunError::Other(format!("cannot create a temporary directory: {e}")))?;
+            .map_err(RunError::TempDir)?;
         dmalab_core::ledger::add_dir(d.path());
         Ok(Self(d))
     }

@@ -118,12 +118,11 @@ fn resume(
     f.sync_all().map_err(|e| RunError::io(path, e))?;
     for r in &res.runs {
         let Some(p) = runs.get(r.index) else {
-            return Err(RunError::Other(format!(
-                "{}: run index {} is outside the plan of {} runs",
-                path.display(),
-                r.index,
-                runs.len()
-            )));
+            return Err(RunError::RunOutsidePlan {
+                path: path.display().to_string(),
+                index: r.index,
+                planned: runs.len(),
+            });
         };
         let c = &exp.configurations[p.configuration].name;
         let v = &exp.victims[p.victim].name;
@@ -136,11 +135,10 @@ fn resume(
             &r.sweep_value,
         ) != (c, v, l.as_str(), &p.repetition, &p.sweep_value)
         {
-            return Err(RunError::Other(format!(
-                "{}: run {} does not match the plan; the results file was edited",
-                path.display(),
-                r.index
-            )));
+            return Err(RunError::RunNotInPlan {
+                path: path.display().to_string(),
+                index: r.index,
+            });
         }
         done[r.index] = true;
     }

@@ -80,7 +80,7 @@ fn check_exact_counters(exp: &Experiment, exe: &Path) -> Result<(), RunError> {
             .args(["-r", &reps, "--quiet", "--", "true"])
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| RunError::Other(format!("cannot run {}: {e}", exe.display())))?;
+            .map_err(|e| RunError::spawn(exe, e))?;
         if !out.status.success() {
             return Err(usage(
                 at(exp, line),
@@ -135,7 +135,7 @@ fn check_victims(exp: &Experiment, exe: &Path) -> Result<(), RunError> {
                     .args(["stat", "--counters", c, "--quiet", "--", "true"])
                     .stdin(Stdio::null())
                     .output()
-                    .map_err(|e| RunError::Other(format!("cannot run {}: {e}", exe.display())))?;
+                    .map_err(|e| RunError::spawn(exe, e))?;
                 if !out.status.success() {
                     return Err(usage(
                         at(exp, v.line),
@@ -225,9 +225,7 @@ fn dry_run_aggressors(exp: &Experiment, exe: &Path) -> Result<(), RunError> {
                         .arg("--dry-run")
                         .stdin(Stdio::null())
                         .output()
-                        .map_err(|e| {
-                            RunError::Other(format!("cannot run {}: {e}", exe.display()))
-                        })?;
+                        .map_err(|e| RunError::spawn(exe, e))?;
                     if !out.status.success() {
                         let err = String::from_utf8_lossy(&out.stderr);
                         let last = refusal(&err);
