@@ -22,7 +22,7 @@ mod victim;
 
 use crate::error::RunError;
 use crate::experiment::Control;
-use crate::experiment::Experiment;
+use crate::experiment::{Experiment, Victim};
 use crate::plan::{self, PlannedRun};
 use crate::progress::Progress;
 use crate::record::{AggressorOutcome, ControlOrder, ControlRecord, Failure, RunRecord};
@@ -354,17 +354,10 @@ fn stop_load(rec: &mut RunRecord, started: Started, found: Vec<Option<crate::rec
     rec.aggressor = Some(o);
 }
 
-/// One run, start to record.
-fn one_run(
-    exp: &Experiment,
-    opts: &RunOptions,
-    p: &PlannedRun,
-    rates: &Rates,
-) -> Result<RunRecord, RunError> {
-    let dir = RunDir::new()?;
-    let v = &exp.victims[p.victim];
-    let started = SystemTime::now();
-    let mut rec = RunRecord {
+/// The record of run `p` before anything ran: what it is, and an empty
+/// outcome.
+fn blank_record(exp: &Experiment, p: &PlannedRun, v: &Victim, started: SystemTime) -> RunRecord {
+    RunRecord {
         record: "run".into(),
         experiment_hash: exp.hash.clone(),
         index: p.index,
@@ -392,7 +385,12 @@ fn one_run(
         control: None,
         victim_evidence: None,
         quiet: None,
-    };
+    }
+}
+
+/// Every CPU run `p` uses: its victim's and its aggressor's (a group's
+/// members' too), sorted, once each.
+fn cpus_of_run(exp: &Experiment, v: &Victim, p: &PlannedRun) -> Vec<usize> {
     let mut cpus = v
         .cpus
         .clone()
@@ -407,6 +405,20 @@ fn one_run(
     }
     cpus.sort_unstable();
     cpus.dedup();
+    cpus
+}
+
+/// One run, start to record.
+fn one_run(
+    exp: &Experiment,
+    opts: &RunOptions,
+    p: &PlannedRun,
+    rates: &Rates,
+) -> Result<RunRecord, RunError> {
+    let dir = RunDir::new()?;
+    let v = &exp.victims[p.victim];
+    let mut rec = blank_record(exp, p, v, SystemTime::now());
+    let cpus = cpus_of_run(exp, v, p);
     let limit = if opts.require_quiet {
         quiet::WAIT_LIMIT
     } else {
