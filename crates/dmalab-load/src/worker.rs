@@ -100,10 +100,8 @@ impl LiveBatch {
             return;
         }
         live.add(self.bytes, self.commands, self.blocks, self.t);
-        self.next_ns = self.t.saturating_add(LIVE_PERIOD_NS);
-        let next_ns = self.next_ns;
         *self = Self {
-            next_ns,
+            next_ns: self.t.saturating_add(LIVE_PERIOD_NS),
             ..Self::default()
         };
     }
