@@ -253,6 +253,15 @@ pub struct SweepInterval {
     pub violated: BTreeMap<String, bool>,
 }
 
+impl SweepInterval {
+    /// Whether the interval was past `slo`'s bound, as the sweep judged it
+    /// ([`Slo::violated`]); an interval with no judgement for it counts as
+    /// past, as one without a figure does.
+    pub fn past(&self, slo: &Slo) -> bool {
+        self.violated.get(&slo.text).copied().unwrap_or(true)
+    }
+}
+
 /// Per SLO and fixed rate: the sweep's intervals (all passes) judged by
 /// the violation budget.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -451,16 +460,16 @@ pub fn summarize_loop(
 }
 
 /// The frontier's verdict for one loop: per fixed rate, every interval of
-/// every pass judged against the SLO's bound; the best fixed rate is the
+/// every pass as the sweep judged it against the SLO's bound
+/// ([`SweepInterval::past`]); the best fixed rate is the
 /// highest whose intervals meet the violation budget, the rule the loop's
 /// intervals after settling are held to ([`crate::slo::within_budget`]).
 /// The mean of a pass does not decide: on the GPU plant of
 /// `docs/bench/throttle-2026-11-27c.md` two pass means 1.0-1.4% under the
 /// bound named a rate whose 1-second intervals scatter by about 7 ns
 /// around it, past the bound in a large share of them.
-pub fn verdict(l: &LoopResult, sweep: &[SweepPoint], baseline: f64) -> FrontierVerdict {
+pub fn verdict(l: &LoopResult, sweep: &[SweepPoint]) -> FrontierVerdict {
     let key = l.slo.stat.name();
-    let limit = l.slo.limit(baseline);
     #[derive(Default)]
     struct Acc {
         figures: Vec<f64>,
@@ -476,7 +485,7 @@ pub fn verdict(l: &LoopResult, sweep: &[SweepPoint], baseline: f64) -> FrontierV
         for i in &p.intervals {
             let v = i.victim.get(key).copied().unwrap_or(f64::NAN);
             e.intervals += 1;
-            e.violations += usize::from(l.slo.violated(v, limit));
+            e.violations += usize::from(i.past(&l.slo));
             if v.is_finite() {
                 e.figures.push(v);
             }
@@ -524,12 +533,7 @@ pub fn sweep_line(
     slos: &[Slo],
     intervals: &[SweepInterval],
 ) -> String {
-    let count = |slo: &Slo| {
-        intervals
-            .iter()
-            .filter(|i| i.violated.get(&slo.text).copied().unwrap_or(true))
-            .count()
-    };
+    let count = |slo: &Slo| intervals.iter().filter(|i| i.past(slo)).count();
     let violations = match slos {
         [one] => count(one).to_string(),
         _ => slos
@@ -814,7 +818,7 @@ fn closed_loops_and_sweep(
     result.frontier = result
         .loops
         .iter()
-        .map(|l| verdict(l, &result.sweep, l.baseline))
+        .map(|l| verdict(l, &result.sweep))
         .collect();
     // The sweep's ends are a control measurement for loops that did not
     // visit both ends themselves.
@@ -1245,7 +1249,7 @@ mod tests {
             sweep_point(0, 300.0, &[140.0, 141.0, 139.0]),
             sweep_point(0, 500.0, &[160.0, 158.0, 162.0]),
         ];
-        let v = verdict(&l, &sweep, 100.0);
+        let v = verdict(&l, &sweep);
         assert_eq!(v.best_fixed_rate_bytes_per_s, Some(300.0));
         let share = v.closed_loop_share_of_best.unwrap();
         assert!((share - 380.0 / 285.0).abs() < 1e-9);
@@ -1274,7 +1278,7 @@ mod tests {
         for p in &sweep {
             assert!(p.victim["p99"] < 150.0, "every pass mean meets: {p:?}");
         }
-        let v = verdict(&l, &sweep, 100.0);
+        let v = verdict(&l, &sweep);
         let at500 = &v.points[2];
         assert_eq!(at500.rate_target_bytes_per_s, 500.0);
         assert_eq!((at500.intervals, at500.violations), (6, 2));
@@ -1302,7 +1306,7 @@ mod tests {
                 sweep_point(0, 400.0, &figs[..10]),
                 sweep_point(1, 400.0, &figs[10..]),
             ];
-            let v = verdict(&l, &sweep, 100.0);
+            let v = verdict(&l, &sweep);
             assert_eq!(v.points[0].intervals, 20);
             assert_eq!(v.points[0].meets, meets, "{bad:?}");
             assert_eq!(v.closed_loop_within_budget, Some(meets));
