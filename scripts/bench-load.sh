@@ -17,7 +17,9 @@
 #     the same shape in the same pair), over its bytes. The CPU time is
 #     `perf stat -e task-clock` where perf works, else the kernel's rusage
 #     of the child (wait4, `benchstat.py rusage`); CPU_TIME=perf|rusage
-#     picks one, and the header says which was used.
+#     picks one, and the header says which was used. With rusage a
+#     third line per shape splits it into user and system time (the
+#     tool's own code, and the kernel's work on its behalf).
 # Printed: the median and range of the pairs' ratios (scripts/benchstat.py).
 #
 #   scripts/bench-load.sh                     # build, then run
@@ -228,10 +230,18 @@ work, pairs, scripts, shapes = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.a
 sys.path.insert(0, scripts)
 import benchstat as bs
 
+def rusage(p):
+    try:
+        return json.load(open(p + ".rusage"))
+    except FileNotFoundError:
+        return None
+
 def run(s, t, i, n):
     p = f"{work}/{s}-{t}-{i}-{n}"
-    start_s = float(open(f"{work}/{s}-{t}-{i}-start.cpu").read())
+    start = f"{work}/{s}-{t}-{i}-start"
+    start_s = float(open(start + ".cpu").read())
     cpu_s = float(open(p + ".cpu").read()) - start_s
+    ru, ru0 = rusage(p), rusage(start)
     d = json.load(open(p + ".json"))
     if t == "A":  # fio
         j = d["jobs"][0]
@@ -241,25 +251,37 @@ def run(s, t, i, n):
     else:
         r = d["result"]
         iops, bw, moved = r["rates"]["iops"], r["rates"]["data_bw_bytes"], r["totals"]["data_bytes"]
-    return iops, bw, bs.cpu_per_gib(cpu_s, moved)
+    split = None
+    if ru and ru0:  # rusage: the user-space and the kernel's share apart
+        split = tuple(bs.cpu_per_gib(ru[k] - ru0[k], moved) for k in ("user_s", "sys_s"))
+    return iops, bw, bs.cpu_per_gib(cpu_s, moved), split
 
 print(f"{'shape':<10} {'measure':<9} {'dmalab':>12} {'fio':>12}  ratio median [range]    "
       f"{'CPU s/GiB dmalab':>16} {'fio':>8}  ratio median [range]")
 for s in shapes:
     measure = "iops" if s.endswith(("qd1", "qd32")) else "bw"
-    fig = {"A": [], "B": []}; cpu = {"A": [], "B": []}
+    fig = {"A": [], "B": []}; cpu = {"A": [], "B": []}; split = {"A": [], "B": []}
     for i in range(pairs):
         for t in "AB":
             a, b = run(s, t, i, 0), run(s, t, i, 1)
             k = 0 if measure == "iops" else 1
             fig[t].append(bs.pair_mean(a[k], b[k]))
             cpu[t].append(bs.pair_mean(a[2], b[2]))
+            if a[3] and b[3]:
+                split[t].append(tuple(bs.pair_mean(x, y) for x, y in zip(a[3], b[3])))
     unit = (lambda v: f"{v:.0f}/s") if measure == "iops" else (lambda v: f"{v / 2**20:.1f} MiB/s")
     print(f"{s:<10} {measure:<9} {unit(bs.median(fig['B'])):>12} {unit(bs.median(fig['A'])):>12}  "
           f"{bs.fmt_ratio(bs.ratios(fig['B'], fig['A'])):<22} "
           f"{bs.median(cpu['B']):>16.3f} {bs.median(cpu['A']):>8.3f}  {bs.fmt_ratio(bs.ratios(cpu['B'], cpu['A']))}")
     print(f"{'':<10} pairs {measure}: " + " ".join(f"{x:.3f}" for x in bs.ratios(fig['B'], fig['A']))
           + "   CPU/GiB: " + " ".join(f"{x:.3f}" for x in bs.ratios(cpu['B'], cpu['A'])))
+    if split["A"] and split["B"]:
+        # Where the CPU goes: a tool's own code (user) and the kernel's
+        # work on its behalf (system: submission, block layer, sleeping
+        # and waking), medians of the pairs, s/GiB.
+        med = lambda t, k: bs.median([x[k] for x in split[t]])
+        print(f"{'':<10} CPU s/GiB user: dmalab {med('B', 0):.3f} fio {med('A', 0):.3f}"
+              f"   system: dmalab {med('B', 1):.3f} fio {med('A', 1):.3f}")
 EOF
 
 if (( RATE_PAIRS > 0 )); then
