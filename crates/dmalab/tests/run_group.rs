@@ -523,3 +523,62 @@ fn an_sqpoll_poller_beside_its_workers_cpus_starts() {
     assert!(common::has_flag(&argv, "--sqpoll-cpu", "1"), "{argv:?}");
     assert!(common::has_flag(&argv, "--cpus-allowed", "0"), "{argv:?}");
 }
+
+/// A control named by an aggressor (`control = "NAME"`) that runs on a
+/// victim's CPU where the aggressor does not would slow the victim by
+/// sharing its CPU, so the control cycle would overstate the aggressor's
+/// CPU-side interference and understate the DMA's: refused before
+/// anything runs, naming the control's line. The same control on the
+/// aggressor's own CPU is accepted.
+#[test]
+fn a_named_control_on_a_victims_cpu_the_aggressor_leaves_alone_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |ctl_cpu: &str| {
+        format!(
+            r#"
+[cpus]
+victims = "1"
+
+[[aggressor]]
+name = "a"
+engine = "null"
+pattern = "single"
+rate_iops = 2000
+cpus_allowed = "0"
+control = "b"
+
+[[aggressor]]
+name = "b"
+engine = "null"
+pattern = "single"
+rate_iops = 2000
+cpus_allowed = "{ctl_cpu}"
+
+[[victim]]
+name = "lat"
+command = "probe latency"
+"#
+        )
+    };
+    let exp = write(dir.path(), "c.toml", &file("1"));
+    let err = common::assert_usage_error_of(
+        common::dmalab()
+            .arg("run")
+            .arg(&exp)
+            .arg("--dry-run")
+            .current_dir(dir.path()),
+        "c.toml:18:",
+    );
+    assert!(
+        err.contains("aggressor 'a' in configuration 'default': its control 'b' runs on CPU 1, a CPU of victim 'lat' (1), where 'a' does not run (0)"),
+        "{err}"
+    );
+    let exp = write(dir.path(), "c.toml", &file("0"));
+    common::dmalab()
+        .arg("run")
+        .arg(&exp)
+        .arg("--dry-run")
+        .current_dir(dir.path())
+        .assert()
+        .success();
+}

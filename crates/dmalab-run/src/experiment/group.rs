@@ -16,6 +16,8 @@
 //! aggressor, none is listed twice, none is itself a group; no member runs
 //! on a CPU of another member or of a victim; and no aggressor's SQPOLL
 //! poller (`sqpoll_cpu`) sits on a victim's CPU or another member's.
+//! An aggressor another names as its control (`control = "NAME"`) runs
+//! on no victim's CPU that the aggressor it stands in for leaves alone.
 
 use super::{
     Aggressor, AggressorKind, Configuration, Control, Ctx, Experiment, Flag, RawValue, VictimKind,
@@ -290,8 +292,48 @@ struct Placed<'e> {
     poll: Option<(usize, usize)>,
 }
 
-/// The CPU rules of groups and SQPOLL pollers (see the module's head).
+/// A control named by a plain aggressor (`control = "NAME"`) runs its
+/// CPU-side work where that aggressor does, or at least not on a victim's
+/// CPU that the aggressor leaves alone: there it would slow the victim by
+/// sharing its CPU, the control cycle would show more slowdown than the
+/// aggressor's own CPU work causes, and the DMA's share (aggressor minus
+/// control) would come out too small. (A group's stand-ins are held to the
+/// members' rules in [`check_cpus`].)
+fn check_named_controls(exp: &Experiment) -> Result<(), ExpError> {
+    let victims = victim_cpus(exp);
+    let fmt = dmalab_core::cpus::format_cpu_list;
+    for a in &exp.aggressors {
+        let Some(Control::Aggressor(j)) = &a.control else {
+            continue;
+        };
+        let ctl = &exp.aggressors[*j];
+        for c in &exp.configurations {
+            let ours = exp.aggressor_cpus(a, c, None);
+            let theirs = exp.aggressor_cpus(ctl, c, None);
+            let (_, line) = cpus_with_line(exp, ctl, &exp.aggressor_flags(ctl, c, None))?;
+            for (v, vc) in &victims {
+                let Some(cpu) = theirs
+                    .iter()
+                    .copied()
+                    .find(|x| vc.contains(x) && !ours.contains(x))
+                else {
+                    continue;
+                };
+                return Err(ExpError::new(
+                    &exp.path,
+                    Some(line.unwrap_or(ctl.line)),
+                    format!("aggressor '{}' in configuration '{}': its control '{}' runs on CPU {cpu}, a CPU of victim '{v}' ({}), where '{}' does not run ({}): the control would also slow the victim by sharing its CPU, and the DMA's share of the slowdown would come out too small; give '{}' the CPUs of '{}' (cpus_allowed)", a.name, c.name, ctl.name, fmt(vc), a.name, fmt(&ours), ctl.name, a.name),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The CPU rules of groups, named controls and SQPOLL pollers (see the
+/// module's head).
 pub(super) fn check_cpus(exp: &Experiment) -> Result<(), ExpError> {
+    check_named_controls(exp)?;
     let err = |line: usize, msg: String| ExpError::new(&exp.path, Some(line), msg);
     let victims = victim_cpus(exp);
     let fmt = dmalab_core::cpus::format_cpu_list;
