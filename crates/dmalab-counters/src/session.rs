@@ -661,7 +661,7 @@ impl Session {
         let root = dmalab_core::sys::is_root();
         let mut arena: Vec<Counter> = Vec::new();
         let mut member: Vec<bool> = Vec::new();
-        let mut leaders: HashMap<(String, i32, i32), usize> = HashMap::new();
+        let mut leaders: HashMap<(usize, String, i32, i32), usize> = HashMap::new();
         let mut events = Vec::new();
         for e in &req.events {
             let mut ev = OpenEvent {
@@ -1021,7 +1021,7 @@ fn open_event(
     root: bool,
     arena: &mut Vec<Counter>,
     member: &mut Vec<bool>,
-    leaders: &mut HashMap<(String, i32, i32), usize>,
+    leaders: &mut HashMap<(usize, String, i32, i32), usize>,
 ) -> Result<Vec<(usize, i32)>, Absence> {
     let mut idx = Vec::new();
     for inst in &e.resolved.instances {
@@ -1056,7 +1056,11 @@ fn open_event(
             ..PerfEventAttr::default()
         };
         for (pid, cpu) in targets {
-            let key = (inst.pmu.clone(), pid, cpu);
+            // A perf group is the request's group (`{a,b}`, or a recipe's
+            // events of one PMU) on one PMU instance and target: events
+            // named apart (`a,b`) open apart, as perf stat opens them, so
+            // one that cannot be scheduled does not take the others down.
+            let key = (e.group, inst.pmu.clone(), pid, cpu);
             let leader = if e.solo {
                 None
             } else {
@@ -1338,6 +1342,30 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.option, "--counters");
         assert!(e.message.contains("count cpu-clock instead"), "{e}");
+    }
+
+    #[test]
+    fn events_named_apart_open_apart_and_braces_group_them() {
+        let cat = Catalog::default();
+        let me = std::process::id() as i32;
+        let members = |text: &str| {
+            let req = Request::parse_with("--counters", text, &cat, CpuId::default()).unwrap();
+            let state = tempfile::tempdir().unwrap();
+            let s = Session::open(&req, &Scope::Task(me), &Roots::default(), state.path());
+            assert!(
+                s.events.iter().all(|e| e.absent.is_none()),
+                "software events open here: {:?}",
+                s.events.iter().map(|e| &e.absent).collect::<Vec<_>>()
+            );
+            s.member.clone()
+        };
+        // perf stat -e cpu-clock,page-faults: two groups of one.
+        assert_eq!(members("cpu-clock,page-faults"), [false, false]);
+        // perf stat -e '{cpu-clock,page-faults}': one group.
+        assert_eq!(members("{cpu-clock,page-faults}"), [false, true]);
+        // A recipe's events of one PMU count together.
+        let sw = members("software");
+        assert!(!sw[0] && sw[1..].iter().all(|&m| m), "{sw:?}");
     }
 
     #[test]
