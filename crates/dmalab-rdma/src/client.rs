@@ -183,8 +183,13 @@ pub struct ClientConfig {
     pub secret: Option<Secret>,
     /// `--signal-every N`: one work request in N asks for a completion
     /// (CQ moderation); the unsignalled ones before it are finished when it
-    /// completes (an RC send queue completes in order). 1: every one.
+    /// completes (an RC send queue completes in order). 1: every one. At
+    /// most half a QP's share of `iodepth` once
+    /// [`ClientConfig::cap_signal_every`] has run.
     pub signal_every: u32,
+    /// `--signal-every` as given, before [`ClientConfig::cap_signal_every`]
+    /// lowered `signal_every` to half a QP's queue.
+    pub signal_every_asked: u32,
     /// `--mtu`: the path MTU to use, bytes (None: the port's active MTU).
     pub mtu_bytes: Option<u32>,
     /// `--rdma-mix-order` for `mixed:PCT`.
@@ -276,6 +281,46 @@ impl ClientConfig {
              (the smaller of this device's max_qp_init_rd_atom and the responder's \
              max_qp_rd_atom), so {} queue pair(s) run with --iodepth {most}; writes keep any depth",
             self.iodepth_asked, self.qps
+        ))
+    }
+}
+
+/// The signalling interval a QP holding `per_qp` work requests uses for
+/// `--signal-every asked`: at most half its queue, at least 1.
+///
+/// A QP signals its Nth request and the one that fills its queue. With N
+/// at or above the queue's depth only the filling request is signalled, so
+/// the worker waits for the whole queue to drain before it posts again and
+/// the queue runs dry once per round (perftest lowers `-Q` to the TX depth,
+/// which leaves exactly that). At half the depth one completion frees half
+/// the queue while the other half is still in flight.
+pub fn signal_interval(asked: u32, per_qp: u32) -> u32 {
+    asked.clamp(1, (per_qp / 2).max(1))
+}
+
+impl ClientConfig {
+    /// Work requests each QP of a worker holds for commands: its share of
+    /// `iodepth`.
+    pub fn per_qp_depth(&self) -> u32 {
+        self.iodepth.div_ceil(self.qps.max(1))
+    }
+
+    /// Lowers `signal_every` to [`signal_interval`] of the QPs' share of
+    /// `iodepth` (call it after every change to `iodepth`). Returns the
+    /// note to print when it lowered it.
+    pub fn cap_signal_every(&mut self) -> Option<String> {
+        let per_qp = self.per_qp_depth();
+        let used = signal_interval(self.signal_every, per_qp);
+        if used == self.signal_every {
+            return None;
+        }
+        let before = self.signal_every;
+        self.signal_every = used;
+        Some(format!(
+            "--signal-every {before}: a queue pair holds {per_qp} work request(s) here \
+             (--iodepth {} over {} queue pair(s)), and signalling fewer than one in half of \
+             them leaves it waiting for the whole queue to drain, so it signals every {used}",
+            self.iodepth, self.qps
         ))
     }
 }
@@ -526,6 +571,7 @@ impl Client {
                 .mtu_bytes
                 .map_or(self.ctx.mtu_bytes(), |m| m.min(self.ctx.mtu_bytes())),
             signal_every: self.cfg.signal_every,
+            signal_every_asked: self.cfg.signal_every_asked,
             device_limits: self.ctx.limits,
             max_rd_atomic: self.rd_atomic.lock().ok().and_then(|r| *r),
             iodepth: self.cfg.iodepth,
@@ -632,8 +678,13 @@ pub struct ClientFacts {
     /// The path MTU this side offers its peers, bytes (`--mtu`, else the
     /// port's active MTU; a QP uses the smaller of it and its peer's).
     pub path_mtu_bytes: u32,
-    /// `--signal-every`: one work request in this many asks for a completion.
+    /// One work request in this many asked for a completion: `--signal-every`,
+    /// or half a QP's share of `iodepth` when that is less (see
+    /// `signal_every_asked`).
     pub signal_every: u32,
+    /// `--signal-every` as given; above `signal_every` when it was lowered
+    /// to half a QP's queue.
+    pub signal_every_asked: u32,
     /// What the device says it allows (`ibv_query_device`).
     pub device_limits: DeviceLimits,
     /// RDMA READs each QP kept outstanding at most (its `max_rd_atomic`:
@@ -1145,6 +1196,7 @@ mod tests {
             sysfs_root: PathBuf::from("/sys/class/infiniband"),
             secret: None,
             signal_every: 1,
+            signal_every_asked: 1,
             mtu_bytes: None,
             mix_order: MixOrder::Random,
         }
@@ -1246,5 +1298,42 @@ mod tests {
         assert!(e.message.contains("active MTU of 1024"), "{e}");
         assert!(check_mtu(Some(1024), 1024, "rxe0 port 1").is_ok());
         assert!(check_mtu(None, 1024, "rxe0 port 1").is_ok());
+    }
+
+    #[test]
+    fn the_signal_interval_is_at_most_half_a_queue_pairs_queue() {
+        // (asked, per-QP depth) -> used.
+        for (asked, per_qp, used) in [
+            (1, 16, 1),
+            (8, 16, 8),
+            (9, 16, 8),
+            (16, 16, 8),
+            (64, 16, 8),
+            (4, 8, 4),
+            (5, 7, 3),
+            (64, 3, 1),
+            (64, 1, 1),
+            (2, 2, 1),
+            (0, 16, 1),
+        ] {
+            assert_eq!(signal_interval(asked, per_qp), used, "{asked} at {per_qp}");
+        }
+        // --iodepth 8 over 2 QPs: 4 each, so --signal-every 64 runs at 2.
+        let mut c = cfg();
+        c.signal_every = 64;
+        c.signal_every_asked = 64;
+        let note = c.cap_signal_every().expect("lowered");
+        assert_eq!((c.signal_every, c.signal_every_asked), (2, 64));
+        assert!(
+            note.starts_with("--signal-every 64: a queue pair holds 4 work request(s)")
+                && note.ends_with("so it signals every 2"),
+            "{note}"
+        );
+        assert!(c.validate().is_ok());
+        // Within half the queue: kept, no note.
+        let mut c = cfg();
+        c.signal_every = 2;
+        assert_eq!(c.cap_signal_every(), None);
+        assert_eq!(c.signal_every, 2);
     }
 }
