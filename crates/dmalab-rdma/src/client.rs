@@ -166,8 +166,9 @@ pub struct ClientConfig {
     pub qps: u32,
     /// Work requests in flight per worker (spread over its QPs).
     pub iodepth: u32,
-    /// `--iodepth` as given, before [`ClientConfig::cap_reads`] lowered
-    /// `iodepth` to what the QPs can keep outstanding as READs.
+    /// `--iodepth` as given, before [`ClientConfig::cap_queue`] lowered
+    /// `iodepth` to what the device's queues hold, or
+    /// [`ClientConfig::cap_reads`] to what the QPs keep outstanding as READs.
     pub iodepth_asked: u32,
     /// The largest message, bytes (`--bs` x the most blocks of a command).
     pub max_msg_bytes: u32,
@@ -274,15 +275,59 @@ impl ClientConfig {
         if self.op != RdmaOp::Read || self.iodepth <= most {
             return None;
         }
-        self.iodepth_asked = self.iodepth;
+        let before = self.iodepth;
         self.iodepth = most;
         Some(format!(
-            "--iodepth {}: a queue pair keeps at most {rd_atomic} RDMA READs outstanding here \
+            "--iodepth {before}: a queue pair keeps at most {rd_atomic} RDMA READs outstanding here \
              (the smaller of this device's max_qp_init_rd_atom and the responder's \
              max_qp_rd_atom), so {} queue pair(s) run with --iodepth {most}; writes keep any depth",
-            self.iodepth_asked, self.qps
+            self.qps
         ))
     }
+
+    /// Lowers `iodepth` so that each QP's share of it, plus the one fence
+    /// [`Worker`] may post behind it, fits the device's send queue
+    /// (`max_qp_wr`): `ibv_create_qp` refuses a larger one. Returns the note
+    /// to print when it lowered it, and a [`UsageError`] naming `device_flag`
+    /// when the device cannot hold even one request and a fence per QP.
+    pub fn cap_queue(
+        &mut self,
+        max_qp_wr: u32,
+        device: &str,
+    ) -> Result<Option<String>, UsageError> {
+        let Some(most) = queue_depth(max_qp_wr) else {
+            return Err(UsageError::new(
+                self.device.device_flag,
+                format!(
+                    "{device} holds at most {max_qp_wr} work request(s) per queue (max_qp_wr), \
+                     and a queue pair needs {} (a request and a fence): use another device",
+                    FENCE_WRS + 1
+                ),
+            ));
+        };
+        if self.per_qp_depth() <= most {
+            return Ok(None);
+        }
+        let before = self.iodepth;
+        self.iodepth = most.saturating_mul(self.qps);
+        Ok(Some(format!(
+            "--iodepth {before}: a queue pair on {device} holds at most {max_qp_wr} work requests \
+             (max_qp_wr), one of them kept for a fence, so {} queue pair(s) run with --iodepth {}",
+            self.qps, self.iodepth
+        )))
+    }
+}
+
+/// Work requests a QP holds beyond its share of `--iodepth`: the signalled
+/// zero-length WRITE a worker posts behind unsignalled requests it waits
+/// for (`Worker::fence`).
+const FENCE_WRS: u32 = 1;
+
+/// Commands one QP keeps in flight at most on a device whose queues hold
+/// `max_qp_wr` work requests (room is kept for a fence); None when not
+/// even one fits beside the fence.
+pub fn queue_depth(max_qp_wr: u32) -> Option<u32> {
+    Some(max_qp_wr.saturating_sub(FENCE_WRS)).filter(|&n| n > 0)
 }
 
 /// The signalling interval a QP holding `per_qp` work requests uses for
@@ -447,7 +492,7 @@ impl Client {
         // the responder serves (loopback: this device; a peer: its accept).
         let limits = self.ctx.limits;
         let params = QpParams {
-            max_send_wr: per_qp + 1,
+            max_send_wr: per_qp + FENCE_WRS,
             max_inline: if self.cfg.inline { 256 } else { 0 },
             rd_atomic: limits.initiator_depth(),
             // This QP serves nothing (its access is local only).
@@ -692,10 +737,11 @@ pub struct ClientFacts {
     /// responder's `max_qp_rd_atom`); null when no QP was connected.
     pub max_rd_atomic: Option<u8>,
     /// Work requests each worker kept in flight at most (`--iodepth`, or
-    /// less for READs: see `iodepth_asked`).
+    /// less: see `iodepth_asked`).
     pub iodepth: u32,
-    /// `--iodepth` as given; above `iodepth` when READs were capped at
-    /// `max_rd_atomic` per QP.
+    /// `--iodepth` as given; above `iodepth` when each QP's share did not
+    /// fit the device's `max_qp_wr` (with a fence), or when READs were
+    /// capped at `max_rd_atomic` per QP.
     pub iodepth_asked: u32,
     /// Work requests posted signalled, fences included (the completions
     /// the NIC wrote; each command is still counted once in `moved`).
@@ -1335,5 +1381,45 @@ mod tests {
         c.signal_every = 2;
         assert_eq!(c.cap_signal_every(), None);
         assert_eq!(c.signal_every, 2);
+    }
+
+    #[test]
+    fn the_depth_fits_the_devices_queues_with_room_for_a_fence() {
+        // max_qp_wr -> commands per QP.
+        for (wr, most) in [
+            (16384, Some(16383)),
+            (8, Some(7)),
+            (2, Some(1)),
+            (1, None),
+            (0, None),
+        ] {
+            assert_eq!(queue_depth(wr), most, "max_qp_wr {wr}");
+        }
+        // 2 QPs x 32 asked, 7 fit each.
+        let mut c = cfg();
+        c.iodepth = 64;
+        c.iodepth_asked = 64;
+        let note = c.cap_queue(8, "mock0").unwrap().expect("lowered");
+        assert_eq!((c.iodepth, c.iodepth_asked, c.per_qp_depth()), (14, 64, 7));
+        assert!(
+            note.starts_with("--iodepth 64: a queue pair on mock0 holds at most 8 work requests")
+                && note.ends_with("run with --iodepth 14"),
+            "{note}"
+        );
+        assert!(c.validate().is_ok());
+        // Exactly full (4 each + a fence = 5): kept.
+        let mut c = cfg();
+        assert_eq!(c.cap_queue(5, "mock0").unwrap(), None);
+        assert_eq!(c.iodepth, 8);
+        // One more request per QP than fits: lowered by one each.
+        assert!(c.cap_queue(4, "mock0").unwrap().is_some());
+        assert_eq!(c.iodepth, 6);
+        // A queue that holds no request beside the fence: refused.
+        let e = cfg().cap_queue(1, "mock0").unwrap_err();
+        assert_eq!(e.option, "--rdma-device");
+        assert!(
+            e.message.contains("mock0 holds at most 1 work request(s)"),
+            "{e}"
+        );
     }
 }

@@ -488,6 +488,57 @@ fn signal_every_above_half_a_queue_is_lowered_with_a_note() {
     );
 }
 
+/// `--iodepth` beyond what the device's queues hold: each QP is made with
+/// room for its share and one fence, and `ibv_create_qp` refused a share
+/// above `max_qp_wr`, so the run failed. The depth is lowered to what fits,
+/// with a note, and recorded; a device whose queue holds no request beside
+/// the fence is refused by name.
+#[test]
+fn the_depth_is_lowered_to_what_the_devices_queues_hold() {
+    let deep = ["--commands", "300", "--qps", "2", "--iodepth", "64"];
+    let (code, err, doc) = mock_loopback(&deep, "mock:max_qp_wr=8");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(
+            "dmalab: note: --iodepth 64: a queue pair on mock0 holds at most 8 work requests"
+        ) && err.contains("run with --iodepth 14"),
+        "{err}"
+    );
+    let doc = doc.unwrap();
+    let f = &doc["result"]["rdma"];
+    assert_eq!(f["device_limits"]["max_qp_wr"], 8, "{f}");
+    assert_eq!(
+        (&f["iodepth"], &f["iodepth_asked"]),
+        (&14.into(), &64.into()),
+        "{f}"
+    );
+    assert_eq!(f["moved"]["writes"], 300, "{f}");
+    assert_eq!(
+        doc["config"]["iodepth"], 14,
+        "the plan records the depth that ran"
+    );
+    // Seven each and a fence fill the queue exactly: as asked, no note.
+    let (code, err, doc) = mock_loopback(
+        &["--commands", "100", "--qps", "2", "--iodepth", "14"],
+        "mock:max_qp_wr=8",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("note"), "{err}");
+    let f = doc.unwrap()["result"]["rdma"].clone();
+    assert_eq!(
+        (&f["iodepth"], &f["iodepth_asked"]),
+        (&14.into(), &14.into())
+    );
+    // No room for a request beside the fence.
+    let (code, err, doc) = mock_loopback(&deep, "mock:max_qp_wr=1");
+    let line = crate::common::assert_usage_stderr(code, &err, "--rdma-device");
+    assert!(
+        line.contains("mock0 holds at most 1 work request(s)"),
+        "{line}"
+    );
+    assert!(doc.is_none());
+}
+
 /// Issue 32 item 5: READs outstanding per QP were fixed at 16 on every
 /// device. Now each QP keeps the smaller of this device's
 /// max_qp_init_rd_atom and the responder's max_qp_rd_atom outstanding;

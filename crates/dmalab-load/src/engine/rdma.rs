@@ -303,8 +303,8 @@ pub struct RdmaDriver {
     cfg: Option<ClientConfig>,
     seed: u64,
     workers: usize,
-    /// Printed when the run starts: `--iodepth` lowered for READs,
-    /// `--signal-every` lowered to half a queue pair's queue.
+    /// Printed when the run starts: `--iodepth` lowered to the device's
+    /// queues or for READs, `--signal-every` to half a queue pair's queue.
     notes: Vec<String>,
     client: Mutex<Option<Arc<Client>>>,
 }
@@ -443,8 +443,10 @@ impl Driver for RdmaDriver {
                 ));
             }
         }
-        // The signalling interval last: it follows the depth that runs.
+        // The device's queues first, the signalling interval last: it
+        // follows the depth that runs.
         self.notes = [
+            cfg.cap_queue(ctx.limits.max_qp_wr, &ctx.name)?,
             cfg.cap_reads(read_depth(&ctx.limits, peer_dest)),
             cfg.cap_signal_every(),
         ]
@@ -459,9 +461,10 @@ impl Driver for RdmaDriver {
 
     fn prepare(&mut self, plan: &mut Plan) -> Result<(), TargetError> {
         // Nothing to create: the registrations and connections are made when
-        // the workers open (the shared buffer exists only then). READs
-        // beyond what the QPs keep outstanding are not queued: the plan
-        // (and so the result) carries the depth that ran.
+        // the workers open (the shared buffer exists only then). Requests
+        // beyond what the device's queues hold, or READs beyond what the
+        // QPs keep outstanding, are not queued: the plan (and so the
+        // result) carries the depth that ran.
         for note in &self.notes {
             eprintln!("dmalab: note: {note}");
         }
