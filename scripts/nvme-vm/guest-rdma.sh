@@ -84,7 +84,7 @@ counted lb_inline $T $D load --engine rdma -q --pattern single --bs 128 --target
   --rdma-op write --rdma-inline --buffer 8K --rdma-remote-buffer 8K --device-offsets sequential \
   --fill random:11 --commands 64 --iodepth 4 --buffer-checksum --output /results/lb_inline.json
 counted lb_signal $L --target loopback --rdma-op write --buffer 1M --rdma-remote-buffer 1M \
-  --device-offsets sequential --commands 41 --iodepth 8 --qps 2 --signal-every 4 \
+  --device-offsets sequential --commands 41 --iodepth 16 --qps 2 --signal-every 4 \
   --output /results/lb_signal.json
 counted lb_mtu $L --target loopback --rdma-op write --buffer 1M --rdma-remote-buffer 1M \
   --mtu 1024 --commands 8 --iodepth 4 --output /results/lb_mtu.json

@@ -483,7 +483,10 @@ fn spawn_worker(
                 abort: &start.abort,
                 live: &start.live,
                 buffer: &start.buffer,
-                trace: start.trace.as_deref(),
+                trace: start
+                    .trace
+                    .as_deref()
+                    .map(|w| (w, start.driver.kind().trace_device())),
             };
             Some(worker_loop(i, &cpus, eng.as_mut(), &clock, &io, &pace))
         })

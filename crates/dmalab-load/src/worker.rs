@@ -9,7 +9,7 @@ use crate::run::Shared;
 use dmalab_core::hist::LatHist;
 use dmalab_core::livestats::Writer as LiveStats;
 use dmalab_core::schema::CpuUsage;
-use dmalab_trace::{DmaDir, TraceWriter};
+use dmalab_trace::{Device, DmaDir, TraceWriter};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -144,8 +144,9 @@ pub(crate) struct Sharing<'a> {
     pub(crate) live: &'a LiveStats,
     /// The shared DMA buffer.
     pub(crate) buffer: &'a DmaBuffer,
-    /// `--trace`: every transfer is recorded here.
-    pub(crate) trace: Option<&'a TraceWriter>,
+    /// `--trace`: every transfer is recorded here, tagged with the
+    /// engine's device.
+    pub(crate) trace: Option<(&'a TraceWriter, Device)>,
 }
 
 /// One worker's state between passes of its loop: its slots, the command
@@ -331,7 +332,7 @@ impl WorkerState {
                 continue;
             }
             self.hist.record(t.saturating_sub(self.slot_t0[s]));
-            if let (Some(w), Op::Read | Op::Write) = (io.trace, op) {
+            if let (Some((w, device)), Op::Read | Op::Write) = (io.trace, op) {
                 let dir = if op == Op::Read {
                     DmaDir::ToMemory
                 } else {
@@ -342,6 +343,7 @@ impl WorkerState {
                     self.slot_addr[s],
                     u64::from(len),
                     dir,
+                    device,
                     self.slot_t0[s],
                     t,
                 );

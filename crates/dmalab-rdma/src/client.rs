@@ -166,8 +166,9 @@ pub struct ClientConfig {
     pub qps: u32,
     /// Work requests in flight per worker (spread over its QPs).
     pub iodepth: u32,
-    /// `--iodepth` as given, before [`ClientConfig::cap_reads`] lowered
-    /// `iodepth` to what the QPs can keep outstanding as READs.
+    /// `--iodepth` as given, before [`ClientConfig::cap_queue`] lowered
+    /// `iodepth` to what the device's queues hold, or
+    /// [`ClientConfig::cap_reads`] to what the QPs keep outstanding as READs.
     pub iodepth_asked: u32,
     /// The largest message, bytes (`--bs` x the most blocks of a command).
     pub max_msg_bytes: u32,
@@ -183,8 +184,13 @@ pub struct ClientConfig {
     pub secret: Option<Secret>,
     /// `--signal-every N`: one work request in N asks for a completion
     /// (CQ moderation); the unsignalled ones before it are finished when it
-    /// completes (an RC send queue completes in order). 1: every one.
+    /// completes (an RC send queue completes in order). 1: every one. At
+    /// most half a QP's share of `iodepth` once
+    /// [`ClientConfig::cap_signal_every`] has run.
     pub signal_every: u32,
+    /// `--signal-every` as given, before [`ClientConfig::cap_signal_every`]
+    /// lowered `signal_every` to half a QP's queue.
+    pub signal_every_asked: u32,
     /// `--mtu`: the path MTU to use, bytes (None: the port's active MTU).
     pub mtu_bytes: Option<u32>,
     /// `--rdma-mix-order` for `mixed:PCT`.
@@ -269,13 +275,97 @@ impl ClientConfig {
         if self.op != RdmaOp::Read || self.iodepth <= most {
             return None;
         }
-        self.iodepth_asked = self.iodepth;
+        let before = self.iodepth;
         self.iodepth = most;
         Some(format!(
-            "--iodepth {}: a queue pair keeps at most {rd_atomic} RDMA READs outstanding here \
+            "--iodepth {before}: a queue pair keeps at most {rd_atomic} RDMA READs outstanding here \
              (the smaller of this device's max_qp_init_rd_atom and the responder's \
              max_qp_rd_atom), so {} queue pair(s) run with --iodepth {most}; writes keep any depth",
-            self.iodepth_asked, self.qps
+            self.qps
+        ))
+    }
+
+    /// Lowers `iodepth` so that each QP's share of it, plus the one fence
+    /// [`Worker`] may post behind it, fits the device's send queue
+    /// (`max_qp_wr`): `ibv_create_qp` refuses a larger one. Returns the note
+    /// to print when it lowered it, and a [`UsageError`] naming `device_flag`
+    /// when the device cannot hold even one request and a fence per QP.
+    pub fn cap_queue(
+        &mut self,
+        max_qp_wr: u32,
+        device: &str,
+    ) -> Result<Option<String>, UsageError> {
+        let Some(most) = queue_depth(max_qp_wr) else {
+            return Err(UsageError::new(
+                self.device.device_flag,
+                format!(
+                    "{device} holds at most {max_qp_wr} work request(s) per queue (max_qp_wr), \
+                     and a queue pair needs {} (a request and a fence): use another device",
+                    FENCE_WRS + 1
+                ),
+            ));
+        };
+        if self.per_qp_depth() <= most {
+            return Ok(None);
+        }
+        let before = self.iodepth;
+        self.iodepth = most.saturating_mul(self.qps);
+        Ok(Some(format!(
+            "--iodepth {before}: a queue pair on {device} holds at most {max_qp_wr} work requests \
+             (max_qp_wr), one of them kept for a fence, so {} queue pair(s) run with --iodepth {}",
+            self.qps, self.iodepth
+        )))
+    }
+}
+
+/// Work requests a QP holds beyond its share of `--iodepth`: the signalled
+/// zero-length WRITE a worker posts behind unsignalled requests it waits
+/// for (`Worker::fence`).
+const FENCE_WRS: u32 = 1;
+
+/// Commands one QP keeps in flight at most on a device whose queues hold
+/// `max_qp_wr` work requests (room is kept for a fence); None when not
+/// even one fits beside the fence.
+pub fn queue_depth(max_qp_wr: u32) -> Option<u32> {
+    Some(max_qp_wr.saturating_sub(FENCE_WRS)).filter(|&n| n > 0)
+}
+
+/// The signalling interval a QP holding `per_qp` work requests uses for
+/// `--signal-every asked`: at most half its queue, at least 1.
+///
+/// A QP signals its Nth request and the one that fills its queue. With N
+/// at or above the queue's depth only the filling request is signalled, so
+/// the worker waits for the whole queue to drain before it posts again and
+/// the queue runs dry once per round (perftest lowers `-Q` to the TX depth,
+/// which leaves exactly that). At half the depth one completion frees half
+/// the queue while the other half is still in flight.
+pub fn signal_interval(asked: u32, per_qp: u32) -> u32 {
+    asked.clamp(1, (per_qp / 2).max(1))
+}
+
+impl ClientConfig {
+    /// Work requests each QP of a worker holds for commands: its share of
+    /// `iodepth`.
+    pub fn per_qp_depth(&self) -> u32 {
+        self.iodepth.div_ceil(self.qps.max(1))
+    }
+
+    /// Lowers `signal_every` to [`signal_interval`] of the QPs' share of
+    /// `iodepth` (call it after every change to `iodepth`). Returns the
+    /// note to print when it lowered it.
+    pub fn cap_signal_every(&mut self) -> Option<String> {
+        let per_qp = self.per_qp_depth();
+        let used = signal_interval(self.signal_every, per_qp);
+        if used == self.signal_every {
+            return None;
+        }
+        let before = self.signal_every;
+        self.signal_every = used;
+        Some(format!(
+            "--signal-every {before}: a queue pair holds {per_qp} work request(s) here \
+             (--iodepth {} over {} queue pair(s)), and signalling fewer than one in half of \
+             them leaves it waiting for the whole queue to drain, so it signals every {used}",
+            self.iodepth, self.qps
         ))
     }
 }
@@ -402,7 +492,7 @@ impl Client {
         // the responder serves (loopback: this device; a peer: its accept).
         let limits = self.ctx.limits;
         let params = QpParams {
-            max_send_wr: per_qp + 1,
+            max_send_wr: per_qp + FENCE_WRS,
             max_inline: if self.cfg.inline { 256 } else { 0 },
             rd_atomic: limits.initiator_depth(),
             // This QP serves nothing (its access is local only).
@@ -526,6 +616,7 @@ impl Client {
                 .mtu_bytes
                 .map_or(self.ctx.mtu_bytes(), |m| m.min(self.ctx.mtu_bytes())),
             signal_every: self.cfg.signal_every,
+            signal_every_asked: self.cfg.signal_every_asked,
             device_limits: self.ctx.limits,
             max_rd_atomic: self.rd_atomic.lock().ok().and_then(|r| *r),
             iodepth: self.cfg.iodepth,
@@ -632,8 +723,13 @@ pub struct ClientFacts {
     /// The path MTU this side offers its peers, bytes (`--mtu`, else the
     /// port's active MTU; a QP uses the smaller of it and its peer's).
     pub path_mtu_bytes: u32,
-    /// `--signal-every`: one work request in this many asks for a completion.
+    /// One work request in this many asked for a completion: `--signal-every`,
+    /// or half a QP's share of `iodepth` when that is less (see
+    /// `signal_every_asked`).
     pub signal_every: u32,
+    /// `--signal-every` as given; above `signal_every` when it was lowered
+    /// to half a QP's queue.
+    pub signal_every_asked: u32,
     /// What the device says it allows (`ibv_query_device`).
     pub device_limits: DeviceLimits,
     /// RDMA READs each QP kept outstanding at most (its `max_rd_atomic`:
@@ -641,10 +737,11 @@ pub struct ClientFacts {
     /// responder's `max_qp_rd_atom`); null when no QP was connected.
     pub max_rd_atomic: Option<u8>,
     /// Work requests each worker kept in flight at most (`--iodepth`, or
-    /// less for READs: see `iodepth_asked`).
+    /// less: see `iodepth_asked`).
     pub iodepth: u32,
-    /// `--iodepth` as given; above `iodepth` when READs were capped at
-    /// `max_rd_atomic` per QP.
+    /// `--iodepth` as given; above `iodepth` when each QP's share did not
+    /// fit the device's `max_qp_wr` (with a fence), or when READs were
+    /// capped at `max_rd_atomic` per QP.
     pub iodepth_asked: u32,
     /// Work requests posted signalled, fences included (the completions
     /// the NIC wrote; each command is still counted once in `moved`).
@@ -1145,6 +1242,7 @@ mod tests {
             sysfs_root: PathBuf::from("/sys/class/infiniband"),
             secret: None,
             signal_every: 1,
+            signal_every_asked: 1,
             mtu_bytes: None,
             mix_order: MixOrder::Random,
         }
@@ -1246,5 +1344,82 @@ mod tests {
         assert!(e.message.contains("active MTU of 1024"), "{e}");
         assert!(check_mtu(Some(1024), 1024, "rxe0 port 1").is_ok());
         assert!(check_mtu(None, 1024, "rxe0 port 1").is_ok());
+    }
+
+    #[test]
+    fn the_signal_interval_is_at_most_half_a_queue_pairs_queue() {
+        // (asked, per-QP depth) -> used.
+        for (asked, per_qp, used) in [
+            (1, 16, 1),
+            (8, 16, 8),
+            (9, 16, 8),
+            (16, 16, 8),
+            (64, 16, 8),
+            (4, 8, 4),
+            (5, 7, 3),
+            (64, 3, 1),
+            (64, 1, 1),
+            (2, 2, 1),
+            (0, 16, 1),
+        ] {
+            assert_eq!(signal_interval(asked, per_qp), used, "{asked} at {per_qp}");
+        }
+        // --iodepth 8 over 2 QPs: 4 each, so --signal-every 64 runs at 2.
+        let mut c = cfg();
+        c.signal_every = 64;
+        c.signal_every_asked = 64;
+        let note = c.cap_signal_every().expect("lowered");
+        assert_eq!((c.signal_every, c.signal_every_asked), (2, 64));
+        assert!(
+            note.starts_with("--signal-every 64: a queue pair holds 4 work request(s)")
+                && note.ends_with("so it signals every 2"),
+            "{note}"
+        );
+        assert!(c.validate().is_ok());
+        // Within half the queue: kept, no note.
+        let mut c = cfg();
+        c.signal_every = 2;
+        assert_eq!(c.cap_signal_every(), None);
+        assert_eq!(c.signal_every, 2);
+    }
+
+    #[test]
+    fn the_depth_fits_the_devices_queues_with_room_for_a_fence() {
+        // max_qp_wr -> commands per QP.
+        for (wr, most) in [
+            (16384, Some(16383)),
+            (8, Some(7)),
+            (2, Some(1)),
+            (1, None),
+            (0, None),
+        ] {
+            assert_eq!(queue_depth(wr), most, "max_qp_wr {wr}");
+        }
+        // 2 QPs x 32 asked, 7 fit each.
+        let mut c = cfg();
+        c.iodepth = 64;
+        c.iodepth_asked = 64;
+        let note = c.cap_queue(8, "mock0").unwrap().expect("lowered");
+        assert_eq!((c.iodepth, c.iodepth_asked, c.per_qp_depth()), (14, 64, 7));
+        assert!(
+            note.starts_with("--iodepth 64: a queue pair on mock0 holds at most 8 work requests")
+                && note.ends_with("run with --iodepth 14"),
+            "{note}"
+        );
+        assert!(c.validate().is_ok());
+        // Exactly full (4 each + a fence = 5): kept.
+        let mut c = cfg();
+        assert_eq!(c.cap_queue(5, "mock0").unwrap(), None);
+        assert_eq!(c.iodepth, 8);
+        // One more request per QP than fits: lowered by one each.
+        assert!(c.cap_queue(4, "mock0").unwrap().is_some());
+        assert_eq!(c.iodepth, 6);
+        // A queue that holds no request beside the fence: refused.
+        let e = cfg().cap_queue(1, "mock0").unwrap_err();
+        assert_eq!(e.option, "--rdma-device");
+        assert!(
+            e.message.contains("mock0 holds at most 1 work request(s)"),
+            "{e}"
+        );
     }
 }

@@ -20,8 +20,10 @@
 //! The device reports [`RD_ATOM`] outstanding READs per QP each way
 //! (`max_qp_rd_atom`, `max_qp_init_rd_atom`); `mock:rd_atom=N` and
 //! `mock:init_rd_atom=N` change them, so a test can give the two sides of
-//! a connection different limits. Options are separated by commas; `log=`
-//! comes last (its path may hold a comma).
+//! a connection different limits. Its queues hold [`MAX_QP_WR`] work
+//! requests (`max_qp_wr`); `mock:max_qp_wr=N` changes that, and
+//! `ibv_create_qp` refuses a larger send queue, as a device does. Options
+//! are separated by commas; `log=` comes last (its path may hold a comma).
 
 use crate::sys::{self, ibv_context, ibv_cq, ibv_mr, ibv_qp, ibv_send_wr, ibv_wc, Gid, Verbs};
 use std::collections::VecDeque;
@@ -43,6 +45,9 @@ static SPEC: OnceLock<Spec> = OnceLock::new();
 /// depth dmalab used on every device before it asked).
 pub const RD_ATOM: u32 = 16;
 
+/// The mock device's `max_qp_wr` when the spec names none.
+pub const MAX_QP_WR: u32 = 1 << 14;
+
 /// What `DMALAB_IBVERBS_LIB=mock[:OPTIONS]` asked for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Spec {
@@ -52,10 +57,13 @@ pub struct Spec {
     pub rd_atom: Option<u32>,
     /// `init_rd_atom=N`: its `max_qp_init_rd_atom` (default [`RD_ATOM`]).
     pub init_rd_atom: Option<u32>,
+    /// `max_qp_wr=N`: work requests one queue holds (default [`MAX_QP_WR`]).
+    pub max_qp_wr: Option<u32>,
 }
 
 /// Parses the mock's spec (`mock`, or `mock:` and comma-separated
-/// `rd_atom=N`, `init_rd_atom=N`, `log=PATH`); None: not the mock.
+/// `rd_atom=N`, `init_rd_atom=N`, `max_qp_wr=N`, `log=PATH`); None: not
+/// the mock.
 pub fn parse(spec: &str) -> Option<Result<Spec, String>> {
     let rest = spec.strip_prefix("mock")?;
     if rest.is_empty() {
@@ -63,8 +71,8 @@ pub fn parse(spec: &str) -> Option<Result<Spec, String>> {
     }
     let bad = || {
         format!(
-            "mock option {rest:?} is not :OPTION[,OPTION] with rd_atom=N, init_rd_atom=N or \
-             log=PATH (DMALAB_IBVERBS_LIB=mock or mock:log=PATH)"
+            "mock option {rest:?} is not :OPTION[,OPTION] with rd_atom=N, init_rd_atom=N, \
+             max_qp_wr=N or log=PATH (DMALAB_IBVERBS_LIB=mock or mock:log=PATH)"
         )
     };
     let Some(mut opts) = rest.strip_prefix(':') else {
@@ -87,6 +95,11 @@ pub fn parse(spec: &str) -> Option<Result<Spec, String>> {
         match opt.split_once('=') {
             Some(("rd_atom", v)) if n(v).is_some() => s.rd_atom = n(v),
             Some(("init_rd_atom", v)) if n(v).is_some() => s.init_rd_atom = n(v),
+            Some(("max_qp_wr", v))
+                if v.parse::<u32>().is_ok_and(|n| (1..=MAX_QP_WR).contains(&n)) =>
+            {
+                s.max_qp_wr = v.parse().ok();
+            }
             _ => return Some(Err(bad())),
         }
         match more {
@@ -221,7 +234,7 @@ unsafe extern "C" fn query_device(
     let limit = |v: Option<u32>| c_int::try_from(v.unwrap_or(RD_ATOM)).unwrap_or(c_int::MAX);
     let mut a = sys::ibv_device_attr::default();
     a.max_qp = 1 << 16;
-    a.max_qp_wr = 1 << 14;
+    a.max_qp_wr = c_int::try_from(max_qp_wr()).unwrap_or(c_int::MAX);
     a.max_qp_rd_atom = limit(spec.and_then(|s| s.rd_atom));
     a.max_qp_init_rd_atom = limit(spec.and_then(|s| s.init_rd_atom));
     // SAFETY: attr points at a caller's ibv_device_attr (checked non-null).
@@ -313,8 +326,20 @@ unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
     0
 }
 
+/// Work requests one of the mock's queues holds.
+fn max_qp_wr() -> u32 {
+    SPEC.get().and_then(|s| s.max_qp_wr).unwrap_or(MAX_QP_WR)
+}
+
 unsafe extern "C" fn create_qp(_pd: *mut c_void, attr: *mut sys::ibv_qp_init_attr) -> *mut ibv_qp {
     if attr.is_null() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: attr points at the caller's init attributes (checked non-null).
+    if unsafe { (*attr).cap.max_send_wr } > max_qp_wr() {
+        // As a device does: a send queue beyond max_qp_wr is refused.
+        // SAFETY: errno is this thread's own variable.
+        unsafe { *libc::__errno_location() = libc::EINVAL };
         return std::ptr::null_mut();
     }
     // SAFETY: attr points at the caller's init attributes (checked non-null).
@@ -460,6 +485,14 @@ mod tests {
                 log: Some("/l".into()),
                 rd_atom: Some(4),
                 init_rd_atom: Some(128),
+                max_qp_wr: None,
+            }))
+        );
+        assert_eq!(
+            parse("mock:max_qp_wr=8"),
+            Some(Ok(Spec {
+                max_qp_wr: Some(8),
+                ..Spec::default()
             }))
         );
         for bad in [
@@ -470,6 +503,8 @@ mod tests {
             "mock:rd_atom=0",
             "mock:rd_atom=256",
             "mock:rd_atom=4,",
+            "mock:max_qp_wr=0",
+            "mock:max_qp_wr=16385",
         ] {
             assert!(matches!(parse(bad), Some(Err(_))), "{bad}");
         }

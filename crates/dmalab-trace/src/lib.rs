@@ -5,11 +5,11 @@
 //! # Stable API (used by `dmalab load --trace FILE`)
 //!
 //! ```no_run
-//! use dmalab_trace::{DmaDir, TraceWriter};
+//! use dmalab_trace::{Device, DmaDir, TraceWriter};
 //! let w = TraceWriter::create("run.trace".as_ref())?; // Sync: share it (&w, Arc) across threads
-//! // A device wrote 128 KiB into host memory at 0x7f00_0000_0000 (a disk read),
+//! // A disk wrote 128 KiB into host memory at 0x7f00_0000_0000 (a disk read),
 //! // submitted 1000 ns and completed 51000 ns after the run started:
-//! w.write_dma_transfer(0x7f00_0000_0000, 128 << 10, DmaDir::ToMemory, 1_000, 51_000)?;
+//! w.write_dma_transfer(0x7f00_0000_0000, 128 << 10, DmaDir::ToMemory, Device::Disk, 1_000, 51_000)?;
 //! let summary = w.finish()?; // renames the file into place; dropped unfinished = removed
 //! # Ok::<(), dmalab_trace::TraceError>(())
 //! ```
@@ -19,6 +19,9 @@
 //! - [`TraceWriter::write_dma_transfer`] takes `&self`; worker threads may call
 //!   it concurrently (a mutex orders the records), or one collector thread may.
 //!   Times are nanoseconds since any fixed origin (e.g. the start of the run).
+//!   Each record carries the [`Device`] given (`load --trace` tags a storage
+//!   engine's transfers `disk`, RDMA's `nic`, a GPU copy engine's `other`,
+//!   and leaves the null engine's untagged: no device moved them).
 //!   Records are stored in call order; a submit time earlier than the previous
 //!   record's is stored with gap 0 and counted in
 //!   [`TraceSummary::reordered`].

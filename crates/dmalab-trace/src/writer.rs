@@ -1,7 +1,7 @@
 //! [`TraceWriter`]: a thread-safe, all-or-nothing trace file writer (binary
 //! or text form).
 
-use crate::{BinaryEncoder, DmaDir, Format, Kind, Record, TextEncoder, TraceError};
+use crate::{BinaryEncoder, Device, DmaDir, Format, Kind, Record, TextEncoder, TraceError};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -144,14 +144,16 @@ impl TraceWriter {
         }
     }
 
-    /// Records one DMA transfer: `len` bytes at `buf_addr`, submitted and
-    /// completed at the given times (ns since a fixed origin). Transfers of
-    /// 4 GiB or more are split into several records.
+    /// Records one DMA transfer by `device`: `len` bytes at `buf_addr`,
+    /// submitted and completed at the given times (ns since a fixed
+    /// origin). Transfers of 4 GiB or more are split into several records,
+    /// each tagged with `device`.
     pub fn write_dma_transfer(
         &self,
         buf_addr: u64,
         len: u64,
         dir: DmaDir,
+        device: Device,
         submit_ns: u64,
         complete_ns: u64,
     ) -> Result<(), TraceError> {
@@ -175,7 +177,8 @@ impl TraceWriter {
                 dir,
                 buf_addr.wrapping_add(off),
                 l as u32,
-            );
+            )
+            .from_device(device);
             r.dur_ns = complete_ns.saturating_sub(submit_ns);
             if let Err(e) = g.enc.write(&r) {
                 g.failed = true;
@@ -231,6 +234,7 @@ mod tests {
                             t << 32 | i << 12,
                             4096,
                             DmaDir::ToMemory,
+                            Device::Disk,
                             at,
                             at + 500,
                         )
@@ -251,8 +255,8 @@ mod tests {
         let mut n = 0;
         while rd.next_record(&mut r).unwrap() {
             assert_eq!(
-                (r.kind, r.len, r.dur_ns, r.write),
-                (Kind::Xfer, 4096, 500, true)
+                (r.kind, r.len, r.dur_ns, r.write, r.device),
+                (Kind::Xfer, 4096, 500, true, Device::Disk)
             );
             n += 1;
         }
@@ -264,7 +268,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.trace");
         let w = TraceWriter::create(&p).unwrap();
-        w.write_dma_transfer(0, 4096, DmaDir::FromMemory, 0, 1)
+        w.write_dma_transfer(0, 4096, DmaDir::FromMemory, Device::Nic, 0, 1)
             .unwrap();
         drop(w);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
@@ -291,16 +295,16 @@ mod tests {
             b.write_record(r).unwrap();
             t.write_record(r).unwrap();
         }
-        b.write_dma_transfer(0x2000, 8192, DmaDir::ToMemory, 5, 905)
+        b.write_dma_transfer(0x2000, 8192, DmaDir::ToMemory, Device::Disk, 5, 905)
             .unwrap();
-        t.write_dma_transfer(0x2000, 8192, DmaDir::ToMemory, 5, 905)
+        t.write_dma_transfer(0x2000, 8192, DmaDir::ToMemory, Device::Disk, 5, 905)
             .unwrap();
         assert!(!direct.exists(), "nothing at the path before finish");
         assert_eq!(b.finish().unwrap(), t.finish().unwrap());
         crate::convert(&bin, &via, Format::Text).unwrap();
         let text = std::fs::read_to_string(&direct).unwrap();
         assert_eq!(text, std::fs::read_to_string(&via).unwrap());
-        assert!(text.ends_with("0 xfer-w 0x2000 8192 900\n"), "{text}");
+        assert!(text.ends_with("0 xfer-w 0x2000 8192 900 @disk\n"), "{text}");
 
         let gone = dir.path().join("gone.txt");
         let w = TraceWriter::create_as(&gone, Format::Text).unwrap();

@@ -1231,6 +1231,63 @@ fn stat_takes_a_command_without_double_dash() {
     common::assert_usage_error(["stat", "-p", "2147483647"], "--pid: no process 2147483647");
 }
 
+/// `dmalab stat --cpus 0,1 -x, CMD` ran `-x,` as the command: clap took a
+/// short option whose glued value is not made of stat's own short flags
+/// for the command's first word. perf's glued forms (`-x,`, `-I50`,
+/// `-r2`) now mean what `-x ,` means, and an unknown option before the
+/// command is refused instead of run.
+#[test]
+fn stat_takes_perfs_glued_short_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let forms: [&[&str]; 3] = [&["-x,"], &["-x", ","], &["-x;"]];
+    for (i, sep) in forms.into_iter().enumerate() {
+        let out = dir.path().join(format!("x{i}.json"));
+        let a = dmalab()
+            .arg("stat")
+            .args(sep)
+            .args(["--counters", "page-faults", "-r2", "--output"])
+            .arg(&out)
+            .arg("true")
+            .assert()
+            .success();
+        let sep = sep.concat();
+        let sep = &sep[sep.len() - 1..];
+        let rows = csv_rows(&a.get_output().stderr, sep);
+        let pf = rows
+            .iter()
+            .find(|r| r.get(2).map(String::as_str) == Some("page-faults"))
+            .unwrap_or_else(|| panic!("no page-faults row split by {sep:?} in {rows:?}"));
+        assert!(pf[0].parse::<f64>().is_ok(), "{pf:?}");
+        let d = read_json(&out);
+        assert_eq!(d["config"]["command"][0], "true", "{d}");
+        assert_eq!(d["config"]["repeat"], 2, "{d}");
+    }
+    let o = dmalab().args(["stat", "-z", "true"]).output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("unexpected argument '-z'"), "{e}");
+    if !need_root() {
+        return;
+    }
+    let out = dir.path().join("cpus.json");
+    let a = dmalab()
+        .args(["stat", "--cpus", "0", "-x,", "--output"])
+        .arg(&out)
+        .arg("true")
+        .assert()
+        .success();
+    let rows = csv_rows(&a.get_output().stderr, ",");
+    assert!(
+        rows.iter()
+            .any(|r| r.get(2).map(String::as_str) == Some("cpu-clock")),
+        "{rows:?}"
+    );
+    assert_eq!(
+        read_json(&out)["config"]["command"],
+        serde_json::json!(["true"])
+    );
+}
+
 /// The CSV rows of `-x SEP`, split.
 fn csv_rows(stderr: &[u8], sep: &str) -> Vec<Vec<String>> {
     String::from_utf8_lossy(stderr)

@@ -451,9 +451,15 @@ fn trace_records_every_copy_with_its_direction() {
         let recs = common::trace_records(&t);
         assert_eq!(recs.len(), 100);
         for r in recs {
+            // A GPU copy engine is neither a NIC nor a disk.
             assert_eq!(
-                (r.kind, r.len, r.write),
-                (Kind::Xfer, 4 * 4096, writes_memory)
+                (r.kind, r.len, r.write, r.device),
+                (
+                    Kind::Xfer,
+                    4 * 4096,
+                    writes_memory,
+                    dmalab_trace::Device::Other
+                )
             );
         }
     }

@@ -725,12 +725,67 @@ fn trace_records_every_transfer() {
     assert_eq!(recs.len(), 100);
     let mut addrs = std::collections::BTreeSet::new();
     for r in recs {
-        assert_eq!((r.kind, r.len, r.write), (Kind::Xfer, 4 * 4096, true));
+        // The null engine moves no data: no device to name.
+        assert_eq!(
+            (r.kind, r.len, r.write, r.device),
+            (Kind::Xfer, 4 * 4096, true, dmalab_trace::Device::Untagged)
+        );
         addrs.insert(r.addr);
     }
     // Random offsets inside one 1 MiB buffer.
     let (lo, hi) = (*addrs.first().unwrap(), *addrs.last().unwrap());
     assert!(addrs.len() > 10 && hi - lo < 1 << 20);
+}
+
+/// `load --trace` wrote every transfer untagged, so `sim stat` counted an
+/// io_uring run's reads as `dma_bytes untagged-w` and `sim compare` printed
+/// no by-stream table for it. A storage engine's transfers are the disk's.
+#[test]
+fn a_storage_engines_trace_names_the_disk_stream() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let (target, t) = (dir.path().join("x"), dir.path().join("run.trace"));
+    let (code, _, err, json) = load(&[
+        "--target",
+        target.to_str().unwrap(),
+        "--size",
+        "8M",
+        "--pattern",
+        "random",
+        "--max-blocks",
+        "4",
+        "--commands",
+        "100",
+        "--buffer",
+        "1M",
+        "-q",
+        "--trace",
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(u(&json.unwrap(), "/result/trace/transfers"), 100);
+    let run = |args: &[&str]| {
+        let o = common::dmalab().args(args).arg(&t).output().unwrap();
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let stat = run(&["sim", "stat"]);
+    // 100 storage reads of 4 blocks of 4 KiB: the disk wrote memory.
+    assert!(
+        stat.lines()
+            .any(|l| l == format!("dma_bytes disk-rd {}", 100 * 4 * 4096)),
+        "{stat}"
+    );
+    assert!(!stat.contains("untagged"), "{stat}");
+    let cmp = run(&["sim", "compare", "--schemes", "snoop,shared"]);
+    for scheme in ["snoop", "shared"] {
+        assert!(
+            cmp.lines().any(|l| {
+                let mut w = l.split_whitespace();
+                w.next() == Some(scheme) && w.next() == Some("disk-rd")
+            }),
+            "no {scheme} disk-rd row in {cmp}"
+        );
+    }
 }
 
 /// (reads completed, reads merged) of a block device, from

@@ -261,6 +261,8 @@ fn rdma_loopback_signal_every_counts_every_command() {
     assert_eq!(moved(&doc, "writes"), 41);
     assert_eq!(doc["result"]["totals"]["commands"], 41);
     let f = facts(&doc);
+    // 8 requests per QP: 4 is half a queue, kept as asked.
+    assert_eq!(f["signal_every"], 4, "{f}");
     let fences = f["fences"].as_u64().unwrap();
     let signalled = f["signalled_work_requests"].as_u64().unwrap();
     assert!(signalled < 41, "{signalled} of 41 signalled");

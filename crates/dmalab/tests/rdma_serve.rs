@@ -393,7 +393,8 @@ fn mock_loopback(extra: &[&str], env: &str) -> (Option<i32>, String, Option<serd
 
 /// `--signal-every 8`: one work request in eight asks the NIC for a
 /// completion, yet every command is counted once, exactly (the last ones
-/// of the run through a fence), on one QP and on several.
+/// of the run through a fence), on one QP and on several (16 requests
+/// each: 8 is half a queue, kept as asked).
 #[test]
 fn signal_every_signals_fewer_requests_and_still_counts_every_command() {
     for qps in ["1", "3"] {
@@ -402,7 +403,7 @@ fn signal_every_signals_fewer_requests_and_still_counts_every_command() {
                 "--commands",
                 "1003",
                 "--iodepth",
-                "24",
+                "48",
                 "--qps",
                 qps,
                 "--signal-every",
@@ -433,6 +434,109 @@ fn signal_every_signals_fewer_requests_and_still_counts_every_command() {
         doc.unwrap()["result"]["rdma"]["signalled_work_requests"],
         100
     );
+}
+
+/// `--signal-every` at or above a queue pair's share of `--iodepth`
+/// signalled only the request that filled its queue, so each worker waited
+/// for the whole queue to drain before it posted again. It is lowered to
+/// half the queue, with a note, and the result records both values.
+#[test]
+fn signal_every_above_half_a_queue_is_lowered_with_a_note() {
+    let run = |every: &str| {
+        let (code, err, doc) = mock_loopback(
+            &[
+                "--commands",
+                "500",
+                "--iodepth",
+                "16",
+                "--qps",
+                "2",
+                "--signal-every",
+                every,
+            ],
+            "mock",
+        );
+        assert_eq!(code, Some(0), "{err}");
+        let f = doc.unwrap()["result"]["rdma"].clone();
+        assert_eq!(f["moved"]["writes"], 500, "{f}");
+        (err, f)
+    };
+    // 8 requests per QP: one in four signalled, not one in eight.
+    let (err, f) = run("64");
+    assert!(
+        err.contains("dmalab: note: --signal-every 64: a queue pair holds 8 work request(s)")
+            && err.contains("so it signals every 4"),
+        "{err}"
+    );
+    assert_eq!(
+        (&f["signal_every"], &f["signal_every_asked"]),
+        (&4.into(), &64.into()),
+        "{f}"
+    );
+    let signalled = f["signalled_work_requests"].as_u64().unwrap();
+    assert!(
+        (500 / 4..=500 / 4 + 40).contains(&signalled),
+        "{signalled} signalled"
+    );
+    // Within half the queue: as asked, no note.
+    let (err, f) = run("4");
+    assert!(!err.contains("note"), "{err}");
+    assert_eq!(
+        (&f["signal_every"], &f["signal_every_asked"]),
+        (&4.into(), &4.into()),
+        "{f}"
+    );
+}
+
+/// `--iodepth` beyond what the device's queues hold: each QP is made with
+/// room for its share and one fence, and `ibv_create_qp` refused a share
+/// above `max_qp_wr`, so the run failed. The depth is lowered to what fits,
+/// with a note, and recorded; a device whose queue holds no request beside
+/// the fence is refused by name.
+#[test]
+fn the_depth_is_lowered_to_what_the_devices_queues_hold() {
+    let deep = ["--commands", "300", "--qps", "2", "--iodepth", "64"];
+    let (code, err, doc) = mock_loopback(&deep, "mock:max_qp_wr=8");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(
+            "dmalab: note: --iodepth 64: a queue pair on mock0 holds at most 8 work requests"
+        ) && err.contains("run with --iodepth 14"),
+        "{err}"
+    );
+    let doc = doc.unwrap();
+    let f = &doc["result"]["rdma"];
+    assert_eq!(f["device_limits"]["max_qp_wr"], 8, "{f}");
+    assert_eq!(
+        (&f["iodepth"], &f["iodepth_asked"]),
+        (&14.into(), &64.into()),
+        "{f}"
+    );
+    assert_eq!(f["moved"]["writes"], 300, "{f}");
+    assert_eq!(
+        doc["config"]["iodepth"], 14,
+        "the plan records the depth that ran"
+    );
+    // Seven each and a fence fill the queue exactly: as asked, no note.
+    let (code, err, doc) = mock_loopback(
+        &["--commands", "100", "--qps", "2", "--iodepth", "14"],
+        "mock:max_qp_wr=8",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("note"), "{err}");
+    let f = doc.unwrap()["result"]["rdma"].clone();
+    assert_eq!(
+        (&f["iodepth"], &f["iodepth_asked"]),
+        (&14.into(), &14.into())
+    );
+    // No room for a request beside the fence.
+    let (code, err, doc) = mock_loopback(&deep, "mock:max_qp_wr=1");
+    let line = crate::common::assert_usage_stderr(code, &err, "--rdma-device");
+    assert!(
+        line.contains("mock0 holds at most 1 work request(s)"),
+        "{line}"
+    );
+    assert!(doc.is_none());
 }
 
 /// Issue 32 item 5: READs outstanding per QP were fixed at 16 on every

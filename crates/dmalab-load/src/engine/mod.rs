@@ -177,6 +177,20 @@ impl EngineKind {
         !matches!(self, EngineKind::Null)
     }
 
+    /// The device `--trace` tags this engine's transfers with: a storage
+    /// engine's are a disk's, RDMA's a NIC's, and a GPU copy engine's
+    /// `other` (neither). The null engine's stay untagged: it moves no
+    /// data, so no device did.
+    pub fn trace_device(self) -> dmalab_trace::Device {
+        use dmalab_trace::Device;
+        match self {
+            EngineKind::IoUring | EngineKind::Nvme => Device::Disk,
+            EngineKind::Rdma => Device::Nic,
+            EngineKind::Gpu => Device::Other,
+            EngineKind::Null => Device::Untagged,
+        }
+    }
+
     /// True when the engine creates a file target that does not exist yet
     /// (a scratch file without `--target`); the null engine only
     /// describes its target and never creates one.

@@ -303,8 +303,9 @@ pub struct RdmaDriver {
     cfg: Option<ClientConfig>,
     seed: u64,
     workers: usize,
-    /// Printed when the run starts: `--iodepth` lowered for READs.
-    read_cap_note: Option<String>,
+    /// Printed when the run starts: `--iodepth` lowered to the device's
+    /// queues or for READs, `--signal-every` to half a queue pair's queue.
+    notes: Vec<String>,
     client: Mutex<Option<Arc<Client>>>,
 }
 
@@ -399,6 +400,7 @@ impl Driver for RdmaDriver {
                 .map(|p| Secret::read(p, "--rdma-secret-file"))
                 .transpose()?,
             signal_every: r.signal_every,
+            signal_every_asked: r.signal_every,
             mtu_bytes: r.mtu_bytes,
             mix_order: r.mix_order,
         };
@@ -441,7 +443,16 @@ impl Driver for RdmaDriver {
                 ));
             }
         }
-        self.read_cap_note = cfg.cap_reads(read_depth(&ctx.limits, peer_dest));
+        // The device's queues first, the signalling interval last: it
+        // follows the depth that runs.
+        self.notes = [
+            cfg.cap_queue(ctx.limits.max_qp_wr, &ctx.name)?,
+            cfg.cap_reads(read_depth(&ctx.limits, peer_dest)),
+            cfg.cap_signal_every(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         self.cfg = Some(cfg);
         self.seed = plan.stream.seed;
         self.workers = plan.workers;
@@ -450,11 +461,14 @@ impl Driver for RdmaDriver {
 
     fn prepare(&mut self, plan: &mut Plan) -> Result<(), TargetError> {
         // Nothing to create: the registrations and connections are made when
-        // the workers open (the shared buffer exists only then). READs
-        // beyond what the QPs keep outstanding are not queued: the plan
-        // (and so the result) carries the depth that ran.
-        if let (Some(note), Some(cfg)) = (&self.read_cap_note, &self.cfg) {
+        // the workers open (the shared buffer exists only then). Requests
+        // beyond what the device's queues hold, or READs beyond what the
+        // QPs keep outstanding, are not queued: the plan (and so the
+        // result) carries the depth that ran.
+        for note in &self.notes {
             eprintln!("dmalab: note: {note}");
+        }
+        if let Some(cfg) = &self.cfg {
             plan.iodepth = cfg.iodepth;
         }
         Ok(())

@@ -76,13 +76,12 @@ pub struct Args {
     #[command(flatten)]
     output: OutputArgs,
     /// The command and its arguments (`--` before it is optional: every
-    /// word from the first that is not one of stat's options is the
-    /// command's).
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND"
-    )]
+    /// word from the first that does not start with `-` is the command's;
+    /// put `--` before a command whose name starts with `-`).
+    // Not `allow_hyphen_values`: with it clap takes a short option whose
+    // glued value holds a character that is not one of stat's short flags
+    // (perf's `-x,`, `-I100`, `-r3`) for the command's first word.
+    #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<String>,
 }
 
