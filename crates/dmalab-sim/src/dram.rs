@@ -622,6 +622,10 @@ impl Dram {
     #[inline]
     pub fn advance(&mut self, now: u64) {
         let limit = now.div_ceil(self.tck);
+        // No command issues before the command bus's next free clock.
+        if limit <= self.now {
+            return;
+        }
         while self.issue_next(limit).is_some() {}
     }
 
