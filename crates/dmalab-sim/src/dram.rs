@@ -622,6 +622,10 @@ impl Dram {
     #[inline]
     pub fn advance(&mut self, now: u64) {
         let limit = now.div_ceil(self.tck);
+        // No command issues before the command bus's next free clock.
+        if limit <= self.now {
+            return;
+        }
         while self.issue_next(limit).is_some() {}
     }
 
@@ -802,6 +806,18 @@ impl Dram {
     /// (`Queue::sorted`), the oldest of such a set is also the earliest and
     /// wins the set's ties: it is the set's only candidate.
     fn plan_banks(&self, serve_r: bool, serve_w: bool, draining: bool) -> Option<Plan> {
+        match (serve_r, serve_w) {
+            (true, false) => self.plan_banks_of::<true, false>(draining),
+            (false, true) => self.plan_banks_of::<false, true>(draining),
+            _ => self.plan_banks_of::<true, true>(draining),
+        }
+    }
+
+    /// [`Dram::plan_banks`] for the reads (`R`) and the writes (`W`): one
+    /// copy per mode, so that a decision in write mode (every busy bank's
+    /// writes, several times per drain) carries no test of the read queue
+    /// per bank (callgrind, file copy: 6-7% fewer instructions per run).
+    fn plan_banks_of<const R: bool, const W: bool>(&self, draining: bool) -> Option<Plan> {
         let mut best = None;
         for w in 0..=self.rq.busy_more.len() {
             let word = |q: &Queue, on: bool| match (on, w) {
@@ -809,11 +825,11 @@ impl Dram {
                 (true, 0) => q.busy,
                 (true, _) => q.busy_more[w - 1],
             };
-            let mut m = word(&self.rq, serve_r) | word(&self.wq, serve_w);
+            let mut m = word(&self.rq, R) | word(&self.wq, W);
             while m != 0 {
                 let i = w * 64 + m.trailing_zeros() as usize;
                 m &= m - 1;
-                self.consider_bank(i, serve_r, serve_w, draining, &mut best);
+                self.consider_bank::<R, W>(i, draining, &mut best);
             }
         }
         best.map(|(p, _, _)| p)
@@ -822,11 +838,9 @@ impl Dram {
     /// Bank `i`'s candidates for [`Dram::plan_banks`]: the oldest row hit of
     /// each served queue, and the oldest other request of each.
     #[inline]
-    fn consider_bank(
+    fn consider_bank<const R: bool, const W: bool>(
         &self,
         i: usize,
-        serve_r: bool,
-        serve_w: bool,
         draining: bool,
         best: &mut Option<(Plan, u64, bool)>,
     ) {
@@ -840,8 +854,8 @@ impl Dram {
                 (0, 0)
             }
         };
-        let (nr, hr) = count(&b.lanes[0], serve_r);
-        let (nw, hw) = count(&b.lanes[1], serve_w);
+        let (nr, hr) = count(&b.lanes[0], R);
+        let (nw, hw) = count(&b.lanes[1], W);
         let hit_waits = hr + hw > 0;
         let others = nr - hr + nw - hw > 0;
         let mut offer = |write: bool, hit: bool, cmd: Cmd, c: u64| {
