@@ -1064,7 +1064,7 @@ impl Worker {
                 self.progressed = true;
             } else {
                 self.empty_polls = self.empty_polls.wrapping_add(1);
-                if self.empty_polls % STALL_CHECK == 0
+                if self.empty_polls.is_multiple_of(STALL_CHECK)
                     && self.signalled_out.iter().any(|&f| f > 0)
                     && fatal.is_none()
                     && self.stalled()

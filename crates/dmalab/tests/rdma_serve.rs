@@ -466,7 +466,7 @@ fn commands_queued_together_reach_the_device_as_one_list_per_qp() {
         assert_eq!(lists.len() as u64, calls + fences, "qps {qps}");
         let per_qp = 16 / qps.parse::<u64>().unwrap();
         assert!(
-            calls <= 1000 / per_qp + 4 && lists.iter().any(|&n| n == per_qp),
+            calls <= 1000 / per_qp + 4 && lists.contains(&per_qp),
             "qps {qps}: {calls} calls for 1000 commands, lists {lists:?}"
         );
     }
