@@ -2,18 +2,20 @@
 # RDMA engine benchmark, inside the QEMU test guest with soft-RoCE
 # (scripts/nvme-vm/run.sh --with-rdma): dmalab load --engine rdma against a
 # dmalab rdma serve, and perftest's ib_write_bw / ib_read_bw, same message
-# size (64 KiB), one QP, 16 outstanding, runs interleaved; bandwidth ratio,
-# CPU per operation, and the error of each tool's software rate limit in
-# 1-second windows at 10/50/90% of its own maximum.
+# size (64 KiB), one QP, 16 outstanding, runs interleaved (perftest also
+# with --post_list 16, as dmalab posts its freed requests as one list);
+# bandwidth ratio, rxe's retransmissions and the guest's CPU per message for
+# each tool, and the error of each tool's software rate limit in 1-second
+# windows at 10/50/90% of its own maximum.
 #
-#   scripts/bench-rdma.sh [--runtime SECS] [--rate-runtime SECS] [--reps N] [--dmalab BIN]
+#   scripts/bench-rdma.sh [--runtime SECS] [--rate-runtime SECS] [--reps N] [--dmalab BIN] [--no-rate]
 #   scripts/bench-rdma.sh --report-only [--reps N]   # the last run's results again, no boot
 #
 # rxe copies with the CPU and the guest runs under TCG: the figures compare
 # the two tools on the same software stack, not a NIC's DMA.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runtime=5 rate_runtime=10 reps=3 dmalab="" report_only=0
+runtime=5 rate_runtime=10 reps=3 dmalab="" report_only=0 rate=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --runtime) runtime="$2"; shift 2 ;;
@@ -21,6 +23,8 @@ while [ $# -gt 0 ]; do
     --reps) reps="$2"; shift 2 ;;
     --dmalab) dmalab="$2"; shift 2 ;;
     --report-only) report_only=1; shift ;;
+    # Bandwidth only: no rate-limit runs (an experiment's shorter loop).
+    --no-rate) rate=0; shift ;;
     *) echo "bench-rdma.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -34,7 +38,7 @@ if [ -z "$dmalab" ]; then
   dmalab=target/release/dmalab
 fi
 mkdir -p "$out"
-sed -e "s/@RUNTIME@/$runtime/" -e "s/@RATE_RUNTIME@/$rate_runtime/" -e "s/@REPS@/$reps/" scripts/nvme-vm/guest-bench-rdma.sh >"$out/job.sh"
+sed -e "s/@RUNTIME@/$runtime/" -e "s/@RATE_RUNTIME@/$rate_runtime/" -e "s/@REPS@/$reps/" -e "s/@RATE@/$rate/" scripts/nvme-vm/guest-bench-rdma.sh >"$out/job.sh"
 # The paper's experiment file, checked where an RDMA device exists (its
 # aggressors' own --dry-run opens the device).
 {
@@ -44,7 +48,7 @@ sed -e "s/@RUNTIME@/$runtime/" -e "s/@RATE_RUNTIME@/$rate_runtime/" -e "s/@REPS@
   echo "(cd /tmp && /usr/dmalab/bin/dmalab run /tmp/rdma-interference.toml --dry-run) >/results/example-dry-run.txt 2>&1"
   echo "echo \$? >/results/example-dry-run.rc"
 } >>"$out/job.sh"
-timeout_s=$(((reps * 4) * (runtime + 8) + 6 * (rate_runtime + 8) + 300))
+timeout_s=$(((reps * 6) * (runtime + 8) + rate * 6 * (rate_runtime + 8) + 300))
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 scripts/nvme-vm/run.sh --out "$out" --job "$out/job.sh" --dmalab "$dmalab" --with-rdma --timeout "$timeout_s"
 echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -61,6 +65,7 @@ echo "examples/rdma-interference.toml --dry-run in the guest: exit $(cat "$out/r
 python3 - "$out/results" "$reps" "$PWD/scripts" <<'PY'
 import json, sys, os
 d, reps = sys.argv[1], int(sys.argv[2])
+rate_runs = os.path.exists(os.path.join(d, "rates"))
 sys.path.insert(0, sys.argv[3])
 import benchstat as bs
 MIB = 1 << 20
@@ -69,17 +74,32 @@ def dm(name):
     cpu = r.get("cpu", {})
     return r["rates"]["data_bw_bytes"], cpu.get("cpu_ns_per_command")
 def pt(name):
-    text = open(os.path.join(d, name + ".txt")).read()
-    bw = cpu = None
-    for line in text.splitlines():
+    for line in open(os.path.join(d, name + ".txt")):
         w = line.split()
         if len(w) >= 5 and w[0] == "65536":
-            bw = float(w[3]) * MIB  # BW average, MiB/s
-            # --cpu_util adds CPU_Util[%]: percent of the machine's CPUs
-            # over the run; per message, in ns of one CPU.
-            if len(w) >= 6 and float(w[5]) > 0:
-                cpu = float(w[5]) / 100 * os.cpu_count() * 1e9 / (bw / 65536)
-    return bw, cpu
+            return float(w[3]) * MIB  # BW average, MiB/s
+    raise ValueError(f"{name}.txt has no result line")
+# rxe's counters and the guest's /proc/stat cpu line, written by the guest
+# job's `snap` before and after each client run of either tool.
+RETRY_KEYS = ("completer_retry_err", "duplicate_request", "rcvd_seq_err",
+              "out_of_seq_request", "retry_exceeded_err")
+USER_HZ = 100
+def snap(path):
+    c, cpu = {}, None
+    for line in open(path):
+        w = line.split()
+        if w and w[0] == "cpu":
+            cpu = [int(x) for x in w[1:9]]  # user nice system idle iowait irq softirq steal
+        elif len(w) == 2:
+            c[w[0]] = int(w[1])
+    return c, cpu
+def around(name):
+    """rxe's counter deltas and the guest's busy CPU seconds (both vCPUs,
+    all but idle and iowait) over one client run."""
+    (a, ca), (b, cb) = (snap(os.path.join(d, f"{name}.{w}")) for w in ("before", "after"))
+    delta = {k: b[k] - a[k] for k in a if k in b}
+    dc = [y - x for x, y in zip(ca, cb)]
+    return delta, (sum(dc) - dc[3] - dc[4]) / USER_HZ
 def pt_header(name):
     keys = ("TX depth", "CQ Moderation", "Outstand reads")
     got = {}
@@ -89,21 +109,43 @@ def pt_header(name):
             got[k.strip()] = v.strip()
     return ", ".join(f"{k} {got[k]}" for k in keys if k in got)
 def dm_rdma(name):
-    f = json.load(open(os.path.join(d, name + ".json")))["result"]["rdma"]
-    return (f"--iodepth {f.get('iodepth')}, --signal-every {f.get('signal_every')}, "
-            f"READs outstanding per QP {f.get('max_rd_atomic')}")
+    doc = json.load(open(os.path.join(d, name + ".json")))
+    f, cfg = doc["result"]["rdma"], doc.get("config", {})
+    # result.rdma has them since the engine recorded its facts; a binary
+    # before that left them out: the configuration still has what was asked.
+    depth = f.get("iodepth", cfg.get("iodepth"))
+    signal = f.get("signal_every", (cfg.get("rdma") or {}).get("signal_every"))
+    reads = f.get("max_rd_atomic")
+    text = lambda v: "not recorded" if v is None else v
+    return (f"--iodepth {text(depth)}, --signal-every {text(signal)}, "
+            f"READs outstanding per QP {text(reads)}")
 for op, tool in (("W", "ib_write_bw"), ("R", "ib_read_bw")):
-    dmbw, ptbw, dmb, ptb, dmc, ptc = [], [], [], [], [], []
+    dmbw, ptbw, dmb, ptb, dmc = [], [], [], [], []
+    # Per tool: rxe's counters summed over the repetitions, and the guest's
+    # busy CPU per message of each run.
+    nic = {"dmalab": {}, tool: {}}
+    cpu = {"dmalab": [], tool: []}
     for i in range(1, reps + 1):
         try:
             a, ac = dm(f"{op}_dm_{i}")
-            b, bc = pt(f"{op}_pt_{i}")
+            b = pt(f"{op}_pt_{i}")
         except Exception as e:
             print(f"  rep {i} missing: {e}")
             continue
         dmbw.append(a); ptbw.append(b); dmb.append(a / MIB); ptb.append(b / MIB)
         if ac: dmc.append(ac / 1000)
-        if bc: ptc.append(bc / 1000)
+        for who, name in (("dmalab", f"{op}_dm_{i}"), (tool, f"{op}_pt_{i}")):
+            try:
+                delta, busy_s = around(name)
+            except (OSError, ValueError, TypeError):
+                continue
+            for k, v in delta.items():
+                nic[who][k] = nic[who].get(k, 0) + v
+            # Messages from the same counter for both tools: perftest
+            # prints only the iterations of its sampled middle.
+            msgs = delta.get("sent_pkts", 0) / 17
+            if msgs > 0:
+                cpu[who].append(busy_s * 1e6 / msgs)
     print(f"\n{'RDMA WRITE' if op == 'W' else 'RDMA READ'}: dmalab vs {tool}")
     try:
         print(f"  settings: dmalab {dm_rdma(f'{op}_dm_1')}; {tool} {pt_header(f'{op}_pt_1')}")
@@ -113,8 +155,42 @@ for op, tool in (("W", "ib_write_bw"), ("R", "ib_read_bw")):
         f"{a:.1f}/{b:.1f}" for a, b in zip(dmb, ptb)))
     if dmbw:
         print(f"  bandwidth dmalab {bs.median(dmb):.1f} MiB/s, {tool} {bs.median(ptb):.1f} MiB/s, ratio {bs.fmt_ratio(bs.ratios(dmbw, ptbw))}")
-    if dmc:
-        print(f"  CPU per operation: dmalab {bs.median(dmc):.1f} us" + (f", {tool} {bs.median(ptc):.1f} us (from --cpu_util)" if ptc else ""))
+    # dmalab posts what its queue frees as one list (mean length below);
+    # the same tool with --post_list 16, run in each repetition beside it.
+    dml, pll = [], []
+    for i in range(1, reps + 1):
+        try:
+            b = pt(f"{op}_pl_{i}")
+            a, _ = dm(f"{op}_dm_{i}")
+            f = json.load(open(os.path.join(d, f"{op}_dm_{i}.json")))["result"]["rdma"]
+        except Exception:
+            continue
+        dml.append((a, f["moved"]["writes"] + f["moved"]["reads"], f.get("post_send_calls")))
+        pll.append(b)
+    if dml and all(c for _, _, c in dml):
+        lists = sum(n for _, n, _ in dml) / sum(c for _, _, c in dml)
+        print(f"  with {tool} -l 16 ({pt_header(f'{op}_pl_1')}; dmalab's lists held {lists:.1f} requests on average):")
+        print(f"    per repetition, MiB/s (dmalab/{tool} -l 16): " + "  ".join(
+            f"{a / MIB:.1f}/{b / MIB:.1f}" for (a, _, _), b in zip(dml, pll)))
+        print(f"    bandwidth {tool} -l 16 {bs.median([b / MIB for b in pll]):.1f} MiB/s, ratio "
+              f"{bs.fmt_ratio(bs.ratios([a for a, _, _ in dml], pll))}")
+    for who in ("dmalab", tool):
+        c = nic[who]
+        if c:
+            print(f"  rxe counters over {who}'s runs (summed): sent_pkts {c.get('sent_pkts', 0)}, "
+                  + ", ".join(f"{k} {c.get(k, 0)}" for k in RETRY_KEYS))
+    if cpu["dmalab"] and cpu[tool]:
+        # Like for like: what the guest's two vCPUs spent (user, system,
+        # softirq: rxe's copies and checksums run in the kernel) per
+        # message, both tools counted the same way. perftest's --cpu_util
+        # is not this: it is user time over user + idle of /proc/stat,
+        # without the kernel time rxe spends.
+        print(f"  guest CPU per message (busy time of both vCPUs / (sent_pkts / 17)): dmalab "
+              f"{bs.median(cpu['dmalab']):.1f} us, {tool} {bs.median(cpu[tool]):.1f} us"
+              + (f"; dmalab's own process {bs.median(dmc):.1f} us" if dmc else ""))
+if not rate_runs:
+    print("\nsoftware rate limit: not run (--no-rate)")
+    sys.exit(0)
 try:
     clock = open(os.path.join(d, "sampler_clock")).read().strip()
 except OSError:

@@ -10,6 +10,8 @@ RT=@RUNTIME@
 # windows, and the first and last sampler windows straddle start and end.
 RRT=@RATE_RUNTIME@
 REPS=@REPS@
+# 0: bandwidth only (bench-rdma.sh --no-rate).
+RATE=@RATE@
 D=/usr/dmalab/bin/dmalab
 HW=/sys/class/infiniband/rxe0/ports/1/hw_counters
 uname -a >/results/uname
@@ -42,14 +44,25 @@ sampler() {
   done >"$1"
 }
 
+# Writes rxe's counters (the hw_counters dmalab's result reads) and the
+# guest's CPU time line of /proc/stat into FILE, read by the shell itself
+# (no fork per file). Taken around each tool's client run, so both tools'
+# retransmissions and CPU are counted the same way.
+snap() {
+  { for f in $HW/*; do read -r v <"$f"; echo "${f##*/} $v"; done
+    read -r l </proc/stat; echo "$l"; } >"$1"
+}
+
 dm_run() { # OP NAME [extra flags]: one dmalab run against a local serve
   op="$1"; name="$2"; shift 2
   $D rdma serve --listen 127.0.0.1:18700 --buffer 16M >/dev/null 2>/results/$name.serve.err &
   S=$!
   w=0; while ! grep -q serving /results/$name.serve.err && [ $w -lt 200 ]; do sleep 0.1; w=$((w + 1)); done
+  snap /results/$name.before
   $D load --engine rdma --target 127.0.0.1:18700 --rdma-op "$op" --pattern single --bs 64K --buffer 16M \
     --rdma-remote-buffer 16M --device-offsets sequential --iodepth 16 --runtime ${DRT:-$RT}s -q "$@" \
     --output /results/$name.json >/dev/null 2>>/results/errors
+  snap /results/$name.after
   kill -TERM $S; wait $S
 }
 
@@ -58,11 +71,18 @@ pt_run() { # TOOL NAME [extra flags]: one perftest run, server and client
   /usr/dmalab/bin/$tool -d rxe0 -x 1 -s 65536 -t 16 -q 1 -D ${DRT:-$RT} -F "$@" >/results/$name.server 2>&1 &
   S=$!
   sleep 1
-  /usr/dmalab/bin/$tool -d rxe0 -x 1 -s 65536 -t 16 -q 1 -D ${DRT:-$RT} -F --cpu_util "$@" 127.0.0.1 \
+  snap /results/$name.before
+  /usr/dmalab/bin/$tool -d rxe0 -x 1 -s 65536 -t 16 -q 1 -D ${DRT:-$RT} -F "$@" 127.0.0.1 \
     >/results/$name.txt 2>&1
+  snap /results/$name.after
   wait $S
 }
 
+# dmalab posts the requests its queue frees together as one list per QP
+# (one ibv_post_send, one doorbell: on rxe one system call into the
+# requester); in this guest all 16 complete together, so its lists hold 16
+# (result.rdma.post_send_calls). perftest posts one request per call
+# unless told --post_list (-l): each repetition runs it both ways.
 # Signalling as perftest's own: run for a duration (-D), ib_write_bw and
 # ib_read_bw ask for a completion on every request ("CQ Moderation : 1" in
 # their header, which the bench prints), so dmalab's runs signal every
@@ -76,12 +96,15 @@ while [ $i -le $REPS ]; do
   cat /proc/loadavg >>/results/loadavg
   dm_run write W_dm_$i
   pt_run ib_write_bw W_pt_$i
+  pt_run ib_write_bw W_pl_$i -l 16
   dm_run read R_dm_$i
   pt_run ib_read_bw R_pt_$i
+  pt_run ib_read_bw R_pl_$i -l 16
   i=$((i + 1))
 done
 
 # Rate limits: each tool at 10/50/90% of its own median maximum (writes).
+[ "$RATE" = 1 ] || exit 0
 dm_max=$(for f in /results/W_dm_*.json; do grep -o '"data_bw_bytes": [0-9.e+]*' "$f" | head -1 | cut -d' ' -f2; done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 pt_max=$(for f in /results/W_pt_*.txt; do awk '/^ 65536/ {print $4}' "$f"; done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 echo "$dm_max $pt_max" >/results/max

@@ -6,8 +6,9 @@
 //! worker then opens a [`Worker`]: its own completion queue and `--qps` RC
 //! queue pairs, each connected by its own TCP handshake to a `dmalab rdma
 //! serve` (or, in loopback, to a responder QP on the same device). The
-//! worker posts one RDMA WRITE or READ per command and reaps completions;
-//! when it is dropped it tells the server what it moved.
+//! worker queues one RDMA WRITE or READ per command, posts what it queued
+//! as one list per QP when it reaps, and reaps completions; when it is
+//! dropped it tells the server what it moved.
 //!
 //! Direction from memory's point of view: an RDMA WRITE makes this NIC read
 //! this host's memory and the peer's NIC write the peer's memory; an RDMA
@@ -421,6 +422,8 @@ pub struct Client {
     /// Work requests posted signalled, fences included, and fences, over
     /// all workers.
     signalled: Mutex<(u64, u64)>,
+    /// `ibv_post_send` calls that carried commands, over all workers.
+    post_calls: Mutex<u64>,
     /// The smallest `max_rd_atomic` a worker's QP was connected with.
     rd_atomic: Mutex<Option<u8>>,
     first_error: Mutex<Option<String>>,
@@ -471,6 +474,7 @@ impl Client {
             before,
             moved: Mutex::new(Moved::default()),
             signalled: Mutex::new((0, 0)),
+            post_calls: Mutex::new(0),
             rd_atomic: Mutex::new(None),
             first_error: Mutex::new(None),
         })
@@ -511,6 +515,7 @@ impl Client {
             signalled_out: vec![0; qps],
             signalled: 0,
             fences: 0,
+            post_calls: 0,
             posted: 0,
             per_qp,
             slot_op: Vec::new(),
@@ -521,6 +526,9 @@ impl Client {
             moved: Moved::default(),
             wc: vec![sys::ibv_wc::default(); (self.cfg.iodepth + self.cfg.qps).max(1) as usize],
             last_progress: Instant::now(),
+            staged: PostList::new(self.cfg.iodepth as usize, qps),
+            progressed: false,
+            empty_polls: 0,
             cq,
         };
         match &self.cfg.target {
@@ -623,6 +631,7 @@ impl Client {
             iodepth_asked: self.cfg.iodepth_asked,
             signalled_work_requests: signalled,
             fences,
+            post_send_calls: self.post_calls.lock().map(|n| *n).unwrap_or_default(),
             mix_order: match self.cfg.op {
                 RdmaOp::Mixed { .. } => Some(self.cfg.mix_order),
                 _ => None,
@@ -750,6 +759,10 @@ pub struct ClientFacts {
     /// unsignalled requests a worker waited for (one packet and its
     /// acknowledgement each, no data).
     pub fences: u64,
+    /// `ibv_post_send` calls that carried commands (one doorbell each):
+    /// the worker posts the commands it queued together as one list per
+    /// QP, so commands / calls is the mean list length.
+    pub post_send_calls: u64,
     /// `--rdma-mix-order` (mixed operations only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mix_order: Option<MixOrder>,
@@ -802,6 +815,8 @@ pub struct Worker {
     signalled: u64,
     /// Fences posted.
     fences: u64,
+    /// `ibv_post_send` calls that carried commands.
+    post_calls: u64,
     /// Commands posted (the mixed interleave's counter).
     posted: u64,
     per_qp: u32,
@@ -813,6 +828,108 @@ pub struct Worker {
     moved: Moved,
     wc: Vec<sys::ibv_wc>,
     last_progress: Instant,
+    /// Work requests `post` built and has not yet handed to the device.
+    staged: PostList,
+    /// Something completed, or was posted with nothing in flight, since
+    /// `last_progress` was last set (see [`Worker::stalled`]).
+    progressed: bool,
+    /// Empty polls, wrapping (the stall check's counter).
+    empty_polls: u32,
+}
+
+/// Work requests built and not yet posted, with their SGEs and QPs (same
+/// index), posted by [`PostList::post`] as one list per QP.
+struct PostList {
+    wr: Vec<sys::ibv_send_wr>,
+    sge: Vec<sys::ibv_sge>,
+    qp: Vec<u16>,
+    /// Per QP, the first and last request of its list while `post` links
+    /// them (NO_WR: none).
+    chain: Vec<(usize, usize)>,
+    /// QPs with a list, in the order their first request was staged.
+    chained: Vec<usize>,
+}
+
+// SAFETY: the only pointers inside (each request's `next` and `sg_list`)
+// point into the list's own buffers; `post` writes them just before it
+// hands the lists to the device and nothing follows them afterwards, so
+// moving the list to another thread moves nothing another thread uses.
+unsafe impl Send for PostList {}
+
+/// No request (see `PostList::chain`).
+const NO_WR: usize = usize::MAX;
+
+impl PostList {
+    fn new(depth: usize, qps: usize) -> Self {
+        Self {
+            wr: Vec::with_capacity(depth),
+            sge: Vec::with_capacity(depth),
+            qp: Vec::with_capacity(depth),
+            chain: vec![(NO_WR, NO_WR); qps],
+            chained: Vec::with_capacity(qps),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.wr.is_empty()
+    }
+
+    /// Stages `wr` (its `next` and `sg_list` are set when posted) with its
+    /// one `sge`, for QP `q`.
+    fn push(&mut self, wr: sys::ibv_send_wr, sge: sys::ibv_sge, q: usize) {
+        self.wr.push(wr);
+        self.sge.push(sge);
+        self.qp.push(q as u16);
+    }
+
+    /// Posts every staged request, each QP's as one list in staging order
+    /// (one `ibv_post_send`, one doorbell, per QP), and empties the list.
+    /// Returns the calls made and the first failure.
+    ///
+    /// # Safety
+    /// Every staged SGE lies in memory registered on `qps`' device, and
+    /// every remote range in its QP's peer's region.
+    unsafe fn post(&mut self, qps: &mut [QueuePair]) -> (u64, Result<(), RdmaError>) {
+        let n = self.wr.len();
+        let wrs = self.wr.as_mut_ptr();
+        let sges = self.sge.as_mut_ptr();
+        let mut calls = 0;
+        let mut result = Ok(());
+        // SAFETY: i < n, the length of wr, sge and qp (pushed together);
+        // nothing else touches the two buffers until they are cleared
+        // below, so the links and SGE pointers written here stay valid
+        // while the lists are posted; the SGEs and remote ranges are the
+        // caller's promise.
+        unsafe {
+            for i in 0..n {
+                let w = wrs.add(i);
+                (*w).next = std::ptr::null_mut();
+                (*w).sg_list = sges.add(i);
+                let q = usize::from(self.qp[i]);
+                let (head, tail) = self.chain[q];
+                if head == NO_WR {
+                    self.chain[q] = (i, i);
+                    self.chained.push(q);
+                } else {
+                    (*wrs.add(tail)).next = w;
+                    self.chain[q] = (head, i);
+                }
+            }
+            for &q in &self.chained {
+                let (head, _) = self.chain[q];
+                self.chain[q] = (NO_WR, NO_WR);
+                if result.is_ok() {
+                    result = qps[q].post(&mut *wrs.add(head));
+                    calls += 1;
+                }
+            }
+        }
+        self.chained.clear();
+        self.wr.clear();
+        self.sge.clear();
+        self.qp.clear();
+        (calls, result)
+    }
 }
 
 /// The bit that marks a fence's wr_id (see [`Worker::fence`]; the low
@@ -822,6 +939,9 @@ const FENCE: u64 = 1 << 63;
 /// How long a worker waits without any completion, requests in flight,
 /// before it gives the peer up.
 pub const STALL: Duration = Duration::from_secs(10);
+
+/// Empty polls between two checks for a stall (each reads the clock).
+const STALL_CHECK: u32 = 1024;
 
 /// One finished work request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -863,8 +983,14 @@ impl Worker {
         }
     }
 
-    /// Posts one message of `len` bytes at `addr`, inside local piece
-    /// `piece`, to `remote_offset` in the remote region, for `slot`.
+    /// Queues one message of `len` bytes at `addr`, inside local piece
+    /// `piece`, to `remote_offset` in the remote region, for `slot`. The
+    /// device gets it with the next [`Worker::reap`] (or
+    /// [`Worker::flush`]), together with every message queued before it:
+    /// one `ibv_post_send` list, one doorbell, per QP (perftest's
+    /// `--post_list`). On soft-RoCE each doorbell is a system call that
+    /// runs the requester; in the rxe guest, where all 16 of a depth-16
+    /// queue complete together, 16 went in one call instead of 16.
     ///
     /// # Safety
     /// `addr..addr+len` lies inside that piece of the registered buffer.
@@ -919,7 +1045,7 @@ impl Worker {
             )));
         }
         let op = self.choose_op();
-        let mut sge = sys::ibv_sge {
+        let sge = sys::ibv_sge {
             addr: addr as u64,
             length: len,
             lkey,
@@ -936,23 +1062,22 @@ impl Worker {
         }
         let mut wr = sys::ibv_send_wr::default();
         wr.wr_id = u64::from(slot);
-        wr.sg_list = &mut sge;
         wr.num_sge = 1;
         wr.opcode = op;
         wr.send_flags = flags;
         wr.remote_addr = remote.addr + off;
         wr.rkey = remote.rkey;
-        // SAFETY: the SGE lies in a registered piece (the caller's promise);
-        // the remote range lies inside the buffer the peer registered.
-        unsafe { self.qps[q].post(&mut wr)? };
+        // The SGE lies in a registered piece (the caller's promise); the
+        // remote range lies inside the buffer the peer registered.
+        self.staged.push(wr, sge, q);
         if self.inflight.iter().all(|&f| f == 0) {
-            self.last_progress = Instant::now();
+            self.progressed = true;
         }
         self.inflight[q] += 1;
         self.unreaped[q].push_back((u64::from(slot), signal));
         if signal {
             if self.signalled_out.iter().all(|&f| f == 0) {
-                self.last_progress = Instant::now();
+                self.progressed = true;
             }
             self.since_signal[q] = 0;
             self.signalled_out[q] += 1;
@@ -966,8 +1091,25 @@ impl Worker {
         Ok(())
     }
 
-    /// Polls the CQ until at least `min` completions arrived or `timeout`
-    /// passed; appends them to `out`. A failed completion is reported as
+    /// Hands every staged work request to the device: each QP's as one
+    /// list, in the order they were staged (one `ibv_post_send`, one
+    /// doorbell per QP). A failure leaves the run unable to go on: the
+    /// requests after the bad one were counted in flight and never will
+    /// complete, so the caller stops.
+    pub fn flush(&mut self) -> Result<(), RdmaError> {
+        if self.staged.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: each SGE lies in a registered piece (`post`'s caller's
+        // promise); each remote range inside its peer's region (checked in
+        // `post`).
+        let (calls, result) = unsafe { self.staged.post(&mut self.qps) };
+        self.post_calls += calls;
+        result
+    }
+
+    /// Posts what is queued, then polls the CQ until at least `min`
+    /// completions arrived or `timeout` passed; appends them to `out`. A failed completion is reported as
     /// -EIO and also returned as an error when its QP can do no more (the
     /// peer is gone): the run stops and reports what it did.
     pub fn reap(
@@ -976,10 +1118,16 @@ impl Worker {
         timeout: Option<Duration>,
         out: &mut Vec<Finished>,
     ) -> Result<(), RdmaError> {
-        let start = Instant::now();
+        // Reading the clock can cost a system call (where the clocksource
+        // has no vDSO reading: the TCG guest's HPET), and on soft-RoCE the
+        // CPU that polls also runs the device: the clock is read for a
+        // timeout, and for the stall check once in STALL_CHECK empty
+        // polls, never per poll or per completion.
+        let deadline = timeout.map(|t| Instant::now() + t);
         let mut got = 0;
         let mut idle = 0u32;
         let mut fatal = None;
+        self.flush()?;
         loop {
             if min > 0 {
                 self.fence()?;
@@ -1010,23 +1158,27 @@ impl Worker {
                 }
             }
             if n > 0 {
-                self.last_progress = Instant::now();
-            } else if self.signalled_out.iter().any(|&f| f > 0)
-                && self.last_progress.elapsed() >= STALL
-                && fatal.is_none()
-            {
-                // A peer that vanished without a trace (its QP gone, no
-                // NAK) must still end the run: retries alone may not.
-                fatal = Some(format!(
-                    "no completion for {} s with {} work requests in flight: the peer stopped answering",
-                    STALL.as_secs(),
-                    self.inflight.iter().sum::<u32>()
-                ));
+                self.progressed = true;
+            } else {
+                self.empty_polls = self.empty_polls.wrapping_add(1);
+                if self.empty_polls.is_multiple_of(STALL_CHECK)
+                    && self.signalled_out.iter().any(|&f| f > 0)
+                    && fatal.is_none()
+                    && self.stalled()
+                {
+                    // A peer that vanished without a trace (its QP gone, no
+                    // NAK) must still end the run: retries alone may not.
+                    fatal = Some(format!(
+                        "no completion for {} s with {} work requests in flight: the peer stopped answering",
+                        STALL.as_secs(),
+                        self.inflight.iter().sum::<u32>()
+                    ));
+                }
             }
             if fatal.is_some() || got >= min {
                 break;
             }
-            if timeout.is_some_and(|t| start.elapsed() >= t) {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
             }
             if n == 0 {
@@ -1137,7 +1289,7 @@ impl Worker {
             unsafe { self.qps[q].post(&mut wr)? };
             self.unreaped[q].push_back((FENCE | q as u64, true));
             if self.signalled_out.iter().all(|&f| f == 0) {
-                self.last_progress = Instant::now();
+                self.progressed = true;
             }
             self.signalled_out[q] += 1;
             self.signalled += 1;
@@ -1145,6 +1297,19 @@ impl Worker {
             self.since_signal[q] = 0;
         }
         Ok(())
+    }
+
+    /// Whether nothing has completed for [`STALL`]: `last_progress` moves to
+    /// now when something did since the last check, so it lags the last
+    /// completion by at most one check's interval.
+    fn stalled(&mut self) -> bool {
+        let now = Instant::now();
+        if self.progressed {
+            self.progressed = false;
+            self.last_progress = now;
+            return false;
+        }
+        now.duration_since(self.last_progress) >= STALL
     }
 
     /// What this worker has moved so far.
@@ -1169,6 +1334,9 @@ impl Drop for Worker {
         if let Ok(mut n) = self.client.signalled.lock() {
             n.0 += self.signalled;
             n.1 += self.fences;
+        }
+        if let Ok(mut n) = self.client.post_calls.lock() {
+            *n += self.post_calls;
         }
         if let Ok(mut m) = self.client.moved.lock() {
             m.writes += self.moved.writes;

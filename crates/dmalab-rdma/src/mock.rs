@@ -15,7 +15,8 @@
 //! FLAGS`, `qp_init QPN access FLAGS`), so a test can see what a process
 //! exposed to remote peers, and the path MTU code of each RTR transition
 //! (`qp_rtr QPN path_mtu CODE`), and the READ depths set at RTR and RTS
-//! (`qp_depth QPN max_dest_rd_atomic N`, `qp_depth QPN max_rd_atomic N`).
+//! (`qp_depth QPN max_dest_rd_atomic N`, `qp_depth QPN max_rd_atomic N`),
+//! and each `ibv_post_send` with the length of its list (`post_send QPN N`).
 //!
 //! The device reports [`RD_ATOM`] outstanding READs per QP each way
 //! (`max_qp_rd_atom`, `max_qp_init_rd_atom`); `mock:rd_atom=N` and
@@ -434,6 +435,7 @@ unsafe extern "C" fn post_send(
     let Ok(mut done) = cq.done.lock() else {
         return libc::EIO;
     };
+    let mut listed = 0;
     while !wr.is_null() {
         // SAFETY: wr is the caller's valid chain.
         let w = unsafe { &*wr };
@@ -457,6 +459,10 @@ unsafe extern "C" fn post_send(
             });
         }
         wr = w.next;
+        listed += 1;
+    }
+    if SPEC.get().is_some_and(|s| s.log.is_some()) {
+        log(&format!("post_send {} {listed}", q.qp.qp_num));
     }
     if !bad.is_null() {
         // SAFETY: the caller's out pointer (checked non-null).
