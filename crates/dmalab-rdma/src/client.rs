@@ -319,6 +319,37 @@ impl ClientConfig {
     }
 }
 
+impl ClientConfig {
+    /// Lowers `iodepth` so that a worker's completion queue, which holds an
+    /// entry per command in flight and one per QP for its fence
+    /// (`iodepth + qps`), fits the device's `max_cqe`: `ibv_create_cq`
+    /// refuses a larger one. Returns the note to print when it lowered it,
+    /// and a [`UsageError`] naming `device_flag` when not even one command
+    /// per QP fits. A device that reports no limit (0) is taken at its word.
+    pub fn cap_cq(&mut self, max_cqe: u32, device: &str) -> Result<Option<String>, UsageError> {
+        if max_cqe == 0 || self.iodepth.saturating_add(self.qps) <= max_cqe {
+            return Ok(None);
+        }
+        let most = max_cqe.saturating_sub(self.qps);
+        if most < self.qps {
+            return Err(UsageError::new(
+                self.device.device_flag,
+                format!(
+                    "{device}'s completion queues hold at most {max_cqe} entries (max_cqe), and                      {} queue pair(s) need {} (a command and a fence each): use fewer --qps",
+                    self.qps,
+                    2 * self.qps
+                ),
+            ));
+        }
+        let before = self.iodepth;
+        self.iodepth = most;
+        Ok(Some(format!(
+            "--iodepth {before}: a completion queue on {device} holds at most {max_cqe} entries              (max_cqe), one per command in flight and one per queue pair for its fence, so {}              queue pair(s) run with --iodepth {most}",
+            self.qps
+        )))
+    }
+}
+
 /// Work requests a QP holds beyond its share of `--iodepth`: the signalled
 /// zero-length WRITE a worker posts behind unsignalled requests it waits
 /// for (`Worker::fence`).
@@ -1458,6 +1489,7 @@ mod tests {
             max_qp_rd_atom: dest,
             max_qp_init_rd_atom: init,
             max_qp_wr: 16384,
+            max_cqe: 32767,
         };
         // The smaller of this device's initiator depth and the peer's
         // responder depth, within the u8 a QP attribute holds.
@@ -1587,6 +1619,39 @@ mod tests {
         assert_eq!(e.option, "--rdma-device");
         assert!(
             e.message.contains("mock0 holds at most 1 work request(s)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_depth_fits_the_devices_completion_queues() {
+        // 2 QPs at --iodepth 8: 8 commands and 2 fences, 10 entries.
+        let mut c = cfg();
+        assert_eq!((c.qps, c.iodepth), (2, 8));
+        assert_eq!(c.cap_cq(10, "mock0").unwrap(), None);
+        assert_eq!(c.cap_cq(0, "mock0").unwrap(), None, "no limit reported");
+        let note = c.cap_cq(9, "mock0").unwrap().expect("lowered");
+        assert_eq!(c.iodepth, 7);
+        assert!(
+            note.starts_with("--iodepth 8: a completion queue on mock0 holds at most 9 entries")
+                && note.ends_with("run with --iodepth 7"),
+            "{note}"
+        );
+        // max_qp_wr 16384 lets 2 QPs run 32766: with their fences one
+        // entry more than a max_cqe of 32767 holds.
+        let mut c = cfg();
+        c.iodepth = 1 << 20;
+        assert!(c.cap_queue(16384, "rxe0").unwrap().is_some());
+        assert_eq!(c.iodepth, 32766);
+        assert!(c.cap_cq(32767, "rxe0").unwrap().is_some());
+        assert_eq!(c.iodepth, 32765);
+        assert!(c.validate().is_ok());
+        // Not one command per QP beside its fence: refused.
+        let e = cfg().cap_cq(3, "mock0").unwrap_err();
+        assert_eq!(e.option, "--rdma-device");
+        assert!(
+            e.message
+                .contains("mock0's completion queues hold at most 3 entries"),
             "{e}"
         );
     }

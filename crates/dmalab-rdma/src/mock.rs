@@ -49,6 +49,9 @@ pub const RD_ATOM: u32 = 16;
 /// The mock device's `max_qp_wr` when the spec names none.
 pub const MAX_QP_WR: u32 = 1 << 14;
 
+/// The mock device's `max_cqe` when the spec names none.
+pub const MAX_CQE: u32 = 1 << 22;
+
 /// What `DMALAB_IBVERBS_LIB=mock[:OPTIONS]` asked for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Spec {
@@ -60,10 +63,12 @@ pub struct Spec {
     pub init_rd_atom: Option<u32>,
     /// `max_qp_wr=N`: work requests one queue holds (default [`MAX_QP_WR`]).
     pub max_qp_wr: Option<u32>,
+    /// `max_cqe=N`: entries one completion queue holds (default [`MAX_CQE`]).
+    pub max_cqe: Option<u32>,
 }
 
 /// Parses the mock's spec (`mock`, or `mock:` and comma-separated
-/// `rd_atom=N`, `init_rd_atom=N`, `max_qp_wr=N`, `log=PATH`); None: not
+/// `rd_atom=N`, `init_rd_atom=N`, `max_qp_wr=N`, `max_cqe=N`, `log=PATH`); None: not
 /// the mock.
 pub fn parse(spec: &str) -> Option<Result<Spec, String>> {
     let rest = spec.strip_prefix("mock")?;
@@ -73,7 +78,7 @@ pub fn parse(spec: &str) -> Option<Result<Spec, String>> {
     let bad = || {
         format!(
             "mock option {rest:?} is not :OPTION[,OPTION] with rd_atom=N, init_rd_atom=N, \
-             max_qp_wr=N or log=PATH (DMALAB_IBVERBS_LIB=mock or mock:log=PATH)"
+             max_qp_wr=N, max_cqe=N or log=PATH (DMALAB_IBVERBS_LIB=mock or mock:log=PATH)"
         )
     };
     let Some(mut opts) = rest.strip_prefix(':') else {
@@ -100,6 +105,9 @@ pub fn parse(spec: &str) -> Option<Result<Spec, String>> {
                 if v.parse::<u32>().is_ok_and(|n| (1..=MAX_QP_WR).contains(&n)) =>
             {
                 s.max_qp_wr = v.parse().ok();
+            }
+            Some(("max_cqe", v)) if v.parse::<u32>().is_ok_and(|n| (1..=MAX_CQE).contains(&n)) => {
+                s.max_cqe = v.parse().ok();
             }
             _ => return Some(Err(bad())),
         }
@@ -236,6 +244,7 @@ unsafe extern "C" fn query_device(
     let mut a = sys::ibv_device_attr::default();
     a.max_qp = 1 << 16;
     a.max_qp_wr = c_int::try_from(max_qp_wr()).unwrap_or(c_int::MAX);
+    a.max_cqe = c_int::try_from(max_cqe()).unwrap_or(c_int::MAX);
     a.max_qp_rd_atom = limit(spec.and_then(|s| s.rd_atom));
     a.max_qp_init_rd_atom = limit(spec.and_then(|s| s.init_rd_atom));
     // SAFETY: attr points at a caller's ibv_device_attr (checked non-null).
@@ -307,11 +316,17 @@ unsafe extern "C" fn dereg_mr(mr: *mut ibv_mr) -> c_int {
 
 unsafe extern "C" fn create_cq(
     ctx: *mut ibv_context,
-    _n: c_int,
+    n: c_int,
     _cq_context: *mut c_void,
     _channel: *mut c_void,
     _vector: c_int,
 ) -> *mut ibv_cq {
+    if u32::try_from(n).map_or(true, |n| n > max_cqe()) {
+        // As a device does: a completion queue beyond max_cqe is refused.
+        // SAFETY: errno is this thread's own variable.
+        unsafe { *libc::__errno_location() = libc::EINVAL };
+        return std::ptr::null_mut();
+    }
     let cq = Box::new(Cq {
         cq: ibv_cq { context: ctx },
         done: Mutex::new(VecDeque::new()),
@@ -325,6 +340,11 @@ unsafe extern "C" fn destroy_cq(cq: *mut ibv_cq) -> c_int {
         drop(unsafe { Box::from_raw(cq.cast::<Cq>()) });
     }
     0
+}
+
+/// Entries one of the mock's completion queues holds.
+fn max_cqe() -> u32 {
+    SPEC.get().and_then(|s| s.max_cqe).unwrap_or(MAX_CQE)
 }
 
 /// Work requests one of the mock's queues holds.
@@ -492,12 +512,21 @@ mod tests {
                 rd_atom: Some(4),
                 init_rd_atom: Some(128),
                 max_qp_wr: None,
+                max_cqe: None,
             }))
         );
         assert_eq!(
             parse("mock:max_qp_wr=8"),
             Some(Ok(Spec {
                 max_qp_wr: Some(8),
+                ..Spec::default()
+            }))
+        );
+        assert_eq!(
+            parse("mock:max_cqe=20,max_qp_wr=8"),
+            Some(Ok(Spec {
+                max_qp_wr: Some(8),
+                max_cqe: Some(20),
                 ..Spec::default()
             }))
         );

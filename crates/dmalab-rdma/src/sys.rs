@@ -116,7 +116,10 @@ pub struct ibv_device_attr {
     pub max_qp: c_int,
     /// Work requests one queue holds at most.
     pub max_qp_wr: c_int,
-    _cap_to_pd: [c_int; 7],
+    _cap_to_cq: [c_int; 4],
+    /// Entries one completion queue holds at most.
+    pub max_cqe: c_int,
+    _mr_pd: [c_int; 2],
     /// RDMA READs and atomics a QP may have outstanding as the responder
     /// (the most `max_dest_rd_atomic` may be).
     pub max_qp_rd_atom: c_int,
@@ -137,7 +140,9 @@ impl Default for ibv_device_attr {
             _vendor_and_hw: [0; 3],
             max_qp: 0,
             max_qp_wr: 0,
-            _cap_to_pd: [0; 7],
+            _cap_to_cq: [0; 4],
+            max_cqe: 0,
+            _mr_pd: [0; 2],
             max_qp_rd_atom: 0,
             _ee_rd_atom: 0,
             _res_rd_atom: 0,
@@ -530,6 +535,7 @@ mod tests {
         assert_eq!(size_of::<ibv_port_attr>(), 52);
         assert_eq!(size_of::<ibv_device_attr>(), 232);
         assert_eq!(offset_of!(ibv_device_attr, max_qp_wr), 112);
+        assert_eq!(offset_of!(ibv_device_attr, max_cqe), 132);
         assert_eq!(offset_of!(ibv_device_attr, max_qp_rd_atom), 144);
         assert_eq!(offset_of!(ibv_device_attr, max_qp_init_rd_atom), 156);
         assert_eq!(size_of::<ibv_mr>(), 48);

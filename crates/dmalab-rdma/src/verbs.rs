@@ -52,6 +52,8 @@ pub struct DeviceLimits {
     pub max_qp_init_rd_atom: u32,
     /// `max_qp_wr`: work requests one queue holds at most.
     pub max_qp_wr: u32,
+    /// `max_cqe`: entries one completion queue holds at most.
+    pub max_cqe: u32,
 }
 
 impl DeviceLimits {
@@ -235,6 +237,7 @@ impl Context {
                 max_qp_rd_atom: 0,
                 max_qp_init_rd_atom: 0,
                 max_qp_wr: 0,
+                max_cqe: 0,
             },
         };
         let mut dev = sys::ibv_device_attr::default();
@@ -252,6 +255,7 @@ impl Context {
             max_qp_rd_atom: nonneg(dev.max_qp_rd_atom),
             max_qp_init_rd_atom: nonneg(dev.max_qp_init_rd_atom),
             max_qp_wr: nonneg(dev.max_qp_wr),
+            max_cqe: nonneg(dev.max_cqe),
         };
         // SAFETY: ctx is open; port_attr is a zeroed ibv_port_attr (the
         // exported symbol fills its compat prefix, as verbs.h's fallback does).

@@ -723,3 +723,35 @@ fn mtu_sets_the_path_mtu_of_every_qp() {
         crate::common::assert_usage_stderr(code, &err, "--mtu");
     }
 }
+
+/// A worker's completion queue holds an entry per command in flight and
+/// one per QP for its fence; `ibv_create_cq` refuses more than the
+/// device's `max_cqe`. The depth is lowered to fit, with a note, as for
+/// `max_qp_wr`; a queue that cannot hold a command and a fence per QP is
+/// refused naming the device flag.
+#[test]
+fn the_depth_is_lowered_to_what_the_devices_completion_queues_hold() {
+    let deep = ["--commands", "300", "--qps", "2", "--iodepth", "64"];
+    let (code, err, doc) = mock_loopback(&deep, "mock:max_cqe=20");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(
+            "dmalab: note: --iodepth 64: a completion queue on mock0 holds at most 20 entries"
+        ) && err.contains("run with --iodepth 18"),
+        "{err}"
+    );
+    let f = doc.unwrap()["result"]["rdma"].clone();
+    assert_eq!(
+        (&f["iodepth"], &f["iodepth_asked"]),
+        (&18.into(), &64.into()),
+        "{f}"
+    );
+    assert_eq!(f["moved"]["writes"], 300, "{f}");
+    let (code, err, doc) = mock_loopback(&deep, "mock:max_cqe=3");
+    let line = crate::common::assert_usage_stderr(code, &err, "--rdma-device");
+    assert!(
+        line.contains("mock0's completion queues hold at most 3 entries"),
+        "{line}"
+    );
+    assert!(doc.is_none());
+}

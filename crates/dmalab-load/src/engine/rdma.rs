@@ -447,6 +447,7 @@ impl Driver for RdmaDriver {
         // follows the depth that runs.
         self.notes = [
             cfg.cap_queue(ctx.limits.max_qp_wr, &ctx.name)?,
+            cfg.cap_cq(ctx.limits.max_cqe, &ctx.name)?,
             cfg.cap_reads(read_depth(&ctx.limits, peer_dest)),
             cfg.cap_signal_every(),
         ]
