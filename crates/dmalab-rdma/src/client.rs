@@ -317,17 +317,21 @@ impl ClientConfig {
             self.qps, self.iodepth
         )))
     }
-}
 
-impl ClientConfig {
-    /// Lowers `iodepth` so that a worker's completion queue, which holds an
-    /// entry per command in flight and one per QP for its fence
-    /// (`iodepth + qps`), fits the device's `max_cqe`: `ibv_create_cq`
-    /// refuses a larger one. Returns the note to print when it lowered it,
-    /// and a [`UsageError`] naming `device_flag` when not even one command
-    /// per QP fits. A device that reports no limit (0) is taken at its word.
+    /// Entries a worker's completion queue holds: one per command in
+    /// flight and one per QP for its fence.
+    pub fn cq_entries(&self) -> u32 {
+        self.iodepth.saturating_add(self.qps)
+    }
+
+    /// Lowers `iodepth` so that a worker's completion queue
+    /// ([`ClientConfig::cq_entries`]) fits the device's `max_cqe`:
+    /// `ibv_create_cq` refuses a larger one. Returns the note to print when
+    /// it lowered it, and a [`UsageError`] naming `device_flag` when not
+    /// even one command per QP fits. A device that reports no limit (0) is
+    /// taken at its word.
     pub fn cap_cq(&mut self, max_cqe: u32, device: &str) -> Result<Option<String>, UsageError> {
-        if max_cqe == 0 || self.iodepth.saturating_add(self.qps) <= max_cqe {
+        if max_cqe == 0 || self.cq_entries() <= max_cqe {
             return Ok(None);
         }
         let most = max_cqe.saturating_sub(self.qps);
@@ -335,7 +339,8 @@ impl ClientConfig {
             return Err(UsageError::new(
                 self.device.device_flag,
                 format!(
-                    "{device}'s completion queues hold at most {max_cqe} entries (max_cqe), and                      {} queue pair(s) need {} (a command and a fence each): use fewer --qps",
+                    "{device}'s completion queues hold at most {max_cqe} entries (max_cqe), and \
+                     {} queue pair(s) need {} (a command and a fence each): use fewer --qps",
                     self.qps,
                     2 * self.qps
                 ),
@@ -344,7 +349,9 @@ impl ClientConfig {
         let before = self.iodepth;
         self.iodepth = most;
         Ok(Some(format!(
-            "--iodepth {before}: a completion queue on {device} holds at most {max_cqe} entries              (max_cqe), one per command in flight and one per queue pair for its fence, so {}              queue pair(s) run with --iodepth {most}",
+            "--iodepth {before}: a completion queue on {device} holds at most {max_cqe} entries \
+             (max_cqe), one per command in flight and one per queue pair for its fence, so {} \
+             queue pair(s) run with --iodepth {most}",
             self.qps
         )))
     }
@@ -522,7 +529,7 @@ impl Client {
         let qps = self.cfg.qps as usize;
         let per_qp = self.cfg.iodepth.div_ceil(self.cfg.qps);
         // Room for one fence per QP (see Worker::fence) beside the requests.
-        let cq = CompletionQueue::new(&self.ctx, self.cfg.iodepth + self.cfg.qps)?;
+        let cq = CompletionQueue::new(&self.ctx, self.cfg.cq_entries())?;
         // READ depth: what this device initiates, lowered below to what
         // the responder serves (loopback: this device; a peer: its accept).
         let limits = self.ctx.limits;
@@ -555,7 +562,7 @@ impl Client {
             rng: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
             next_qp: 0,
             moved: Moved::default(),
-            wc: vec![sys::ibv_wc::default(); (self.cfg.iodepth + self.cfg.qps).max(1) as usize],
+            wc: vec![sys::ibv_wc::default(); self.cfg.cq_entries().max(1) as usize],
             last_progress: Instant::now(),
             staged: PostList::new(self.cfg.iodepth as usize, qps),
             progressed: false,
@@ -1140,9 +1147,10 @@ impl Worker {
     }
 
     /// Posts what is queued, then polls the CQ until at least `min`
-    /// completions arrived or `timeout` passed; appends them to `out`. A failed completion is reported as
-    /// -EIO and also returned as an error when its QP can do no more (the
-    /// peer is gone): the run stops and reports what it did.
+    /// completions arrived or `timeout` passed; appends them to `out`. A
+    /// failed completion is reported as -EIO and also returned as an error
+    /// when its QP can do no more (the peer is gone): the run stops and
+    /// reports what it did.
     pub fn reap(
         &mut self,
         min: usize,
@@ -1634,7 +1642,8 @@ mod tests {
         assert_eq!(c.iodepth, 7);
         assert!(
             note.starts_with("--iodepth 8: a completion queue on mock0 holds at most 9 entries")
-                && note.ends_with("run with --iodepth 7"),
+                && note.ends_with("run with --iodepth 7")
+                && !note.contains("  "),
             "{note}"
         );
         // max_qp_wr 16384 lets 2 QPs run 32766: with their fences one
@@ -1651,7 +1660,8 @@ mod tests {
         assert_eq!(e.option, "--rdma-device");
         assert!(
             e.message
-                .contains("mock0's completion queues hold at most 3 entries"),
+                .contains("mock0's completion queues hold at most 3 entries")
+                && !e.message.contains("  "),
             "{e}"
         );
     }
