@@ -3,7 +3,8 @@
 # (scripts/nvme-vm/run.sh --with-rdma): dmalab load --engine rdma against a
 # dmalab rdma serve, and perftest's ib_write_bw / ib_read_bw, same message
 # size (64 KiB), one QP, 16 outstanding, runs interleaved (perftest also
-# with --post_list 16, as dmalab posts its freed requests as one list);
+# with --post_list 16, as dmalab posts its freed requests as one list;
+# dmalab also with perftest's footprint, one 64 KiB buffer each side);
 # bandwidth ratio, rxe's retransmissions and the guest's CPU per message for
 # each tool, and the error of each tool's software rate limit in 1-second
 # windows at 10/50/90% of its own maximum.
@@ -48,7 +49,7 @@ sed -e "s/@RUNTIME@/$runtime/" -e "s/@RATE_RUNTIME@/$rate_runtime/" -e "s/@REPS@
   echo "(cd /tmp && /usr/dmalab/bin/dmalab run /tmp/rdma-interference.toml --dry-run) >/results/example-dry-run.txt 2>&1"
   echo "echo \$? >/results/example-dry-run.rc"
 } >>"$out/job.sh"
-timeout_s=$(((reps * 6) * (runtime + 8) + rate * 6 * (rate_runtime + 8) + 300))
+timeout_s=$(((reps * 8) * (runtime + 8) + rate * 6 * (rate_runtime + 8) + 300))
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 scripts/nvme-vm/run.sh --out "$out" --job "$out/job.sh" --dmalab "$dmalab" --with-rdma --timeout "$timeout_s"
 echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -155,6 +156,20 @@ for op, tool in (("W", "ib_write_bw"), ("R", "ib_read_bw")):
         f"{a:.1f}/{b:.1f}" for a, b in zip(dmb, ptb)))
     if dmbw:
         print(f"  bandwidth dmalab {bs.median(dmb):.1f} MiB/s, {tool} {bs.median(ptb):.1f} MiB/s, ratio {bs.fmt_ratio(bs.ratios(dmbw, ptbw))}")
+    # dmalab with perftest's footprint: one 64 KiB buffer on each side.
+    fpb, fpt = [], []
+    for i in range(1, reps + 1):
+        try:
+            a, _ = dm(f"{op}_fp_{i}")
+            b = pt(f"{op}_pt_{i}")
+        except Exception:
+            continue
+        fpb.append(a); fpt.append(b)
+    if fpb:
+        print(f"  dmalab with perftest's footprint (--buffer 64K --rdma-remote-buffer 64K, one message-sized buffer each side):")
+        print(f"    per repetition, MiB/s (dmalab 64K/{tool}): " + "  ".join(
+            f"{a / MIB:.1f}/{b / MIB:.1f}" for a, b in zip(fpb, fpt)))
+        print(f"    bandwidth dmalab 64K {bs.median([a / MIB for a in fpb]):.1f} MiB/s, ratio {bs.fmt_ratio(bs.ratios(fpb, fpt))}")
     # dmalab posts what its queue frees as one list (mean length below);
     # the same tool with --post_list 16, run in each repetition beside it.
     dml, pll = [], []
@@ -196,13 +211,32 @@ try:
 except OSError:
     clock = "s"
 unit = 1e9 if clock == "ns" else 1.0
+def samples(path):
+    """The sampler's rows: (seconds, sent_pkts, duplicate_request or None)."""
+    rows = []
+    for l in open(path):
+        w = l.split()
+        if len(w) >= 2:
+            rows.append((float(w[0]) / unit, float(w[1]), float(w[3]) if len(w) >= 5 else None))
+    return rows
+# Packets rxe sent twice, per window: each duplicate_request is a request
+# packet the responder received again (a requester retransmission after a
+# timeout), and rxe's responder answers every duplicate WRITE packet with
+# an ACK of its own, so each one is two packets in sent_pkts beyond the
+# message's 17. The run's totals check this estimate below.
+RESENT_PER_DUP = 2
 def windows(path, pkts_per_msg=17):
-    rows = [(float(t) / unit, float(p)) for t, p in
-            (l.split() for l in open(path) if len(l.split()) == 2)]
+    """Per whole 1-s window: (bytes/s from sent_pkts, the same with the
+    window's resent packets removed, or None without the counter)."""
+    rows = samples(path)
     out = []
-    for (t0, p0), (t1, p1) in zip(rows, rows[1:]):
+    for (t0, p0, d0), (t1, p1, d1) in zip(rows, rows[1:]):
         if p1 > p0 and t1 > t0:
-            out.append((p1 - p0) / pkts_per_msg * 65536 / (t1 - t0))
+            raw = (p1 - p0) / pkts_per_msg * 65536 / (t1 - t0)
+            net = None
+            if d0 is not None and d1 is not None:
+                net = (p1 - p0 - RESENT_PER_DUP * (d1 - d0)) / pkts_per_msg * 65536 / (t1 - t0)
+            out.append((raw, net))
     # The first and last windows straddle the start and the end.
     return out[1:-1]
 print(f"\nsoftware rate limit, 1-second windows of rxe's sent_pkts (17 packets per 64 KiB message; "
@@ -217,9 +251,10 @@ for line in open(os.path.join(d, "rates")):
     pct, dm_rate, pt_mib = line.split()
     for tool, path, target in (("dmalab", f"rate_dm_{pct}.samples", float(dm_rate)),
                                ("ib_write_bw", f"rate_pt_{pct}.samples", float(pt_mib) * MIB)):
-        w = windows(os.path.join(d, path))
-        if not w:
+        ws = windows(os.path.join(d, path))
+        if not ws:
             print(f"  {pct}% {tool}: no full windows"); continue
+        w = [raw for raw, _ in ws]
         errs = [abs(x - target) / target * 100 for x in w]
         # A window holds whole messages: one more or less is this much of
         # it, an error no pacer can avoid at this rate.
@@ -227,6 +262,23 @@ for line in open(os.path.join(d, "rates")):
         print(f"  {pct:>2}% {tool:<12} target {target / MIB:8.1f} MiB/s, mean {sum(w) / len(w) / MIB:8.1f} MiB/s, "
               f"window error median {bs.median(errs):5.2f}% max {max(errs):5.2f}% ({len(w)} windows; "
               f"one message is {quantum:.2f}% of a window)")
+        if all(net is not None for _, net in ws):
+            nerr = [abs(net - target) / target * 100 for _, net in ws]
+            print(f"      without resent packets ({RESENT_PER_DUP} x duplicate_request per window): window error "
+                  f"median {bs.median(nerr):5.2f}% max {max(nerr):5.2f}%; per window, raw/without, %: "
+                  + " ".join(f"{(raw - target) / target * 100:+.2f}/{(net - target) / target * 100:+.2f}" for raw, net in ws))
+        try:
+            delta, _ = around(path.replace(".samples", ""))
+            if tool == "dmalab":
+                f = json.load(open(os.path.join(d, f"rate_dm_{pct}.json")))["result"]["rdma"]["moved"]
+                msgs = f["writes"] + f["reads"]
+                extra = f"sent_pkts beyond 17 per completed message {delta['sent_pkts'] - 17 * msgs}, "
+            else:
+                extra = ""
+            print(f"      over the run: {extra}{RESENT_PER_DUP} x duplicate_request "
+                  f"{RESENT_PER_DUP * delta.get('duplicate_request', 0)}, completer_retry_err {delta.get('completer_retry_err', 0)}")
+        except (OSError, KeyError, ValueError, TypeError):
+            pass
     # dmalab's own check: whole 1-s windows of its completion timestamps.
     try:
         rc = json.load(open(os.path.join(d, f"rate_dm_{pct}.json")))["result"]["rate_check"]

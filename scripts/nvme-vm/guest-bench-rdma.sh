@@ -26,11 +26,14 @@ else
 fi
 echo "$CLOCK" >/results/sampler_clock
 
-# Samples the clock and sent_pkts about every second into FILE until
-# killed. Both are read by the shell itself, one right after the other:
-# the old `$(cut ...) $(cat ...)` forked a process between the two
-# readings, and under TCG on a busy host that gap alone was tens of ms,
-# a few % of a window.
+# Samples the clock, sent_pkts and the counters of packets sent twice
+# about every second into FILE until killed, one line each: ns (or s)
+# sent_pkts rcvd_pkts duplicate_request completer_retry_err. All are read
+# by the shell itself, one right after the other: the old
+# `$(cut ...) $(cat ...)` forked a process between the two readings, and
+# under TCG on a busy host that gap alone was tens of ms, a few % of a
+# window. sent_pkts is read right after the clock (the figure judged);
+# the others after it.
 sampler() {
   while :; do
     if [ $CLOCK = ns ]; then
@@ -39,7 +42,10 @@ sampler() {
       read -r t _ </proc/uptime
     fi
     read -r p <$HW/sent_pkts
-    echo "$t $p"
+    read -r r <$HW/rcvd_pkts
+    read -r d <$HW/duplicate_request
+    read -r c <$HW/completer_retry_err
+    echo "$t $p $r $d $c"
     sleep 1
   done >"$1"
 }
@@ -53,14 +59,20 @@ snap() {
     read -r l </proc/stat; echo "$l"; } >"$1"
 }
 
+# dmalab's runs move a 16 MiB region on each side (DBUF= changes both):
+# sequential 64 KiB messages through it, 256 distinct places. perftest's
+# client at this size moves one message-sized buffer every time (its
+# address advances only while a message fits twice in its cycle buffer, a
+# page by default), so each repetition also runs dmalab with that
+# footprint (DBUF=64K), reported on its own line.
 dm_run() { # OP NAME [extra flags]: one dmalab run against a local serve
   op="$1"; name="$2"; shift 2
   $D rdma serve --listen 127.0.0.1:18700 --buffer 16M >/dev/null 2>/results/$name.serve.err &
   S=$!
   w=0; while ! grep -q serving /results/$name.serve.err && [ $w -lt 200 ]; do sleep 0.1; w=$((w + 1)); done
   snap /results/$name.before
-  $D load --engine rdma --target 127.0.0.1:18700 --rdma-op "$op" --pattern single --bs 64K --buffer 16M \
-    --rdma-remote-buffer 16M --device-offsets sequential --iodepth 16 --runtime ${DRT:-$RT}s -q "$@" \
+  $D load --engine rdma --target 127.0.0.1:18700 --rdma-op "$op" --pattern single --bs 64K --buffer ${DBUF:-16M} \
+    --rdma-remote-buffer ${DBUF:-16M} --device-offsets sequential --iodepth 16 --runtime ${DRT:-$RT}s -q "$@" \
     --output /results/$name.json >/dev/null 2>>/results/errors
   snap /results/$name.after
   kill -TERM $S; wait $S
@@ -96,9 +108,11 @@ while [ $i -le $REPS ]; do
   cat /proc/loadavg >>/results/loadavg
   dm_run write W_dm_$i
   pt_run ib_write_bw W_pt_$i
+  DBUF=64K dm_run write W_fp_$i
   pt_run ib_write_bw W_pl_$i -l 16
   dm_run read R_dm_$i
   pt_run ib_read_bw R_pt_$i
+  DBUF=64K dm_run read R_fp_$i
   pt_run ib_read_bw R_pl_$i -l 16
   i=$((i + 1))
 done
