@@ -633,99 +633,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_unpaced_command_at_depth_one_costs_two_clock_reads() {
-        // Issue 35: the 4 KiB iodepth-1 IOPS fell behind fio's with per-
-        // command work added since. Per command the worker needs the time
-        // it queued and the time it was reaped; the loop's own `now` is
-        // the reap's reading, and live stats take it too (they used to
-        // read the clock once more per batch).
+    /// Runs `n` unpaced random 4 KiB reads into a buffer of `buffer_bytes`
+    /// at `depth` against a device that completes everything at once, with
+    /// latency recording on if `record`: the worker's output, the live
+    /// stats' command count, and the clock readings taken.
+    fn run_instant(n: u64, depth: usize, buffer_bytes: u64, record: bool) -> (WorkerOut, u64, u64) {
         let cfg = StreamConfig {
             pattern: Pattern::Random,
             write_storage: false,
             alternate: false,
             bs_bytes: 4096,
             max_blocks: 1,
-            buffer_bytes: 4096,
-            piece_bytes: 4096,
+            buffer_bytes,
+            piece_bytes: buffer_bytes,
             region_bytes: 1 << 30,
             device_offsets: DeviceOffsets::Random,
             seed: 1,
         };
-        let n = 10_000u64;
-        let shared = Mutex::new(Shared {
-            stream: PatternStream::new(cfg).unwrap(),
-            limiter: Limiter::new(RateSpec {
-                rate_bytes_per_s: None,
-                rate_iops: None,
-                timeslot_ns: 100_000_000,
-                arrival: Arrival::Uniform,
-                burst: false,
-                seed: 1,
-            }),
-            commands_left: n,
-            blocks_left: u64::MAX,
-            data: true,
-        });
-        let clock = CountingClock {
-            inner: MonoClock::new(),
-            reads: Default::default(),
-        };
-        let live = LiveStats::create(None).unwrap();
-        live.set_running(1);
-        let buffer =
-            DmaBuffer::new(4096, 4096, HugePages::None, Fill::Zero, &Default::default()).unwrap();
-        let out = worker_loop(
-            0,
-            &[],
-            &mut InstantEngine(Vec::new()),
-            &clock,
-            &Sharing {
-                shared: &shared,
-                stop: &AtomicBool::new(false),
-                abort: &AtomicBool::new(false),
-                live: &live,
-                buffer: &buffer,
-                trace: None,
-            },
-            &Pacing {
-                depth: 1,
-                deadline: u64::MAX,
-                record: false,
-                cache_always: false,
-                poisson: false,
-            },
-        );
-        assert_eq!(out.result.totals.commands, n);
-        assert_eq!(live.totals().1, n);
-        let reads = clock.reads.load(Ordering::Relaxed);
-        assert!(
-            reads <= 2 * n + 2,
-            "{reads} clock reads for {n} commands ({:.2} each)",
-            reads as f64 / n as f64
-        );
-    }
-
-    #[test]
-    fn a_batch_of_queued_commands_costs_one_clock_read() {
-        // Issue 32: on the RDMA guest (clocksource hpet, a system call per
-        // reading) the worker read the clock twice per queued command
-        // (lateness and queue time), though a batch reaches the device in
-        // one submit. At depth 16 against a device that completes all at
-        // once, a pass is one reading for the batch and one for the reap.
-        let cfg = StreamConfig {
-            pattern: Pattern::Random,
-            write_storage: false,
-            alternate: false,
-            bs_bytes: 4096,
-            max_blocks: 1,
-            buffer_bytes: 1 << 16,
-            piece_bytes: 1 << 16,
-            region_bytes: 1 << 30,
-            device_offsets: DeviceOffsets::Random,
-            seed: 1,
-        };
-        let (n, depth) = (16_000u64, 16usize);
         let shared = Mutex::new(Shared {
             stream: PatternStream::new(cfg).unwrap(),
             limiter: Limiter::new(RateSpec {
@@ -747,8 +671,8 @@ mod tests {
         let live = LiveStats::create(None).unwrap();
         live.set_running(1);
         let buffer = DmaBuffer::new(
-            1 << 16,
-            1 << 16,
+            buffer_bytes,
+            buffer_bytes,
             HugePages::None,
             Fill::Zero,
             &Default::default(),
@@ -770,15 +694,45 @@ mod tests {
             &Pacing {
                 depth,
                 deadline: u64::MAX,
-                record: true,
+                record,
                 cache_always: false,
                 poisson: false,
             },
         );
+        let reads = clock.reads.load(Ordering::Relaxed);
+        (out, live.totals().1, reads)
+    }
+
+    #[test]
+    fn an_unpaced_command_at_depth_one_costs_two_clock_reads() {
+        // Issue 35: the 4 KiB iodepth-1 IOPS fell behind fio's with per-
+        // command work added since. Per command the worker needs the time
+        // it queued and the time it was reaped; the loop's own `now` is
+        // the reap's reading, and live stats take it too (they used to
+        // read the clock once more per batch).
+        let n = 10_000u64;
+        let (out, live_commands, reads) = run_instant(n, 1, 4096, false);
+        assert_eq!(out.result.totals.commands, n);
+        assert_eq!(live_commands, n);
+        assert!(
+            reads <= 2 * n + 2,
+            "{reads} clock reads for {n} commands ({:.2} each)",
+            reads as f64 / n as f64
+        );
+    }
+
+    #[test]
+    fn a_batch_of_queued_commands_costs_one_clock_read() {
+        // Issue 32: on the RDMA guest (clocksource hpet, a system call per
+        // reading) the worker read the clock twice per queued command
+        // (lateness and queue time), though a batch reaches the device in
+        // one submit. At depth 16 against a device that completes all at
+        // once, a pass is one reading for the batch and one for the reap.
+        let (n, depth) = (16_000u64, 16usize);
+        let (out, _, reads) = run_instant(n, depth, 1 << 16, true);
         assert_eq!(out.result.totals.commands, n);
         assert_eq!(out.result.lat_ns.samples, n);
         let passes = n / depth as u64;
-        let reads = clock.reads.load(Ordering::Relaxed);
         assert!(
             reads <= 2 * passes + 4,
             "{reads} clock reads for {n} commands in batches of {depth} ({:.2} per command)",
