@@ -457,14 +457,20 @@ pub struct Client {
     loop_buf: Option<RawBuffer>,
     before: Option<Snapshot>,
     moved: Mutex<Moved>,
-    /// Work requests posted signalled, fences included, and fences, over
-    /// all workers.
-    signalled: Mutex<(u64, u64)>,
-    /// `ibv_post_send` calls that carried commands, over all workers.
-    post_calls: Mutex<u64>,
+    /// What the workers posted, summed as each one ends.
+    posted: Mutex<Posted>,
     /// The smallest `max_rd_atomic` a worker's QP was connected with.
     rd_atomic: Mutex<Option<u8>>,
     first_error: Mutex<Option<String>>,
+}
+
+/// Work requests posted signalled (fences included), the fences among
+/// them, and the `ibv_post_send` calls that carried commands.
+#[derive(Clone, Copy, Debug, Default)]
+struct Posted {
+    signalled: u64,
+    fences: u64,
+    calls: u64,
 }
 
 impl Client {
@@ -511,8 +517,7 @@ impl Client {
             loop_buf,
             before,
             moved: Mutex::new(Moved::default()),
-            signalled: Mutex::new((0, 0)),
-            post_calls: Mutex::new(0),
+            posted: Mutex::default(),
             rd_atomic: Mutex::new(None),
             first_error: Mutex::new(None),
         })
@@ -649,7 +654,7 @@ impl Client {
     pub fn facts(&self, workers: usize) -> ClientFacts {
         let after = counters::read(&self.cfg.sysfs_root, &self.ctx.name, self.ctx.port);
         let moved = self.moved.lock().map(|m| *m).unwrap_or_default();
-        let (signalled, fences) = self.signalled.lock().map(|m| *m).unwrap_or_default();
+        let posted = self.posted.lock().map(|m| *m).unwrap_or_default();
         ClientFacts {
             device: self.ctx.name.clone(),
             port: self.ctx.port,
@@ -667,9 +672,9 @@ impl Client {
             max_rd_atomic: self.rd_atomic.lock().ok().and_then(|r| *r),
             iodepth: self.cfg.iodepth,
             iodepth_asked: self.cfg.iodepth_asked,
-            signalled_work_requests: signalled,
-            fences,
-            post_send_calls: self.post_calls.lock().map(|n| *n).unwrap_or_default(),
+            signalled_work_requests: posted.signalled,
+            fences: posted.fences,
+            post_send_calls: posted.calls,
             mix_order: match self.cfg.op {
                 RdmaOp::Mixed { .. } => Some(self.cfg.mix_order),
                 _ => None,
@@ -1370,12 +1375,10 @@ impl Drop for Worker {
             let d = if i == 0 { done } else { Done::default() };
             let _ = handshake::send_done("server", s, &d);
         }
-        if let Ok(mut n) = self.client.signalled.lock() {
-            n.0 += self.signalled;
-            n.1 += self.fences;
-        }
-        if let Ok(mut n) = self.client.post_calls.lock() {
-            *n += self.post_calls;
+        if let Ok(mut p) = self.client.posted.lock() {
+            p.signalled += self.signalled;
+            p.fences += self.fences;
+            p.calls += self.post_calls;
         }
         if let Ok(mut m) = self.client.moved.lock() {
             m.writes += self.moved.writes;
